@@ -1,0 +1,43 @@
+//! The library's one error type. Every variant says what went wrong and, where the user can act,
+//! what to do about it.
+
+use thiserror::Error;
+
+/// Result alias used across the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("unknown GPU backend '{0}': use one of auto, vulkan, gl (set WEFT_BACKEND)")]
+    UnknownBackend(String),
+
+    #[error("no GPU adapter found ({tried}): {hint}")]
+    NoAdapter { tried: String, hint: String },
+
+    #[error("the GPU adapter refused a device: {0}")]
+    RequestDevice(String),
+
+    #[error("shader '{shader}' could not be preprocessed: {message}")]
+    ShaderPreprocess { shader: String, message: String },
+
+    #[error("shader '{shader}' failed to compile: {message}")]
+    ShaderCompile { shader: String, message: String },
+
+    #[error("pipeline for shader '{shader}' could not be created: {message}")]
+    PipelineCreate { shader: String, message: String },
+
+    #[error("{op}: {message}")]
+    Shape { op: &'static str, message: String },
+
+    #[error(
+        "buffer '{label}' needs {bytes} bytes but this GPU allows at most {limit} bytes per {what}"
+    )]
+    BufferTooLarge { label: String, bytes: u64, limit: u64, what: &'static str },
+
+    #[error("reading back GPU buffer '{label}' failed: {message}")]
+    Readback { label: String, message: String },
+
+    #[error("the GPU device was lost ({0}); reload the model to continue")]
+    DeviceLost(String),
+}

@@ -1,0 +1,140 @@
+//! GPU tensors: a storage buffer plus its logical shape and element type.
+
+use wgpu::util::DeviceExt;
+
+use super::GpuContext;
+use crate::error::{Error, Result};
+
+/// Element type of a GPU tensor as the kernels see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DType {
+    F32,
+    /// Raw 32-bit words: packed quantized blocks, ids, half-precision pairs.
+    U32,
+}
+
+impl DType {
+    pub fn size(self) -> usize {
+        4
+    }
+}
+
+/// A storage buffer with a logical row-major shape.
+pub struct GpuTensor {
+    pub(crate) buffer: wgpu::Buffer,
+    pub shape: Vec<usize>,
+    pub dtype: DType,
+}
+
+impl GpuTensor {
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.buffer.size()
+    }
+
+    pub fn label_shape(&self) -> String {
+        format!("{:?} {:?}", self.dtype, self.shape)
+    }
+}
+
+const USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_SRC)
+    .union(wgpu::BufferUsages::COPY_DST);
+
+impl GpuContext {
+    fn check_size(&self, label: &str, bytes: u64) -> Result<()> {
+        let limits = &self.capabilities().limits;
+        let (limit, what) = if limits.max_storage_buffer_binding_size < limits.max_buffer_size {
+            (limits.max_storage_buffer_binding_size, "storage binding")
+        } else {
+            (limits.max_buffer_size, "buffer")
+        };
+        if bytes > limit {
+            return Err(Error::BufferTooLarge { label: label.to_string(), bytes, limit, what });
+        }
+        Ok(())
+    }
+
+    fn element_count(label: &str, shape: &[usize]) -> Result<usize> {
+        shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)).ok_or_else(|| Error::Shape {
+            op: "tensor",
+            message: format!("{label}: shape {shape:?} overflows"),
+        })
+    }
+
+    /// Uploads `data` (row-major, `shape`) as an f32 tensor.
+    pub fn upload_f32(&self, label: &str, shape: &[usize], data: &[f32]) -> Result<GpuTensor> {
+        self.upload(label, shape, DType::F32, bytemuck::cast_slice(data), data.len())
+    }
+
+    /// Uploads raw 32-bit words.
+    pub fn upload_u32(&self, label: &str, shape: &[usize], data: &[u32]) -> Result<GpuTensor> {
+        self.upload(label, shape, DType::U32, bytemuck::cast_slice(data), data.len())
+    }
+
+    fn upload(
+        &self,
+        label: &str,
+        shape: &[usize],
+        dtype: DType,
+        bytes: &[u8],
+        len: usize,
+    ) -> Result<GpuTensor> {
+        let count = Self::element_count(label, shape)?;
+        if count != len {
+            return Err(Error::Shape {
+                op: "upload",
+                message: format!("{label}: shape {shape:?} holds {count} elements, data has {len}"),
+            });
+        }
+        self.check_size(label, bytes.len() as u64)?;
+        // wgpu rejects zero-sized storage bindings; an empty tensor still gets one word.
+        let padded;
+        let contents = if bytes.is_empty() {
+            padded = [0u8; 4];
+            &padded[..]
+        } else {
+            bytes
+        };
+        let buffer = self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some(label),
+            contents,
+            usage: USAGE,
+        });
+        Ok(GpuTensor { buffer, shape: shape.to_vec(), dtype })
+    }
+
+    /// A zero-filled tensor, typically a kernel's output.
+    pub fn zeros(&self, label: &str, shape: &[usize], dtype: DType) -> Result<GpuTensor> {
+        let count = Self::element_count(label, shape)?;
+        let bytes = (count.max(1) as u64).checked_mul(dtype.size() as u64).ok_or_else(|| {
+            Error::Shape { op: "zeros", message: format!("{label}: {shape:?} overflows") }
+        })?;
+        self.check_size(label, bytes)?;
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: bytes,
+            usage: USAGE,
+            mapped_at_creation: false,
+        });
+        Ok(GpuTensor { buffer, shape: shape.to_vec(), dtype })
+    }
+
+    /// A uniform buffer holding `bytes` (kernel parameters), padded to 16 bytes.
+    pub(crate) fn uniform(&self, label: &str, bytes: &[u8]) -> wgpu::Buffer {
+        let mut padded = bytes.to_vec();
+        padded.resize(bytes.len().div_ceil(16).max(1) * 16, 0);
+        self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some(label),
+            contents: &padded,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        })
+    }
+}

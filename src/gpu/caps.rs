@@ -1,0 +1,87 @@
+//! What the adapter can do, reported to users (CLI, JS `capabilities()`) and used to pick kernels.
+
+use serde::Serialize;
+
+/// The limits that decide how large a tensor or a dispatch may be.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyLimits {
+    pub max_storage_buffer_binding_size: u64,
+    pub max_buffer_size: u64,
+    pub max_compute_workgroups_per_dimension: u32,
+    pub max_storage_buffers_per_shader_stage: u32,
+    pub max_compute_invocations_per_workgroup: u32,
+    pub max_compute_workgroup_storage_size: u32,
+}
+
+impl KeyLimits {
+    pub fn from_wgpu(limits: &wgpu::Limits) -> Self {
+        Self {
+            max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
+            max_buffer_size: limits.max_buffer_size,
+            max_compute_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
+            max_storage_buffers_per_shader_stage: limits.max_storage_buffers_per_shader_stage,
+            max_compute_invocations_per_workgroup: limits.max_compute_invocations_per_workgroup,
+            max_compute_workgroup_storage_size: limits.max_compute_workgroup_storage_size,
+        }
+    }
+}
+
+/// Adapter identity, features and limits of the device weft created.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Capabilities {
+    pub backend: String,
+    pub adapter_name: String,
+    /// PCI vendor id natively; the vendor string from `GPUAdapterInfo` on the web.
+    pub vendor: String,
+    /// Empty natively (wgpu does not expose it); `GPUAdapterInfo.architecture` on the web.
+    pub architecture: String,
+    pub driver: String,
+    pub device_type: String,
+    /// True for CPU emulations (lavapipe, llvmpipe, SwiftShader, WARP): slow, but correct.
+    pub is_software: bool,
+    pub shader_f16: bool,
+    pub subgroups: bool,
+    pub timestamp_query: bool,
+    pub limits: KeyLimits,
+}
+
+const SOFTWARE_NAMES: [&str; 5] = ["llvmpipe", "lavapipe", "swiftshader", "warp", "softpipe"];
+
+impl Capabilities {
+    pub fn new(info: &wgpu::AdapterInfo, features: wgpu::Features, limits: &wgpu::Limits) -> Self {
+        let lower = format!("{} {}", info.name, info.driver).to_lowercase();
+        let is_software = info.device_type == wgpu::DeviceType::Cpu
+            || SOFTWARE_NAMES.iter().any(|n| lower.contains(n));
+        Self {
+            backend: format!("{:?}", info.backend),
+            adapter_name: info.name.clone(),
+            vendor: if info.vendor == 0 { String::new() } else { format!("0x{:04x}", info.vendor) },
+            architecture: String::new(),
+            driver: [info.driver.as_str(), info.driver_info.as_str()]
+                .iter()
+                .filter(|s| !s.is_empty())
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(" "),
+            device_type: format!("{:?}", info.device_type),
+            is_software,
+            shader_f16: features.contains(wgpu::Features::SHADER_F16),
+            subgroups: features.contains(wgpu::Features::SUBGROUP),
+            timestamp_query: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+            limits: KeyLimits::from_wgpu(limits),
+        }
+    }
+
+    /// Folds in what only the browser's `GPUAdapterInfo` tells (wgpu leaves these empty on the web).
+    pub fn with_web_info(mut self, vendor: String, architecture: String, is_fallback: bool) -> Self {
+        if !vendor.is_empty() {
+            self.vendor = vendor;
+        }
+        self.architecture = architecture;
+        let lower = format!("{} {}", self.vendor, self.architecture).to_lowercase();
+        self.is_software |= is_fallback || SOFTWARE_NAMES.iter().any(|n| lower.contains(n));
+        self
+    }
+}

@@ -1,0 +1,140 @@
+//! Device creation, buffers, shader preprocessing, the pipeline cache and readback. Everything
+//! that touches wgpu directly lives here or in `ops`.
+
+mod buffer;
+mod caps;
+mod pipeline;
+mod readback;
+pub mod shader;
+
+pub use buffer::{DType, GpuTensor};
+pub use caps::{Capabilities, KeyLimits};
+pub use pipeline::{Dispatch, Pipeline};
+
+use crate::error::{Error, Result};
+use pipeline::PipelineCache;
+
+/// Which native backend to try. The browser always uses WebGPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// Vulkan first, then GL.
+    Auto,
+    Vulkan,
+    Gl,
+}
+
+impl BackendChoice {
+    /// Reads `WEFT_BACKEND` (auto, vulkan, gl); unset means auto.
+    pub fn from_env() -> Result<Self> {
+        match std::env::var("WEFT_BACKEND") {
+            Ok(v) => Self::parse(&v),
+            Err(_) => Ok(Self::Auto),
+        }
+    }
+
+    pub fn parse(name: &str) -> Result<Self> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => Ok(Self::Auto),
+            "vulkan" | "vk" => Ok(Self::Vulkan),
+            "gl" | "gles" | "opengl" => Ok(Self::Gl),
+            other => Err(Error::UnknownBackend(other.to_string())),
+        }
+    }
+
+    fn candidates(self) -> Vec<wgpu::Backends> {
+        if cfg!(target_arch = "wasm32") {
+            return vec![wgpu::Backends::BROWSER_WEBGPU];
+        }
+        match self {
+            Self::Auto => vec![wgpu::Backends::VULKAN, wgpu::Backends::GL],
+            Self::Vulkan => vec![wgpu::Backends::VULKAN],
+            Self::Gl => vec![wgpu::Backends::GL],
+        }
+    }
+}
+
+/// The device, its queue, what it can do, and the compiled pipelines.
+pub struct GpuContext {
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+    caps: Capabilities,
+    pipelines: PipelineCache,
+}
+
+impl GpuContext {
+    /// Creates a device on the first backend of `choice` that offers an adapter, with the
+    /// adapter's own maximum limits (not WebGPU's defaults) and the optional features weft uses.
+    pub async fn new(choice: BackendChoice) -> Result<Self> {
+        let mut tried = Vec::new();
+        for backends in choice.candidates() {
+            let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+            desc.backends = backends;
+            let instance = wgpu::Instance::new(desc);
+            let options = wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                force_fallback_adapter: false,
+                compatible_surface: None,
+                apply_limit_buckets: false,
+            };
+            match instance.request_adapter(&options).await {
+                Ok(adapter) => return Self::from_adapter(adapter).await,
+                Err(e) => tried.push(format!("{backends:?}: {e}")),
+            }
+        }
+        let hint = if cfg!(target_arch = "wasm32") {
+            "this browser exposes no WebGPU adapter; use a current Chrome, Edge, Firefox or Safari \
+             with WebGPU enabled"
+        } else {
+            "install a Vulkan driver (Debian: apt-get install mesa-vulkan-drivers) or try \
+             WEFT_BACKEND=gl"
+        };
+        Err(Error::NoAdapter { tried: tried.join("; "), hint: hint.to_string() })
+    }
+
+    async fn from_adapter(adapter: wgpu::Adapter) -> Result<Self> {
+        let wanted = wgpu::Features::SHADER_F16
+            | wgpu::Features::SUBGROUP
+            | wgpu::Features::TIMESTAMP_QUERY;
+        let features = adapter.features() & wanted;
+        let limits = adapter.limits();
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("weft"),
+                required_features: features,
+                required_limits: limits.clone(),
+                experimental_features: wgpu::ExperimentalFeatures::disabled(),
+                memory_hints: wgpu::MemoryHints::Performance,
+                trace: wgpu::Trace::Off,
+            })
+            .await
+            .map_err(|e| Error::RequestDevice(e.to_string()))?;
+        let caps = Capabilities::new(&adapter.get_info(), device.features(), &device.limits());
+        Ok(Self { device, queue, caps, pipelines: PipelineCache::default() })
+    }
+
+    pub fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+
+    /// Lets the web facade add what only `GPUAdapterInfo` knows.
+    pub fn set_capabilities(&mut self, caps: Capabilities) {
+        self.caps = caps;
+    }
+
+    /// Records every dispatch into one compute pass and submits once.
+    pub fn run(&self, dispatches: &[&Dispatch]) {
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("weft run") });
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("weft pass"),
+                timestamp_writes: None,
+            });
+            for d in dispatches {
+                d.record(&mut pass);
+            }
+        }
+        self.queue.submit([encoder.finish()]);
+    }
+}

@@ -1,0 +1,76 @@
+//! Copying GPU results back to the CPU on both targets.
+//!
+//! The map callback is awaited through a channel. Natively `poll` drives it to completion; in the
+//! browser `poll` does nothing and the callback fires from the event loop while we await, so the
+//! same code serves both.
+
+use super::{DType, GpuContext, GpuTensor};
+use crate::error::{Error, Result};
+
+impl GpuContext {
+    /// Reads an f32 tensor back.
+    pub async fn read_f32(&self, tensor: &GpuTensor) -> Result<Vec<f32>> {
+        self.expect_dtype(tensor, DType::F32)?;
+        let bytes = self.read_bytes(&tensor.buffer, tensor.len() as u64 * 4).await?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+
+    /// Reads a u32 tensor back.
+    pub async fn read_u32(&self, tensor: &GpuTensor) -> Result<Vec<u32>> {
+        self.expect_dtype(tensor, DType::U32)?;
+        let bytes = self.read_bytes(&tensor.buffer, tensor.len() as u64 * 4).await?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+
+    fn expect_dtype(&self, tensor: &GpuTensor, dtype: DType) -> Result<()> {
+        if tensor.dtype != dtype {
+            return Err(Error::Shape {
+                op: "readback",
+                message: format!("asked for {dtype:?}, tensor is {}", tensor.label_shape()),
+            });
+        }
+        Ok(())
+    }
+
+    /// Copies the first `len` bytes of `buffer` into a staging buffer and maps it.
+    pub async fn read_bytes(&self, buffer: &wgpu::Buffer, len: u64) -> Result<Vec<u8>> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let label = format!("readback {len} bytes");
+        let fail = |message: String| Error::Readback { label: label.clone(), message };
+        let size = len.div_ceil(wgpu::COPY_BUFFER_ALIGNMENT) * wgpu::COPY_BUFFER_ALIGNMENT;
+        if size > buffer.size() {
+            return Err(fail(format!("buffer holds only {} bytes", buffer.size())));
+        }
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(&label),
+            size,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(&label) });
+        encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
+        self.queue.submit([encoder.finish()]);
+
+        let (tx, rx) = futures_channel::oneshot::channel();
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            // The receiver only disappears if the caller was dropped; nothing to report then.
+            let _ = tx.send(r);
+        });
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| fail(format!("waiting for the GPU: {e}")))?;
+        rx.await
+            .map_err(|_| fail("the map callback never ran (device lost?)".into()))?
+            .map_err(|e| fail(e.to_string()))?;
+        let data = {
+            let view = staging.slice(..).get_mapped_range().map_err(|e| fail(e.to_string()))?;
+            view[..len as usize].to_vec()
+        };
+        staging.unmap();
+        Ok(data)
+    }
+}

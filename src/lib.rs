@@ -1,0 +1,15 @@
+//! weft: quantized neural networks on WebGPU, in the browser (wasm32) and natively (Vulkan, GL).
+//!
+//! Layout by concern: [`gpu`] owns the device, buffers, shader preprocessing and the pipeline
+//! cache; [`ops`] holds one module per kernel family (shape checks, dispatch, CPU reference);
+//! `web` is the only wasm-bindgen facade.
+
+pub mod error;
+pub mod gpu;
+pub mod ops;
+pub mod selftest;
+
+#[cfg(target_arch = "wasm32")]
+mod web;
+
+pub use error::{Error, Result};

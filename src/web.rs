@@ -1,0 +1,87 @@
+//! The JavaScript facade: the only module that speaks wasm-bindgen. Errors cross as `JsError`.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use wasm_bindgen::prelude::*;
+
+use crate::gpu::{BackendChoice, Capabilities, GpuContext};
+
+thread_local! {
+    static CONTEXT: RefCell<Option<Rc<GpuContext>>> = const { RefCell::new(None) };
+}
+
+#[wasm_bindgen(start)]
+fn start() {
+    console_error_panic_hook::set_once();
+}
+
+/// The shared device, created on first use.
+async fn context() -> Result<Rc<GpuContext>, JsError> {
+    if let Some(ctx) = CONTEXT.with(|c| c.borrow().clone()) {
+        return Ok(ctx);
+    }
+    let mut ctx = GpuContext::new(BackendChoice::Auto).await?;
+    let caps = web_adapter_info(ctx.capabilities().clone()).await;
+    ctx.set_capabilities(caps);
+    let ctx = Rc::new(ctx);
+    CONTEXT.with(|c| *c.borrow_mut() = Some(ctx.clone()));
+    Ok(ctx)
+}
+
+/// wgpu maps only the description from `GPUAdapterInfo`; vendor and architecture come from the
+/// browser directly. A failure here only leaves those fields empty.
+async fn web_adapter_info(caps: Capabilities) -> Capabilities {
+    async fn read() -> Result<(String, String, bool), JsValue> {
+        let global = js_sys::global();
+        let navigator = js_sys::Reflect::get(&global, &"navigator".into())?;
+        let gpu = js_sys::Reflect::get(&navigator, &"gpu".into())?;
+        let request: js_sys::Function =
+            js_sys::Reflect::get(&gpu, &"requestAdapter".into())?.dyn_into()?;
+        let promise: js_sys::Promise = request.call0(&gpu)?.dyn_into()?;
+        let adapter = wasm_bindgen_futures::JsFuture::from(promise).await?;
+        let info = js_sys::Reflect::get(&adapter, &"info".into())?;
+        let text = |key: &str| {
+            js_sys::Reflect::get(&info, &key.into()).ok().and_then(|v| v.as_string()).unwrap_or_default()
+        };
+        let fallback = js_sys::Reflect::get(&info, &"isFallbackAdapter".into())
+            .ok()
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false);
+        Ok((text("vendor"), text("architecture"), fallback))
+    }
+    match read().await {
+        Ok((vendor, architecture, fallback)) => caps.with_web_info(vendor, architecture, fallback),
+        Err(_) => caps,
+    }
+}
+
+/// Adapter identity, features and limits, as a plain object.
+#[wasm_bindgen]
+pub async fn capabilities() -> Result<JsValue, JsError> {
+    let ctx = context().await?;
+    Ok(serde_wasm_bindgen::to_value(ctx.capabilities())?)
+}
+
+/// Multiplies `a` [m, k] by `b` [k, n] with the GPU's tiled matmul and returns the f32 result,
+/// so a caller can check it against its own reference.
+#[wasm_bindgen(js_name = gpuMatmul)]
+pub async fn gpu_matmul(
+    a: Vec<f32>,
+    b: Vec<f32>,
+    m: usize,
+    k: usize,
+    n: usize,
+) -> Result<Vec<f32>, JsError> {
+    let ctx = context().await?;
+    Ok(crate::selftest::gpu_matmul(&ctx, &a, &b, m, k, n).await?)
+}
+
+/// Runs the kernel self-test (seeded random matmul vs the f64 CPU reference) and reports the
+/// deviation and whether it is within the named tolerance.
+#[wasm_bindgen(js_name = selfTest)]
+pub async fn self_test(seed: u32, m: usize, k: usize, n: usize) -> Result<JsValue, JsError> {
+    let ctx = context().await?;
+    let report = crate::selftest::run(&ctx, seed as u64, m, k, n).await?;
+    Ok(serde_wasm_bindgen::to_value(&report)?)
+}
