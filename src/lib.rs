@@ -5,6 +5,7 @@
 //! `web` is the only wasm-bindgen facade.
 
 pub mod error;
+pub mod format;
 pub mod gpu;
 pub mod ops;
 pub mod selftest;

@@ -1,0 +1,43 @@
+import { defineConfig } from '@playwright/test';
+
+// Headless Chromium from Debian (no browser download) with WebGPU on SwiftShader.
+export const PORT = 4173;
+export const NO_RANGE_PORT = 4174;
+
+export default defineConfig({
+  testDir: 'tests/browser',
+  timeout: 120_000,
+  fullyParallel: false,
+  workers: 1,
+  reporter: [['list']],
+  use: {
+    baseURL: `http://127.0.0.1:${PORT}`,
+    browserName: 'chromium',
+    launchOptions: {
+      executablePath: '/usr/bin/chromium',
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--enable-unsafe-webgpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        '--no-first-run',
+      ],
+    },
+  },
+  webServer: [
+    {
+      command: `node scripts/serve.mjs --port ${PORT} --root www`,
+      url: `http://127.0.0.1:${PORT}/harness.html`,
+      reuseExistingServer: false,
+      stdout: 'ignore',
+    },
+    {
+      command: `node scripts/serve.mjs --port ${NO_RANGE_PORT} --root www --no-range`,
+      url: `http://127.0.0.1:${NO_RANGE_PORT}/harness.html`,
+      reuseExistingServer: false,
+      stdout: 'ignore',
+    },
+  ],
+});

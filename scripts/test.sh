@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Every test: native (cargo test on the system's Vulkan adapter; lavapipe on a machine without a
+# GPU) and in headless Chromium (Playwright, WebGPU on SwiftShader).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+
+echo "== native tests (cargo test)"
+cargo test 2>&1 | tee "$logs/cargo.log"
+
+echo "== wasm build"
+bash scripts/build-wasm.sh
+
+echo "== browser tests (Playwright, headless Chromium)"
+npx playwright test 2>&1 | tee "$logs/playwright.log"
+
+native=$(grep -Eo 'test result: ok\. [0-9]+ passed' "$logs/cargo.log" | awk '{s+=$4} END {print s+0}')
+browser=$(grep -Eo '^ *[0-9]+ passed' "$logs/playwright.log" | awk '{s+=$1} END {print s+0}')
+echo "native: ${native} passed; browser: ${browser} passed"
+if [ "$native" -eq 0 ] || [ "$browser" -eq 0 ]; then
+  echo "no tests ran on one of the targets" >&2
+  exit 1
+fi
+echo "$((native + browser)) passed, 0 failed"

@@ -1,0 +1,6 @@
+//! Model file formats: safetensors and GGUF headers, parsed from a byte prefix and validated,
+//! and the storage types of their tensors.
+
+pub mod dtype;
+
+pub use dtype::{GgmlType, SafeDtype, StorageType};
