@@ -40,4 +40,10 @@ pub enum Error {
 
     #[error("the GPU device was lost ({0}); reload the model to continue")]
     DeviceLost(String),
+
+    #[error(transparent)]
+    Format(#[from] crate::format::FormatError),
+
+    #[error("cannot decode {ty}: {message}")]
+    Decode { ty: &'static str, message: String },
 }

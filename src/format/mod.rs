@@ -2,5 +2,7 @@
 //! and the storage types of their tensors.
 
 pub mod dtype;
+mod error;
 
 pub use dtype::{GgmlType, SafeDtype, StorageType};
+pub use error::FormatError;
