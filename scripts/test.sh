@@ -10,6 +10,8 @@ trap 'rm -rf "$logs"' EXIT
 
 echo "== native tests (cargo test)"
 cargo test 2>&1 | tee "$logs/cargo.log"
+echo "== native GPU kernels on the GL fallback backend"
+WEFT_BACKEND=gl cargo test --test gpu_kernels 2>&1 | tee -a "$logs/cargo.log"
 
 echo "== wasm build"
 bash scripts/build-wasm.sh

@@ -41,6 +41,9 @@ pub enum Error {
     #[error("the GPU device was lost ({0}); reload the model to continue")]
     DeviceLost(String),
 
+    #[error("the GPU reported an error: {0}")]
+    Gpu(String),
+
     #[error(transparent)]
     Format(#[from] crate::format::FormatError),
 

@@ -179,4 +179,30 @@ fn capabilities_report_the_adapter() {
     assert!(!caps.adapter_name.is_empty());
     assert!(caps.limits.max_storage_buffer_binding_size >= 128 << 20);
     assert!(caps.limits.max_compute_invocations_per_workgroup >= 256);
+    match BackendChoice::from_env().expect("WEFT_BACKEND") {
+        BackendChoice::Vulkan => assert_eq!(caps.backend, "Vulkan"),
+        BackendChoice::Gl => assert_eq!(caps.backend, "Gl"),
+        BackendChoice::Auto => assert!(["Vulkan", "Gl"].contains(&caps.backend.as_str())),
+    }
+}
+
+#[test]
+fn invalid_gpu_use_is_reported_not_panicked() -> anyhow::Result<()> {
+    // A dispatch that binds a too-small buffer would make wgpu's default handler panic; weft
+    // records the error and returns it from the next check instead.
+    let ctx = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
+    let pipeline = pollster::block_on(ctx.pipeline(
+        &softmax::SOFTMAX_SHADER,
+        &Defines::new().set("WG", 64),
+    ))?;
+    let x = ctx.upload_f32("x", &[4], &[1.0, 2.0, 3.0, 4.0])?;
+    // Binding 2 must be a uniform buffer; a storage tensor there is a validation error.
+    let y = ctx.zeros("y", &[4], DType::F32)?;
+    let wrong = ctx.zeros("not a uniform", &[4], DType::F32)?;
+    let d = ctx.dispatch(&pipeline, &[&x, &y, &wrong], None, [1, 1, 1])?;
+    ctx.run(&[&d]);
+    let err = ctx.check().err().expect("the misuse is reported");
+    assert!(matches!(err, Error::Gpu(_)), "{err}");
+    assert!(ctx.check().is_ok(), "an error is reported once");
+    Ok(())
 }

@@ -11,6 +11,8 @@ pub use buffer::{DType, GpuTensor};
 pub use caps::{Capabilities, KeyLimits};
 pub use pipeline::{Dispatch, Pipeline};
 
+use std::sync::{Arc, Mutex};
+
 use crate::error::{Error, Result};
 use pipeline::PipelineCache;
 
@@ -59,6 +61,20 @@ pub struct GpuContext {
     pub(crate) queue: wgpu::Queue,
     caps: Capabilities,
     pipelines: PipelineCache,
+    health: Arc<Health>,
+}
+
+/// Errors the device reports outside any error scope, and whether it was lost. wgpu's default
+/// handler would panic; weft keeps the first message so the next call can return it.
+#[derive(Default)]
+struct Health {
+    uncaptured: Mutex<Option<String>>,
+    lost: Mutex<Option<String>>,
+}
+
+fn record(slot: &Mutex<Option<String>>, message: String) {
+    let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+    slot.get_or_insert(message);
 }
 
 impl GpuContext {
@@ -109,7 +125,14 @@ impl GpuContext {
             .await
             .map_err(|e| Error::RequestDevice(e.to_string()))?;
         let caps = Capabilities::new(&adapter.get_info(), device.features(), &device.limits());
-        Ok(Self { device, queue, caps, pipelines: PipelineCache::default() })
+        let health = Arc::new(Health::default());
+        let h = health.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| record(&h.uncaptured, e.to_string())));
+        let h = health.clone();
+        device.set_device_lost_callback(move |reason, message| {
+            record(&h.lost, format!("{reason:?}: {message}"))
+        });
+        Ok(Self { device, queue, caps, pipelines: PipelineCache::default(), health })
     }
 
     pub fn capabilities(&self) -> &Capabilities {
@@ -119,6 +142,19 @@ impl GpuContext {
     /// Lets the web facade add what only `GPUAdapterInfo` knows.
     pub fn set_capabilities(&mut self, caps: Capabilities) {
         self.caps = caps;
+    }
+
+    /// Returns the first error the device reported outside an error scope since the last
+    /// check, or that the device was lost.
+    pub fn check(&self) -> Result<()> {
+        if let Some(reason) = self.health.lost.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            return Err(Error::DeviceLost(reason));
+        }
+        let mut slot = self.health.uncaptured.lock().unwrap_or_else(|p| p.into_inner());
+        match slot.take() {
+            Some(message) => Err(Error::Gpu(message)),
+            None => Ok(()),
+        }
     }
 
     /// Records every dispatch into one compute pass and submits once.

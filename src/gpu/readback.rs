@@ -63,8 +63,10 @@ impl GpuContext {
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| fail(format!("waiting for the GPU: {e}")))?;
-        rx.await
-            .map_err(|_| fail("the map callback never ran (device lost?)".into()))?
+        let mapped = rx.await;
+        self.check()?;
+        mapped
+            .map_err(|_| fail("the map callback never ran".into()))?
             .map_err(|e| fail(e.to_string()))?;
         let data = {
             let view = staging.slice(..).get_mapped_range().map_err(|e| fail(e.to_string()))?;
