@@ -49,4 +49,7 @@ pub enum Error {
 
     #[error("cannot decode {ty}: {message}")]
     Decode { ty: &'static str, message: String },
+
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
 }

@@ -9,6 +9,7 @@ pub mod format;
 pub mod gpu;
 pub mod ops;
 pub mod selftest;
+pub mod tokenizer;
 
 #[cfg(target_arch = "wasm32")]
 mod web;

@@ -1,0 +1,142 @@
+//! Splitting text into pieces before BPE, the way the model's tokenizer was trained to.
+
+use unicode_general_category::{get_general_category, GeneralCategory as G};
+
+/// The pre-tokenizers weft knows, named as GGUF's `tokenizer.ggml.pre` names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PreTokenizer {
+    /// GPT-2: contractions, letters, numbers, other symbols, whitespace runs.
+    Gpt2,
+    /// GPT-2 after splitting every digit into its own piece (SmolLM, StarCoder, Refact).
+    DigitsThenGpt2,
+}
+
+impl PreTokenizer {
+    pub fn from_gguf_name(name: &str) -> Option<Self> {
+        match name {
+            "gpt2" | "default" | "mpt" | "olmo" | "jais" => Some(Self::Gpt2),
+            "smollm" | "starcoder" | "refact" | "codeshell" | "command-r" => Some(Self::DigitsThenGpt2),
+            _ => None,
+        }
+    }
+
+    /// Pieces of `text` (slices of it, in order, covering it exactly).
+    pub fn split<'a>(&self, text: &'a str) -> Vec<&'a str> {
+        let mut out = Vec::new();
+        match self {
+            Self::Gpt2 => gpt2_split(text, &mut out),
+            Self::DigitsThenGpt2 => {
+                let mut start = 0;
+                for (i, c) in text.char_indices() {
+                    if is_number(c) {
+                        gpt2_split(&text[start..i], &mut out);
+                        out.push(&text[i..i + c.len_utf8()]);
+                        start = i + c.len_utf8();
+                    }
+                }
+                gpt2_split(&text[start..], &mut out);
+            }
+        }
+        out
+    }
+}
+
+pub fn is_letter(c: char) -> bool {
+    matches!(
+        get_general_category(c),
+        G::UppercaseLetter | G::LowercaseLetter | G::TitlecaseLetter | G::ModifierLetter | G::OtherLetter
+    )
+}
+
+pub fn is_number(c: char) -> bool {
+    matches!(get_general_category(c), G::DecimalNumber | G::LetterNumber | G::OtherNumber)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Letter,
+    Number,
+    Space,
+    Other,
+}
+
+fn class(c: char) -> Class {
+    if c.is_whitespace() {
+        Class::Space
+    } else if is_letter(c) {
+        Class::Letter
+    } else if is_number(c) {
+        Class::Number
+    } else {
+        Class::Other
+    }
+}
+
+const CONTRACTIONS: [&str; 7] = ["'s", "'t", "'re", "'ve", "'m", "'ll", "'d"];
+
+/// The GPT-2 pattern
+/// `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
+/// as a scanner: the alternatives are tried in order at each position, like the regex engine.
+fn gpt2_split<'a>(text: &'a str, out: &mut Vec<&'a str>) {
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let byte_at = |i: usize| chars.get(i).map_or(text.len(), |&(b, _)| b);
+    let run = |from: usize, cls: Class| {
+        let mut j = from;
+        while j < chars.len() && class(chars[j].1) == cls {
+            j += 1;
+        }
+        j
+    };
+    let mut i = 0;
+    while i < chars.len() {
+        let rest = &text[byte_at(i)..];
+        if let Some(c) = CONTRACTIONS.iter().find(|c| rest.starts_with(**c)) {
+            let end = i + c.chars().count();
+            out.push(&text[byte_at(i)..byte_at(end)]);
+            i = end;
+            continue;
+        }
+        let c = chars[i].1;
+        // ` ?X+` for X in letters, numbers, other: an optional single space, then a run.
+        let (body, lead) = if c == ' ' && i + 1 < chars.len() && class(chars[i + 1].1) != Class::Space {
+            (i + 1, 1)
+        } else {
+            (i, 0)
+        };
+        let cls = class(chars[body].1);
+        if cls != Class::Space {
+            let end = run(body, cls);
+            out.push(&text[byte_at(body - lead)..byte_at(end)]);
+            i = end;
+            continue;
+        }
+        // Whitespace: `\s+(?!\S)` keeps the last space for the next word when one follows.
+        let end = run(i, Class::Space);
+        let end = if end < chars.len() && end - i > 1 { end - 1 } else { end };
+        out.push(&text[byte_at(i)..byte_at(end)]);
+        i = end;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpt2_pieces() {
+        let p = PreTokenizer::Gpt2;
+        assert_eq!(p.split("Hello world"), ["Hello", " world"]);
+        assert_eq!(p.split("it's  a test!!"), ["it", "'s", " ", " a", " test", "!!"]);
+        assert_eq!(p.split("a\n\nb"), ["a", "\n", "\n", "b"]);
+        assert_eq!(p.split("x   "), ["x", "   "]);
+        assert_eq!(p.split(" 123abc"), [" 123", "abc"]);
+        assert_eq!(p.split("héllo wörld"), ["héllo", " wörld"]);
+        assert_eq!(p.split(""), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn digits_are_single_pieces_for_smollm() {
+        let p = PreTokenizer::DigitsThenGpt2;
+        assert_eq!(p.split("in 2024, x"), ["in", " ", "2", "0", "2", "4", ",", " x"]);
+    }
+}
