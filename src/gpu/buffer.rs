@@ -44,6 +44,11 @@ impl GpuTensor {
     }
 }
 
+/// A uniform block rewritten between submissions.
+pub struct Uniform {
+    pub(crate) buffer: wgpu::Buffer,
+}
+
 const USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
     .union(wgpu::BufferUsages::COPY_SRC)
     .union(wgpu::BufferUsages::COPY_DST);
@@ -125,6 +130,36 @@ impl GpuContext {
             mapped_at_creation: false,
         });
         Ok(GpuTensor { buffer, shape: shape.to_vec(), dtype })
+    }
+
+    /// A uniform block the caller rewrites between submissions (positions, token counts): one
+    /// buffer made at load, updated with `write_uniform`, so a step allocates nothing.
+    pub fn uniform_block(&self, label: &str, bytes: usize) -> Uniform {
+        let size = (bytes.div_ceil(16).max(1) * 16) as u64;
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        Uniform { buffer }
+    }
+
+    /// Queues new contents for `uniform`; they take effect at the next submission.
+    pub fn write_uniform(&self, uniform: &Uniform, bytes: &[u8]) {
+        self.queue.write_buffer(&uniform.buffer, 0, bytes);
+    }
+
+    /// Queues new contents for the start of `tensor`.
+    pub fn write_tensor(&self, tensor: &GpuTensor, bytes: &[u8]) -> Result<()> {
+        if bytes.len() as u64 > tensor.bytes() || bytes.len() % 4 != 0 {
+            return Err(Error::Shape {
+                op: "write_tensor",
+                message: format!("{} bytes into {}", bytes.len(), tensor.label_shape()),
+            });
+        }
+        self.queue.write_buffer(&tensor.buffer, 0, bytes);
+        Ok(())
     }
 
     /// A uniform buffer holding `bytes` (kernel parameters), padded to 16 bytes.

@@ -7,7 +7,7 @@ mod pipeline;
 mod readback;
 pub mod shader;
 
-pub use buffer::{DType, GpuTensor};
+pub use buffer::{DType, GpuTensor, Uniform};
 pub use caps::{Capabilities, KeyLimits};
 pub use pipeline::{Dispatch, Pipeline};
 

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::shader::{preprocess, Defines, ShaderSource};
-use super::{GpuContext, GpuTensor};
+use super::{GpuContext, GpuTensor, Uniform};
 use crate::error::{Error, Result};
 
 /// A compiled compute pipeline (entry point `main`, layout derived from the shader).
@@ -95,6 +95,19 @@ impl GpuContext {
         params: Option<&[u8]>,
         workgroups: [u32; 3],
     ) -> Result<Dispatch> {
+        self.dispatch_with(pipeline, tensors, params, &[], workgroups)
+    }
+
+    /// Like [`GpuContext::dispatch`], with shared uniform blocks (such as the per-step
+    /// position) bound after the parameters.
+    pub fn dispatch_with(
+        &self,
+        pipeline: &Arc<Pipeline>,
+        tensors: &[&GpuTensor],
+        params: Option<&[u8]>,
+        shared: &[&Uniform],
+        workgroups: [u32; 3],
+    ) -> Result<Dispatch> {
         let max = self.capabilities().limits.max_compute_workgroups_per_dimension;
         if workgroups.iter().any(|&w| w > max) {
             return Err(Error::Shape {
@@ -114,9 +127,10 @@ impl GpuContext {
                 resource: t.buffer.as_entire_binding(),
             })
             .collect();
-        if let Some(u) = &uniform {
+        let uniforms = uniform.iter().chain(shared.iter().map(|u| &u.buffer));
+        for (i, u) in uniforms.enumerate() {
             entries.push(wgpu::BindGroupEntry {
-                binding: tensors.len() as u32,
+                binding: (tensors.len() + i) as u32,
                 resource: u.as_entire_binding(),
             });
         }
