@@ -1,15 +1,17 @@
 // Decodes one storage type (one define, e.g. DT_Q4_K) from little-endian bytes packed in u32 words
 // to f32 bit patterns, one element per invocation, bit for bit what the CPU reference in
 // src/quant computes. Floats are built from integer fields and written with bitcast: GPUs may
-// flush subnormals in float arithmetic, and their int-to-float conversion need not round to
-// nearest even, so neither is trusted here. The only float arithmetic is in the block formats,
-// on normal values, where each product is rounded on its own (see nofuse).
+// flush subnormals in float arithmetic, and their conversion of wide integers to float need not
+// round to nearest even, so neither is trusted here (small integers convert exactly). The only float arithmetic is in the block formats:
+// an f16 scale (11 significant bits) times an integer below 2^13 is exact in f32 and never
+// subnormal, so the one rounding is the final add, and a GPU that fuses a*b+c into an FMA
+// still gets the same bits.
 
 struct Params {
     n: u32,          // elements
     row_stride: u32, // elements per row of the 2-D grid
-    zero: u32,       // always 0, but the compiler cannot know that
-    _pad: u32,
+    _pad0: u32,
+    _pad1: u32,
 }
 
 @group(0) @binding(0) var<storage, read> src: array<u32>;
@@ -68,12 +70,6 @@ fn quiet(bits: u32) -> u32 {
         return bits | QUIET;
     }
     return bits;
-}
-
-// An FMA would round d*q and the following add once instead of twice. XOR with a value the
-// compiler cannot see is zero keeps the product a separately rounded value.
-fn nofuse(x: f32) -> f32 {
-    return bitcast<f32>(bitcast<u32>(x) ^ p.zero);
 }
 
 // (hi:lo) >> s for 1 <= s <= 63, rounded to nearest even; the caller knows the result fits 32 bits.
@@ -262,7 +258,7 @@ fn decode(i: u32) -> u32 {
     let base = (i / 32u) * 20u;
     let e = i % 32u;
     let q = (byte_at(base + 4u + e % 16u) >> ((e / 16u) * 4u)) & 0xfu;
-    return bitcast<u32>(nofuse(f32(q) * half_at(base)) + half_at(base + 2u));
+    return bitcast<u32>(f32(q) * half_at(base) + half_at(base + 2u));
 }
 #endif
 #ifdef DT_Q5_0
@@ -280,7 +276,7 @@ fn decode(i: u32) -> u32 {
     let e = i % 32u;
     let qh = (byte_at(base + 4u + e / 8u) >> (e % 8u)) & 1u;
     let q = ((byte_at(base + 8u + e % 16u) >> ((e / 16u) * 4u)) & 0xfu) | (qh << 4u);
-    return bitcast<u32>(nofuse(f32(q) * half_at(base)) + half_at(base + 2u));
+    return bitcast<u32>(f32(q) * half_at(base) + half_at(base + 2u));
 }
 #endif
 #ifdef DT_Q8_0
@@ -300,7 +296,7 @@ fn decode(i: u32) -> u32 {
     let dl = half_at(base + 80u) * f32(sc & 0xfu);
     let ml = half_at(base + 82u) * f32(sc >> 4u);
     let q = (byte_at(base + 16u + n * 32u + w) >> (2u * j)) & 3u;
-    return bitcast<u32>(nofuse(dl * f32(q)) - ml);
+    return bitcast<u32>(dl * f32(q) - ml);
 }
 #endif
 #ifdef DT_Q3_K
@@ -347,7 +343,7 @@ fn decode(i: u32) -> u32 {
     let d1 = half_at(base) * f32(sm.x);
     let m1 = half_at(base + 2u) * f32(sm.y);
     let q = (byte_at(base + 16u + 32u * c + e % 32u) >> (4u * hi)) & 0xfu;
-    return bitcast<u32>(nofuse(d1 * f32(q)) - m1);
+    return bitcast<u32>(d1 * f32(q) - m1);
 }
 #endif
 #ifdef DT_Q5_K
@@ -362,7 +358,7 @@ fn decode(i: u32) -> u32 {
     let m1 = half_at(base + 2u) * f32(sm.y);
     let low = (byte_at(base + 48u + 32u * c + l) >> (4u * hi)) & 0xfu;
     let high = ((byte_at(base + 16u + l) >> (2u * c + hi)) & 1u) << 4u;
-    return bitcast<u32>(nofuse(d1 * f32(low | high)) - m1);
+    return bitcast<u32>(d1 * f32(low | high) - m1);
 }
 #endif
 #ifdef DT_Q6_K

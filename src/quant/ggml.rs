@@ -1,6 +1,7 @@
 //! GGML block types, following the block layouts of ggml's `ggml-common.h` and the arithmetic
-//! order of its reference dequantisers, in f32 with every product rounded before the add (no
-//! fused multiply-add; see `docs/DTYPES.md`).
+//! order of its reference dequantisers, in f32. Every product here is exact (an f16 scale times an
+//! integer below 2^13), so the only rounding is the final add or subtract, and whether a compiler
+//! fuses it into an FMA cannot change a bit; `docs/DTYPES.md` has the argument.
 
 use super::scalar::f16_to_f32;
 use crate::format::GgmlType;

@@ -209,3 +209,31 @@ fn samples_are_sized_seeded_and_never_zero() {
         assert!(a.iter().any(|&b| b != 0));
     }
 }
+
+#[test]
+fn scale_products_are_exact_so_fma_cannot_change_a_result() {
+    // Every block product is a finite f16 times an integer of magnitude below 2^13 (at most
+    // |sc * q| = 128 * 32 in Q6_K), possibly in two steps whose partial products obey the same
+    // bound. Exact products make round(a*b + c) == round(round(a*b) + c).
+    let mut rng = SmallRng::seed_from_u64(8);
+    let ks: Vec<i32> = [1, 3, 4095, 4096, 8191, -8191, -4096, -1]
+        .into_iter()
+        .chain((0..48).map(|_| rng.random_range(-8191..=8191)))
+        .collect();
+    for h in 0..=u16::MAX {
+        let d = half::f16::from_bits(h);
+        if !d.is_finite() {
+            continue;
+        }
+        let d = d.to_f32();
+        for &k in &ks {
+            let p = d * k as f32;
+            assert_eq!(p as f64, d as f64 * k as f64, "{h:#06x} * {k}");
+            assert!(p == 0.0 || p.is_normal());
+            let m = half::f16::from_bits(rng.random()).to_f32();
+            if m.is_finite() {
+                assert_eq!(d.mul_add(k as f32, -m).to_bits(), (p - m).to_bits());
+            }
+        }
+    }
+}
