@@ -8,6 +8,7 @@ pub mod error;
 pub mod format;
 pub mod gpu;
 pub mod ops;
+pub mod quant;
 pub mod selftest;
 pub mod tokenizer;
 

@@ -85,3 +85,19 @@ pub async fn self_test(seed: u32, m: usize, k: usize, n: usize) -> Result<JsValu
     let report = crate::selftest::run(&ctx, seed as u64, m, k, n).await?;
     Ok(serde_wasm_bindgen::to_value(&report)?)
 }
+
+/// Decodes seeded random data of one storage type (`F16`, `Q4_K`, `gguf:BF16`, ...) with the CPU
+/// reference and with the GPU kernel in this page, and reports the elements whose f32 bits differ.
+#[wasm_bindgen(js_name = dequantSelfTest)]
+pub async fn dequant_self_test(
+    type_name: String,
+    seed: u32,
+    elements: u32,
+) -> Result<JsValue, JsError> {
+    let ty = crate::ops::dequant::storage_type_from_name(&type_name)
+        .ok_or_else(|| JsError::new(&format!("unknown storage type '{type_name}'")))?;
+    let ctx = context().await?;
+    let report =
+        crate::ops::dequant::self_test(&ctx, ty, seed as u64, elements as usize).await?;
+    Ok(serde_wasm_bindgen::to_value(&report)?)
+}

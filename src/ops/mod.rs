@@ -1,6 +1,7 @@
 //! Kernel families: each module checks shapes, prepares dispatches and carries the CPU
 //! reference its tests compare against. Ops know tensors and shapes, never model names.
 
+pub mod dequant;
 pub mod elementwise;
 pub mod matmul;
 pub mod softmax;
@@ -11,6 +12,7 @@ use crate::gpu::shader::{Defines, ShaderSource};
 /// one with naga, so a WGSL mistake fails the build's tests rather than a user's page.
 pub fn shader_variants() -> Vec<(ShaderSource, Defines)> {
     let mut all = Vec::new();
+    all.extend(dequant::variants());
     all.extend(elementwise::variants());
     all.extend(matmul::variants());
     all.extend(softmax::variants());
