@@ -14,8 +14,68 @@ pub const ADD_TOLERANCE: Tolerance = Tolerance::EXACT;
 
 const WG: u32 = 256;
 
+pub const ADD_INPLACE_SHADER: ShaderSource =
+    ShaderSource { name: "add_inplace", source: include_str!("../../shaders/add_inplace.wgsl") };
+
+pub const SILU_MUL_SHADER: ShaderSource =
+    ShaderSource { name: "silu_mul", source: include_str!("../../shaders/silu_mul.wgsl") };
+
+/// One GPU `exp`, a division and a product.
+pub const SILU_MUL_TOLERANCE: Tolerance = Tolerance { abs: 1e-6, rel: 1e-5 };
+
 pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
-    vec![(ADD_SHADER, Defines::new().set("WG", WG))]
+    let d = Defines::new().set("WG", WG);
+    vec![(ADD_SHADER, d.clone()), (ADD_INPLACE_SHADER, d.clone()), (SILU_MUL_SHADER, d)]
+}
+
+fn flat_f32(op: &'static str, tensors: &[&GpuTensor]) -> Result<u32> {
+    let first = tensors[0];
+    for t in tensors {
+        if t.shape != first.shape || t.dtype != DType::F32 {
+            return Err(Error::Shape {
+                op,
+                message: format!("operands must be equal-shaped F32, got {}", t.label_shape()),
+            });
+        }
+    }
+    u32::try_from(first.len())
+        .map_err(|_| Error::Shape { op, message: format!("{} elements", first.len()) })
+}
+
+async fn elementwise(
+    ctx: &GpuContext,
+    shader: &ShaderSource,
+    tensors: &[&GpuTensor],
+) -> Result<Dispatch> {
+    let n = flat_f32(shader.name, tensors)?;
+    let pipeline = ctx.pipeline(shader, &Defines::new().set("WG", WG)).await?;
+    let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
+    let groups = grid(n.div_ceil(WG), max);
+    let params = [n, groups[0] * WG];
+    ctx.dispatch(&pipeline, tensors, Some(bytemuck::cast_slice(&params)), groups)
+}
+
+/// `x += y` (the residual connection).
+pub async fn add_inplace(ctx: &GpuContext, x: &GpuTensor, y: &GpuTensor) -> Result<Dispatch> {
+    elementwise(ctx, &ADD_INPLACE_SHADER, &[x, y]).await
+}
+
+/// `out = silu(gate) * up` (SwiGLU).
+pub async fn silu_mul(
+    ctx: &GpuContext,
+    gate: &GpuTensor,
+    up: &GpuTensor,
+    out: &GpuTensor,
+) -> Result<Dispatch> {
+    elementwise(ctx, &SILU_MUL_SHADER, &[gate, up, out]).await
+}
+
+/// CPU reference for `silu_mul`.
+pub fn silu_mul_cpu(gate: &[f32], up: &[f32]) -> Vec<f64> {
+    gate.iter()
+        .zip(up)
+        .map(|(&g, &u)| g as f64 / (1.0 + (-(g as f64)).exp()) * u as f64)
+        .collect()
 }
 
 /// `out = a + b` for same-shaped f32 tensors.
@@ -25,21 +85,7 @@ pub async fn add(
     b: &GpuTensor,
     out: &GpuTensor,
 ) -> Result<Dispatch> {
-    for t in [a, b, out] {
-        if t.shape != a.shape || t.dtype != DType::F32 {
-            return Err(Error::Shape {
-                op: "add",
-                message: format!("operands must be equal-shaped F32, got {}", t.label_shape()),
-            });
-        }
-    }
-    let n = u32::try_from(a.len())
-        .map_err(|_| Error::Shape { op: "add", message: format!("{} elements", a.len()) })?;
-    let pipeline = ctx.pipeline(&ADD_SHADER, &Defines::new().set("WG", WG)).await?;
-    let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
-    let groups = grid(n.div_ceil(WG), max);
-    let params = [n, groups[0] * WG];
-    ctx.dispatch(&pipeline, &[a, b, out], Some(bytemuck::cast_slice(&params)), groups)
+    elementwise(ctx, &ADD_SHADER, &[a, b, out]).await
 }
 
 /// CPU reference.

@@ -1,9 +1,12 @@
 //! Kernel families: each module checks shapes, prepares dispatches and carries the CPU
 //! reference its tests compare against. Ops know tensors and shapes, never model names.
 
+pub mod attention;
 pub mod dequant;
 pub mod elementwise;
 pub mod matmul;
+pub mod norm;
+pub mod rope;
 pub mod softmax;
 
 use crate::gpu::shader::{Defines, ShaderSource};
@@ -16,6 +19,9 @@ pub fn shader_variants() -> Vec<(ShaderSource, Defines)> {
     all.extend(elementwise::variants());
     all.extend(matmul::variants());
     all.extend(softmax::variants());
+    all.extend(norm::variants());
+    all.extend(rope::variants());
+    all.extend(attention::variants());
     all
 }
 

@@ -1,0 +1,20 @@
+// out = silu(gate) * up, the SwiGLU activation: silu(g) = g / (1 + exp(-g)).
+
+struct Params {
+    n: u32,
+    row_stride: u32,
+}
+
+@group(0) @binding(0) var<storage, read> gate: array<f32>;
+@group(0) @binding(1) var<storage, read> up: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
+
+@compute @workgroup_size(${WG})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x + gid.y * p.row_stride;
+    if (i < p.n) {
+        let g = gate[i];
+        out[i] = g / (1.0 + exp(-g)) * up[i];
+    }
+}

@@ -1,0 +1,117 @@
+//! Causal multi-head attention (with grouped KV heads) over the KV cache.
+
+use crate::error::{Error, Result};
+use crate::gpu::shader::{Defines, ShaderSource};
+use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor, Uniform};
+
+use super::Tolerance;
+
+pub const ATTENTION_SHADER: ShaderSource =
+    ShaderSource { name: "attention", source: include_str!("../../shaders/attention.wgsl") };
+
+/// Dot products of head_dim terms, an online softmax and a weighted sum over the context.
+pub const ATTENTION_TOLERANCE: Tolerance = Tolerance { abs: 2e-6, rel: 1e-4 };
+
+pub const MAX_HEAD_DIM: usize = 256;
+
+pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
+    vec![(ATTENTION_SHADER, Defines::new())]
+}
+
+/// Attention shapes.
+#[derive(Clone, Copy, Debug)]
+pub struct AttentionShape {
+    pub n_tokens: usize,
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub head_dim: usize,
+    pub max_seq: usize,
+}
+
+/// `out[t, h] = softmax(q[t, h] · K[..pos+t]^T · scale) · V[..pos+t]` with `pos` from `step`.
+#[allow(clippy::too_many_arguments)]
+pub async fn attention(
+    ctx: &GpuContext,
+    s: AttentionShape,
+    q: &GpuTensor,
+    k_cache: &GpuTensor,
+    v_cache: &GpuTensor,
+    out: &GpuTensor,
+    scale: f32,
+    step: &Uniform,
+) -> Result<Dispatch> {
+    let qs = [s.n_tokens, s.n_heads, s.head_dim];
+    let cache = [s.n_kv_heads, s.max_seq, s.head_dim];
+    let ok = q.shape == qs
+        && out.shape == qs
+        && k_cache.shape == cache
+        && v_cache.shape == cache
+        && s.n_kv_heads > 0
+        && s.n_heads % s.n_kv_heads == 0
+        && s.head_dim <= MAX_HEAD_DIM
+        && [q, k_cache, v_cache, out].iter().all(|t| t.dtype == DType::F32);
+    if !ok {
+        return Err(Error::Shape {
+            op: "attention",
+            message: format!(
+                "{s:?} does not fit q {:?} caches {:?} out {:?} (head_dim <= {MAX_HEAD_DIM}, heads a multiple of KV heads)",
+                q.shape, k_cache.shape, out.shape
+            ),
+        });
+    }
+    let pipeline = ctx.pipeline(&ATTENTION_SHADER, &Defines::new()).await?;
+    let params: [u32; 8] = [
+        s.n_tokens as u32,
+        s.n_heads as u32,
+        s.n_kv_heads as u32,
+        s.head_dim as u32,
+        s.max_seq as u32,
+        scale.to_bits(),
+        0,
+        0,
+    ];
+    ctx.dispatch_with(
+        &pipeline,
+        &[q, k_cache, v_cache, out],
+        Some(bytemuck::cast_slice(&params)),
+        &[step],
+        [s.n_heads as u32, s.n_tokens as u32, 1],
+    )
+}
+
+/// CPU reference in f64. `k_cache`/`v_cache` are [n_kv_heads, max_seq, head_dim].
+pub fn attention_cpu(
+    s: AttentionShape,
+    q: &[f32],
+    k_cache: &[f32],
+    v_cache: &[f32],
+    pos: usize,
+    scale: f32,
+) -> Vec<f64> {
+    let hd = s.head_dim;
+    let mut out = vec![0f64; s.n_tokens * s.n_heads * hd];
+    for t in 0..s.n_tokens {
+        let n_ctx = (pos + t + 1).min(s.max_seq);
+        for h in 0..s.n_heads {
+            let kvh = h / (s.n_heads / s.n_kv_heads);
+            let qv = &q[(t * s.n_heads + h) * hd..][..hd];
+            let scores: Vec<f64> = (0..n_ctx)
+                .map(|j| {
+                    let kr = &k_cache[(kvh * s.max_seq + j) * hd..][..hd];
+                    qv.iter().zip(kr).map(|(&a, &b)| a as f64 * b as f64).sum::<f64>() * scale as f64
+                })
+                .collect();
+            let m = scores.iter().cloned().fold(f64::MIN, f64::max);
+            let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
+            let z: f64 = e.iter().sum();
+            let o = &mut out[(t * s.n_heads + h) * hd..][..hd];
+            for (j, w) in e.iter().enumerate() {
+                let vr = &v_cache[(kvh * s.max_seq + j) * hd..][..hd];
+                for d in 0..hd {
+                    o[d] += w / z * vr[d] as f64;
+                }
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,147 @@
+//! Rotary position embeddings, applied while storing K and V into the cache.
+
+use crate::error::{Error, Result};
+use crate::gpu::shader::{Defines, ShaderSource};
+use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor, Uniform};
+
+use super::Tolerance;
+
+pub const ROPE_SHADER: ShaderSource =
+    ShaderSource { name: "rope_store", source: include_str!("../../shaders/rope_store.wgsl") };
+
+/// One rotation: two products and a sum per element against exact f64.
+pub const ROPE_TOLERANCE: Tolerance = Tolerance { abs: 1e-6, rel: 1e-6 };
+
+/// Which dimensions rotate together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum RopeStyle {
+    /// (2i, 2i+1): GGUF llama-family tensors, whose Q/K rows were permuted for it.
+    Norm,
+    /// (i, i + d/2): Hugging Face checkpoints, Qwen2, GPT-NeoX.
+    Neox,
+}
+
+/// Frequency scaling from a model config.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub enum RopeScaling {
+    None,
+    /// Positions divided by `factor` (`rope_scaling: {type: linear}`).
+    Linear { factor: f32 },
+}
+
+pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
+    vec![(ROPE_SHADER, Defines::new()), (ROPE_SHADER, Defines::new().set("NEOX", 1))]
+}
+
+/// The per-step uniform every position-dependent kernel reads: [pos, n_tokens, 0, 0].
+pub fn step_bytes(pos: u32, n_tokens: u32) -> [u8; 16] {
+    bytemuck::cast([pos, n_tokens, 0u32, 0u32])
+}
+
+/// cos/sin for every position and rotated pair, [max_seq, rot_dims / 2, 2], computed in f64.
+pub fn rope_table(max_seq: usize, rot_dims: usize, base: f32, scaling: RopeScaling) -> Vec<f32> {
+    let half = rot_dims / 2;
+    let mut table = Vec::with_capacity(max_seq * half * 2);
+    let pos_scale = match scaling {
+        RopeScaling::None => 1.0,
+        RopeScaling::Linear { factor } => 1.0 / factor as f64,
+    };
+    for pos in 0..max_seq {
+        for i in 0..half {
+            let inv_freq = (base as f64).powf(-2.0 * i as f64 / rot_dims as f64);
+            let theta = pos as f64 * pos_scale * inv_freq;
+            table.push(theta.cos() as f32);
+            table.push(theta.sin() as f32);
+        }
+    }
+    table
+}
+
+/// Shapes of one attention layer's rotary step.
+#[derive(Clone, Copy, Debug)]
+pub struct RopeShape {
+    pub n_tokens: usize,
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub head_dim: usize,
+    pub max_seq: usize,
+    pub rot_dims: usize,
+    pub style: RopeStyle,
+}
+
+/// Rotates `q` in place and writes rotated `k` and plain `v` into the caches at positions
+/// `step.pos ..`.
+#[allow(clippy::too_many_arguments)]
+pub async fn rope_store(
+    ctx: &GpuContext,
+    s: RopeShape,
+    q: &GpuTensor,
+    k: &GpuTensor,
+    v: &GpuTensor,
+    k_cache: &GpuTensor,
+    v_cache: &GpuTensor,
+    table: &GpuTensor,
+    step: &Uniform,
+) -> Result<Dispatch> {
+    let shape_err = |message: String| Error::Shape { op: "rope_store", message };
+    let kv = [s.n_tokens, s.n_kv_heads, s.head_dim];
+    let cache = [s.n_kv_heads, s.max_seq, s.head_dim];
+    let ok = q.shape == [s.n_tokens, s.n_heads, s.head_dim]
+        && k.shape == kv
+        && v.shape == kv
+        && k_cache.shape == cache
+        && v_cache.shape == cache
+        && table.shape == [s.max_seq, s.rot_dims / 2, 2]
+        && s.head_dim % 2 == 0
+        && s.rot_dims % 2 == 0
+        && s.rot_dims <= s.head_dim
+        && [q, k, v, k_cache, v_cache, table].iter().all(|t| t.dtype == DType::F32);
+    if !ok {
+        return Err(shape_err(format!(
+            "{s:?} does not fit q {:?} k {:?} v {:?} caches {:?} table {:?}",
+            q.shape, k.shape, v.shape, k_cache.shape, table.shape
+        )));
+    }
+    let defines = match s.style {
+        RopeStyle::Norm => Defines::new(),
+        RopeStyle::Neox => Defines::new().set("NEOX", 1),
+    };
+    let pipeline = ctx.pipeline(&ROPE_SHADER, &defines).await?;
+    let threads = s.n_tokens * (s.n_heads + s.n_kv_heads) * s.head_dim / 2;
+    let groups = u32::try_from(threads.div_ceil(64)).map_err(|_| shape_err("too many tokens".into()))?;
+    let params: [u32; 8] = [
+        s.n_tokens as u32,
+        s.n_heads as u32,
+        s.n_kv_heads as u32,
+        s.head_dim as u32,
+        s.max_seq as u32,
+        s.rot_dims as u32,
+        0,
+        0,
+    ];
+    ctx.dispatch_with(
+        &pipeline,
+        &[q, k, v, k_cache, v_cache, table],
+        Some(bytemuck::cast_slice(&params)),
+        &[step],
+        [groups, 1, 1],
+    )
+}
+
+/// CPU reference: rotates one head vector `x` (length head_dim) at `pos`, in f64.
+pub fn rope_cpu(x: &[f32], pos: usize, rot_dims: usize, table: &[f32], style: RopeStyle) -> Vec<f64> {
+    let mut out: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+    let half = rot_dims / 2;
+    for i in 0..half {
+        let (a, b) = match style {
+            RopeStyle::Norm => (2 * i, 2 * i + 1),
+            RopeStyle::Neox => (i, i + half),
+        };
+        let at = (pos * half + i) * 2;
+        let (c, s) = (table[at] as f64, table[at + 1] as f64);
+        let (x0, x1) = (x[a] as f64, x[b] as f64);
+        out[a] = x0 * c - x1 * s;
+        out[b] = x0 * s + x1 * c;
+    }
+    out
+}
