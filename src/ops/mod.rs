@@ -7,6 +7,7 @@ pub mod elementwise;
 pub mod matmul;
 pub mod norm;
 pub mod rope;
+pub mod sample;
 pub mod softmax;
 
 use crate::gpu::shader::{Defines, ShaderSource};
@@ -22,6 +23,7 @@ pub fn shader_variants() -> Vec<(ShaderSource, Defines)> {
     all.extend(norm::variants());
     all.extend(rope::variants());
     all.extend(attention::variants());
+    all.extend(sample::variants());
     all
 }
 
