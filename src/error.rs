@@ -46,4 +46,7 @@ pub enum Error {
 
     #[error("cannot decode {ty}: {message}")]
     Decode { ty: &'static str, message: String },
+
+    #[error(transparent)]
+    Load(#[from] crate::loader::LoadError),
 }
