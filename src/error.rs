@@ -52,4 +52,7 @@ pub enum Error {
 
     #[error("tokenizer: {0}")]
     Tokenizer(String),
+
+    #[error(transparent)]
+    Load(#[from] crate::loader::LoadError),
 }

@@ -7,6 +7,7 @@
 pub mod error;
 pub mod format;
 pub mod gpu;
+pub mod loader;
 pub mod ops;
 pub mod quant;
 pub mod selftest;

@@ -1,6 +1,15 @@
 //! The `weft` command line: native GPU tooling over the same library the browser uses.
 
 #[cfg(not(target_arch = "wasm32"))]
+mod caps;
+#[cfg(not(target_arch = "wasm32"))]
+mod inspect;
+#[cfg(not(target_arch = "wasm32"))]
+mod selftest;
+#[cfg(not(target_arch = "wasm32"))]
+mod tensor_table;
+
+#[cfg(not(target_arch = "wasm32"))]
 fn main() -> anyhow::Result<()> {
     cli::main()
 }
@@ -10,7 +19,7 @@ fn main() {}
 
 #[cfg(not(target_arch = "wasm32"))]
 mod cli {
-    use anyhow::{bail, Context};
+    use anyhow::Context;
     use clap::{Parser, Subcommand};
     use weft::gpu::{BackendChoice, GpuContext};
 
@@ -40,9 +49,17 @@ mod cli {
             #[arg(long, default_value_t = 45)]
             n: usize,
         },
+        /// Print the header of a GGUF or safetensors file: format, metadata and tensors.
+        Inspect {
+            /// A file path, or an http(s) URL (only the header is fetched, with Range requests).
+            file: String,
+            /// Print JSON instead of tables.
+            #[arg(long)]
+            json: bool,
+        },
     }
 
-    fn context() -> anyhow::Result<GpuContext> {
+    pub(crate) fn context() -> anyhow::Result<GpuContext> {
         let choice = BackendChoice::from_env()?;
         pollster::block_on(GpuContext::new(choice)).context("creating the GPU device")
     }
@@ -50,38 +67,9 @@ mod cli {
     pub fn main() -> anyhow::Result<()> {
         let cli = Cli::parse();
         match cli.command {
-            Command::Caps { json } => {
-                let ctx = context()?;
-                let caps = ctx.capabilities();
-                if json {
-                    println!("{}", serde_json::to_string_pretty(caps)?);
-                } else {
-                    let value = serde_json::to_value(caps)?;
-                    print_table(&value, "");
-                }
-            }
-            Command::Selftest { seed, m, k, n } => {
-                let ctx = context()?;
-                let report = pollster::block_on(weft::selftest::run(&ctx, seed, m, k, n))?;
-                println!("adapter: {}", ctx.capabilities().adapter_name);
-                println!("{}", serde_json::to_string_pretty(&report)?);
-                if !report.passed {
-                    bail!("self-test outside tolerance");
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn print_table(value: &serde_json::Value, prefix: &str) {
-        if let Some(map) = value.as_object() {
-            for (k, v) in map {
-                if v.is_object() {
-                    print_table(v, &format!("{prefix}{k}."));
-                } else {
-                    println!("{:<44} {}", format!("{prefix}{k}"), v);
-                }
-            }
+            Command::Caps { json } => crate::caps::run(json),
+            Command::Selftest { seed, m, k, n } => crate::selftest::run(seed, m, k, n),
+            Command::Inspect { file, json } => crate::inspect::run(&file, json),
         }
     }
 }

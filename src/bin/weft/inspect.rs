@@ -1,0 +1,154 @@
+//! `weft inspect FILE`: a model file's header — format, metadata and tensor table — read from a
+//! path or, with Range requests only, from an http(s) URL.
+
+use anyhow::Context;
+use serde::Serialize;
+use serde_json::{json, Value};
+use weft::format::{GgufArray, GgufValue, ModelHeader};
+use weft::loader::native::NativeSource;
+use weft::loader::{read_header, RangeReader};
+
+use crate::tensor_table::{self, TensorRow, TensorTotals};
+
+/// Arrays longer than this are shown as type, length and their first few items.
+const ARRAY_SHOWN_IN_FULL: usize = 8;
+const ARRAY_ITEMS_PREVIEWED: usize = 5;
+/// Longer strings are cut in the text view (the JSON view keeps them whole).
+const STRING_CHARS_SHOWN: usize = 72;
+
+#[derive(Serialize)]
+struct MetadataEntry {
+    key: String,
+    value: Value,
+}
+
+#[derive(Serialize)]
+struct Report {
+    source: String,
+    file_len: u64,
+    format: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    version: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    alignment: Option<u64>,
+    header_len: u64,
+    data_start: u64,
+    /// In file order, which a JSON object would not keep.
+    metadata: Vec<MetadataEntry>,
+    tensors: Vec<TensorRow>,
+    totals: TensorTotals,
+}
+
+pub fn run(location: &str, json_output: bool) -> anyhow::Result<()> {
+    let source = NativeSource::open(location).with_context(|| format!("opening {location}"))?;
+    let read = pollster::block_on(read_header(&source)).with_context(|| format!("reading the header of {location}"))?;
+    if let NativeSource::Http(http) = &source {
+        eprintln!("fetched {} bytes in {} requests", http.bytes_fetched(), http.requests());
+    }
+    let report = report(location, source.len(), &read.header);
+    if json_output {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_report(&report, &read.header);
+    }
+    Ok(())
+}
+
+fn report(location: &str, file_len: u64, header: &ModelHeader) -> Report {
+    let rows = tensor_table::rows(header.tensors());
+    let totals = tensor_table::totals(&rows);
+    let (version, alignment, header_len, metadata) = match header {
+        ModelHeader::Gguf(h) => (
+            Some(h.version),
+            Some(h.alignment),
+            h.header_len,
+            h.metadata.entries.iter().map(|(k, v)| MetadataEntry { key: k.clone(), value: gguf_json(v) }).collect(),
+        ),
+        ModelHeader::Safetensors(h) => (
+            None,
+            None,
+            h.header_len,
+            h.metadata.iter().map(|(k, v)| MetadataEntry { key: k.clone(), value: Value::String(v.clone()) }).collect(),
+        ),
+    };
+    Report {
+        source: location.to_string(),
+        file_len,
+        format: header.format_name(),
+        version,
+        alignment,
+        header_len,
+        data_start: header.data_start(),
+        metadata,
+        tensors: rows,
+        totals,
+    }
+}
+
+/// Scalars as JSON values; long arrays as type, length and first items.
+fn gguf_json(value: &GgufValue) -> Value {
+    match value {
+        GgufValue::Array(array) => array_json(array),
+        scalar => serde_json::to_value(scalar).unwrap_or(Value::Null),
+    }
+}
+
+fn array_json(array: &GgufArray) -> Value {
+    if array.len() <= ARRAY_SHOWN_IN_FULL {
+        return serde_json::to_value(array).unwrap_or(Value::Null);
+    }
+    let first: Vec<Value> = (0..ARRAY_ITEMS_PREVIEWED).filter_map(|i| array.get(i)).map(|v| gguf_json(&v)).collect();
+    json!({ "element_type": array.element_type_name(), "len": array.len(), "first": first })
+}
+
+fn print_report(report: &Report, header: &ModelHeader) {
+    println!("file:     {} ({} bytes)", report.source, report.file_len);
+    match (report.version, report.alignment) {
+        (Some(version), Some(alignment)) => {
+            println!("format:   {} v{version}, alignment {alignment}", report.format)
+        }
+        _ => println!("format:   {}", report.format),
+    }
+    println!("header:   {} bytes, tensor data from byte {}", report.header_len, report.data_start);
+    println!("metadata: {} entries", report.metadata.len());
+    let key_width = report.metadata.iter().map(|e| e.key.len()).max().unwrap_or(0);
+    match header {
+        ModelHeader::Gguf(h) => {
+            for (key, value) in &h.metadata.entries {
+                println!("  {key:<key_width$}  {:<8} {}", value.type_name(), gguf_text(value));
+            }
+        }
+        ModelHeader::Safetensors(h) => {
+            for (key, value) in &h.metadata {
+                println!("  {key:<key_width$}  {}", string_text(value));
+            }
+        }
+    }
+    println!();
+    println!("tensors:  {}", report.tensors.len());
+    tensor_table::print(&report.tensors, &report.totals);
+}
+
+fn string_text(s: &str) -> String {
+    let chars = s.chars().count();
+    if chars <= STRING_CHARS_SHOWN {
+        return format!("{s:?}");
+    }
+    let cut: String = s.chars().take(STRING_CHARS_SHOWN).collect();
+    format!("{cut:?}… ({chars} chars)")
+}
+
+fn gguf_text(value: &GgufValue) -> String {
+    match value {
+        GgufValue::String(s) => string_text(s),
+        GgufValue::Array(array) => {
+            let shown = array.len().min(if array.len() <= ARRAY_SHOWN_IN_FULL { ARRAY_SHOWN_IN_FULL } else { ARRAY_ITEMS_PREVIEWED });
+            let items: Vec<String> = (0..shown).filter_map(|i| array.get(i)).map(|v| gguf_text(&v)).collect();
+            let more = if shown < array.len() { ", …" } else { "" };
+            format!("[{} × {}] [{}{more}]", array.element_type_name(), array.len(), items.join(", "))
+        }
+        GgufValue::F32(v) => format!("{v}"),
+        GgufValue::F64(v) => format!("{v}"),
+        other => serde_json::to_string(other).unwrap_or_default(),
+    }
+}
