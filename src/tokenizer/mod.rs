@@ -4,6 +4,7 @@
 //! several times the rest of the library.
 
 mod bpe;
+mod gguf;
 mod pretokenize;
 mod spm;
 
@@ -46,7 +47,7 @@ pub struct TokenizerSpec {
 }
 
 enum Kind {
-    ByteBpe { pre: PreTokenizer, merges: bpe::Merges, byte_ids: [u32; 256] },
+    ByteBpe { pre: PreTokenizer, merges: bpe::Merges, byte_ids: [Option<u32>; 256] },
     SentencePiece { scores: Vec<f32>, byte_tokens: Box<[Option<u32>; 256]>, add_space_prefix: bool },
 }
 
@@ -104,11 +105,14 @@ impl Tokenizer {
                 let pre = PreTokenizer::from_gguf_name(pre_name)
                     .ok_or_else(|| bad(format!("pre-tokenizer '{pre_name}' is not supported")))?;
                 let table = bpe::byte_to_char();
-                let mut byte_ids = [0u32; 256];
+                // Vocabularies may leave out bytes that never occurred in training (SmolLM2
+                // has no token for most control characters); those encode as the unknown token.
+                let mut byte_ids = [None; 256];
                 for (b, c) in table.iter().enumerate() {
-                    byte_ids[b] = *ids.get(&c.to_string()).ok_or_else(|| {
-                        bad(format!("byte 0x{b:02x} has no token; not a byte-level vocabulary"))
-                    })?;
+                    byte_ids[b] = ids.get(&c.to_string()).copied();
+                }
+                if byte_ids.iter().filter(|b| b.is_some()).count() < 128 {
+                    return Err(bad("fewer than half the bytes have tokens: not a byte-level vocabulary"));
                 }
                 let back: HashMap<char, u8> = table.iter().enumerate().map(|(b, &c)| (c, b as u8)).collect();
                 let bytes = spec
@@ -228,7 +232,8 @@ impl Tokenizer {
         match &self.kind {
             Kind::ByteBpe { pre, merges, byte_ids } => {
                 for piece in pre.split(text) {
-                    let mut symbols: Vec<u32> = piece.bytes().map(|b| byte_ids[b as usize]).collect();
+                    let mut symbols: Vec<u32> =
+                        piece.bytes().map(|b| byte_ids[b as usize].unwrap_or(self.unknown)).collect();
                     merges.apply(&mut symbols);
                     out.extend(symbols);
                 }

@@ -1,0 +1,66 @@
+//! The SmolLM2 tokenizer built from its GGUF against ids from Hugging Face `tokenizers`
+//! (tests/fixtures/tokenizer, made by scripts/make_tokenizer_fixture.py).
+
+use std::path::Path;
+
+use weft::format::{detect_and_parse, ModelHeader};
+use weft::tokenizer::Tokenizer;
+
+const MODEL: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+fn smollm2() -> anyhow::Result<Tokenizer> {
+    anyhow::ensure!(Path::new(MODEL).exists(), "{MODEL} missing: run scripts/fetch-model.sh");
+    let bytes = std::fs::read(MODEL)?;
+    let ModelHeader::Gguf(h) = detect_and_parse(&bytes, Some(bytes.len() as u64))? else {
+        anyhow::bail!("not GGUF");
+    };
+    Ok(Tokenizer::from_gguf(&h.metadata)?)
+}
+
+#[derive(serde::Deserialize)]
+struct Case {
+    text: String,
+    ids: Vec<u32>,
+}
+
+#[derive(serde::Deserialize)]
+struct Fixture {
+    cases: Vec<Case>,
+}
+
+#[test]
+fn smollm2_ids_match_hugging_face_tokenizers() -> anyhow::Result<()> {
+    let tok = smollm2()?;
+    let fixture: Fixture =
+        serde_json::from_str(&std::fs::read_to_string("tests/fixtures/tokenizer/smollm2.json")?)?;
+    let mut total = 0;
+    for case in &fixture.cases {
+        let ids = tok.encode(&case.text, true);
+        if ids != case.ids {
+            let at = ids.iter().zip(&case.ids).position(|(a, b)| a != b).unwrap_or(ids.len().min(case.ids.len()));
+            panic!(
+                "{:?}...: first difference at {at}: weft {:?} reference {:?}",
+                &case.text.chars().take(40).collect::<String>(),
+                &ids[at.saturating_sub(2)..(at + 3).min(ids.len())],
+                &case.ids[at.saturating_sub(2)..(at + 3).min(case.ids.len())]
+            );
+        }
+        assert_eq!(tok.decode(&ids, false)?, case.text, "decode round trip");
+        total += ids.len();
+    }
+    assert!(total > 2215, "the Apache-2.0 text alone is 2215 tokens");
+    Ok(())
+}
+
+#[test]
+fn smollm2_special_tokens_and_settings() -> anyhow::Result<()> {
+    let tok = smollm2()?;
+    assert_eq!(tok.vocab_size(), 49152);
+    assert_eq!(tok.encode("The capital of France is", true), [504, 3575, 282, 4649, 314]);
+    assert_eq!(tok.id("<|im_start|>"), Some(1));
+    assert_eq!(tok.id("<|im_end|>"), Some(2));
+    assert_eq!(tok.eos, Some(2));
+    assert!(!tok.add_bos);
+    assert!(tok.chat_template.as_deref().is_some_and(|t| t.contains("<|im_start|>")));
+    Ok(())
+}
