@@ -53,6 +53,9 @@ pub enum Error {
     #[error("tokenizer: {0}")]
     Tokenizer(String),
 
+    #[error("model: {0}")]
+    Model(String),
+
     #[error(transparent)]
     Load(#[from] crate::loader::LoadError),
 }

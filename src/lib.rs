@@ -6,6 +6,7 @@
 
 pub mod error;
 pub mod format;
+pub mod model;
 pub mod gpu;
 pub mod loader;
 pub mod ops;

@@ -144,3 +144,23 @@ fn rope_table_is_cos_sin_of_scaled_positions() {
     assert!((t[(3 * 4 + 1) * 2] as f64 - theta.cos()).abs() < 1e-7);
     assert!((t[(3 * 4 + 1) * 2 + 1] as f64 - theta.sin()).abs() < 1e-7);
 }
+
+#[test]
+fn bias_add_and_copy_row() -> anyhow::Result<()> {
+    use weft::ops::elementwise::{bias_add, copy_row};
+    let ctx = ctx();
+    let (rows, cols) = (3, 70);
+    let x = random_f32(95, rows * cols);
+    let b = random_f32(96, cols);
+    let tx = ctx.upload_f32("x", &[rows, cols], &x)?;
+    let tb = ctx.upload_f32("b", &[cols], &b)?;
+    let d = pollster::block_on(bias_add(ctx, &tx, &tb))?;
+    let got = run_read(&d, &tx);
+    let want: Vec<f32> = x.iter().enumerate().map(|(i, v)| v + b[i % cols]).collect();
+    assert_eq!(got, want);
+    let last = ctx.zeros("last", &[1, cols], DType::F32)?;
+    let d = pollster::block_on(copy_row(ctx, &tx, rows - 1, &last))?;
+    assert_eq!(run_read(&d, &last), want[(rows - 1) * cols..]);
+    assert!(pollster::block_on(copy_row(ctx, &tx, rows, &last)).is_err());
+    Ok(())
+}

@@ -39,6 +39,22 @@ impl GpuTensor {
         self.buffer.size()
     }
 
+    /// The same buffer under another shape of at most as many elements: activations are made
+    /// once for the largest batch and viewed at each batch's size.
+    pub fn view(&self, shape: &[usize]) -> Result<GpuTensor> {
+        let count = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        let capacity = (self.buffer.size() / self.dtype.size() as u64) as usize;
+        match count {
+            Some(n) if n <= capacity => {
+                Ok(GpuTensor { buffer: self.buffer.clone(), shape: shape.to_vec(), dtype: self.dtype })
+            }
+            _ => Err(Error::Shape {
+                op: "view",
+                message: format!("{shape:?} does not fit a buffer of {capacity} elements"),
+            }),
+        }
+    }
+
     pub fn label_shape(&self) -> String {
         format!("{:?} {:?}", self.dtype, self.shape)
     }
@@ -150,15 +166,16 @@ impl GpuContext {
         self.queue.write_buffer(&uniform.buffer, 0, bytes);
     }
 
-    /// Queues new contents for the start of `tensor`.
-    pub fn write_tensor(&self, tensor: &GpuTensor, bytes: &[u8]) -> Result<()> {
-        if bytes.len() as u64 > tensor.bytes() || bytes.len() % 4 != 0 {
+    /// Queues new contents for `tensor` from element `offset` on.
+    pub fn write_tensor(&self, tensor: &GpuTensor, offset: usize, bytes: &[u8]) -> Result<()> {
+        let start = offset as u64 * tensor.dtype.size() as u64;
+        if start + bytes.len() as u64 > tensor.bytes() || bytes.len() % 4 != 0 {
             return Err(Error::Shape {
                 op: "write_tensor",
-                message: format!("{} bytes into {}", bytes.len(), tensor.label_shape()),
+                message: format!("{} bytes at element {offset} into {}", bytes.len(), tensor.label_shape()),
             });
         }
-        self.queue.write_buffer(&tensor.buffer, 0, bytes);
+        self.queue.write_buffer(&tensor.buffer, start, bytes);
         Ok(())
     }
 

@@ -20,12 +20,24 @@ pub const ADD_INPLACE_SHADER: ShaderSource =
 pub const SILU_MUL_SHADER: ShaderSource =
     ShaderSource { name: "silu_mul", source: include_str!("../../shaders/silu_mul.wgsl") };
 
+pub const BIAS_ADD_SHADER: ShaderSource =
+    ShaderSource { name: "bias_add", source: include_str!("../../shaders/bias_add.wgsl") };
+
+pub const COPY_ROWS_SHADER: ShaderSource =
+    ShaderSource { name: "copy_rows", source: include_str!("../../shaders/copy_rows.wgsl") };
+
 /// One GPU `exp`, a division and a product.
 pub const SILU_MUL_TOLERANCE: Tolerance = Tolerance { abs: 1e-6, rel: 1e-5 };
 
 pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
     let d = Defines::new().set("WG", WG);
-    vec![(ADD_SHADER, d.clone()), (ADD_INPLACE_SHADER, d.clone()), (SILU_MUL_SHADER, d)]
+    vec![
+        (ADD_SHADER, d.clone()),
+        (ADD_INPLACE_SHADER, d.clone()),
+        (SILU_MUL_SHADER, d.clone()),
+        (BIAS_ADD_SHADER, d.clone()),
+        (COPY_ROWS_SHADER, d),
+    ]
 }
 
 fn flat_f32(op: &'static str, tensors: &[&GpuTensor]) -> Result<u32> {
@@ -48,11 +60,51 @@ async fn elementwise(
     tensors: &[&GpuTensor],
 ) -> Result<Dispatch> {
     let n = flat_f32(shader.name, tensors)?;
+    over_elements(ctx, shader, tensors, n, 0).await
+}
+
+/// One invocation per element of an `n`-element result; `extra` is the kernel's third
+/// parameter word.
+async fn over_elements(
+    ctx: &GpuContext,
+    shader: &ShaderSource,
+    tensors: &[&GpuTensor],
+    n: u32,
+    extra: u32,
+) -> Result<Dispatch> {
     let pipeline = ctx.pipeline(shader, &Defines::new().set("WG", WG)).await?;
     let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
     let groups = grid(n.div_ceil(WG), max);
-    let params = [n, groups[0] * WG];
+    let params = [n, groups[0] * WG, extra, 0];
     ctx.dispatch(&pipeline, tensors, Some(bytemuck::cast_slice(&params)), groups)
+}
+
+/// `x[r, :] += b` for an f32 [rows, cols] and bias [cols].
+pub async fn bias_add(ctx: &GpuContext, x: &GpuTensor, b: &GpuTensor) -> Result<Dispatch> {
+    let cols = match (&x.shape[..], &b.shape[..]) {
+        (&[_, c], &[bc]) if c == bc && c > 0 && x.dtype == DType::F32 && b.dtype == DType::F32 => c,
+        _ => {
+            return Err(Error::Shape {
+                op: "bias_add",
+                message: format!("x {} and bias {}", x.label_shape(), b.label_shape()),
+            })
+        }
+    };
+    let n = u32::try_from(x.len()).map_err(|_| Error::Shape { op: "bias_add", message: "too large".into() })?;
+    over_elements(ctx, &BIAS_ADD_SHADER, &[x, b], n, cols as u32).await
+}
+
+/// Copies row `row` of an f32 [rows, cols] into `out` [1, cols].
+pub async fn copy_row(ctx: &GpuContext, x: &GpuTensor, row: usize, out: &GpuTensor) -> Result<Dispatch> {
+    match (&x.shape[..], &out.shape[..]) {
+        (&[rows, c], &[1, oc]) if c == oc && row < rows && x.dtype == DType::F32 && out.dtype == DType::F32 => {
+            over_elements(ctx, &COPY_ROWS_SHADER, &[x, out], c as u32, (row * c) as u32).await
+        }
+        _ => Err(Error::Shape {
+            op: "copy_row",
+            message: format!("row {row} of {} into {}", x.label_shape(), out.label_shape()),
+        }),
+    }
 }
 
 /// `x += y` (the residual connection).

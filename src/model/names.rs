@@ -1,0 +1,96 @@
+//! Tensor names of both file layouts mapped once to the parts of the model.
+
+/// A weight's role in a decoder-only transformer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Part {
+    Embedding,
+    OutputNorm,
+    Output,
+    Layer(usize, LayerPart),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LayerPart {
+    AttnNorm,
+    Q,
+    K,
+    V,
+    QBias,
+    KBias,
+    VBias,
+    AttnOut,
+    FfnNorm,
+    Gate,
+    Up,
+    Down,
+}
+
+const GGUF_LAYER: [(&str, LayerPart); 12] = [
+    ("attn_norm.weight", LayerPart::AttnNorm),
+    ("attn_q.weight", LayerPart::Q),
+    ("attn_k.weight", LayerPart::K),
+    ("attn_v.weight", LayerPart::V),
+    ("attn_q.bias", LayerPart::QBias),
+    ("attn_k.bias", LayerPart::KBias),
+    ("attn_v.bias", LayerPart::VBias),
+    ("attn_output.weight", LayerPart::AttnOut),
+    ("ffn_norm.weight", LayerPart::FfnNorm),
+    ("ffn_gate.weight", LayerPart::Gate),
+    ("ffn_up.weight", LayerPart::Up),
+    ("ffn_down.weight", LayerPart::Down),
+];
+
+const HF_LAYER: [(&str, LayerPart); 12] = [
+    ("input_layernorm.weight", LayerPart::AttnNorm),
+    ("self_attn.q_proj.weight", LayerPart::Q),
+    ("self_attn.k_proj.weight", LayerPart::K),
+    ("self_attn.v_proj.weight", LayerPart::V),
+    ("self_attn.q_proj.bias", LayerPart::QBias),
+    ("self_attn.k_proj.bias", LayerPart::KBias),
+    ("self_attn.v_proj.bias", LayerPart::VBias),
+    ("self_attn.o_proj.weight", LayerPart::AttnOut),
+    ("post_attention_layernorm.weight", LayerPart::FfnNorm),
+    ("mlp.gate_proj.weight", LayerPart::Gate),
+    ("mlp.up_proj.weight", LayerPart::Up),
+    ("mlp.down_proj.weight", LayerPart::Down),
+];
+
+/// The part a tensor name stands for in GGUF (`blk.3.attn_q.weight`) or Hugging Face
+/// (`model.layers.3.self_attn.q_proj.weight`) naming; None for tensors the model does not use
+/// (such as precomputed rotary tables).
+pub fn part_of(name: &str) -> Option<Part> {
+    match name {
+        "token_embd.weight" | "model.embed_tokens.weight" => return Some(Part::Embedding),
+        "output_norm.weight" | "model.norm.weight" => return Some(Part::OutputNorm),
+        "output.weight" | "lm_head.weight" => return Some(Part::Output),
+        _ => {}
+    }
+    let (rest, table) = if let Some(rest) = name.strip_prefix("blk.") {
+        (rest, &GGUF_LAYER)
+    } else if let Some(rest) = name.strip_prefix("model.layers.") {
+        (rest, &HF_LAYER)
+    } else {
+        return None;
+    };
+    let (index, suffix) = rest.split_once('.')?;
+    let index: usize = index.parse().ok()?;
+    table.iter().find(|(s, _)| *s == suffix).map(|&(_, p)| Part::Layer(index, p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_namings_map_to_the_same_parts() {
+        assert_eq!(part_of("blk.12.attn_q.weight"), Some(Part::Layer(12, LayerPart::Q)));
+        assert_eq!(
+            part_of("model.layers.12.self_attn.q_proj.weight"),
+            Some(Part::Layer(12, LayerPart::Q))
+        );
+        assert_eq!(part_of("model.layers.0.mlp.down_proj.weight"), Some(Part::Layer(0, LayerPart::Down)));
+        assert_eq!(part_of("lm_head.weight"), Some(Part::Output));
+        assert_eq!(part_of("rope_freqs.weight"), None);
+        assert_eq!(part_of("blk.x.attn_q.weight"), None);
+    }
+}
