@@ -4,6 +4,7 @@
 pub mod dequant;
 pub mod elementwise;
 pub mod matmul;
+pub mod qmatmul;
 pub mod softmax;
 
 use crate::gpu::shader::{Defines, ShaderSource};
@@ -15,6 +16,7 @@ pub fn shader_variants() -> Vec<(ShaderSource, Defines)> {
     all.extend(dequant::variants());
     all.extend(elementwise::variants());
     all.extend(matmul::variants());
+    all.extend(qmatmul::variants());
     all.extend(softmax::variants());
     all
 }
