@@ -11,14 +11,17 @@ use crate::quant;
 
 use super::grid;
 
-pub const DEQUANT_SHADER: ShaderSource =
-    ShaderSource { name: "dequant", source: include_str!("../../shaders/dequant.wgsl") };
+/// The element-wise kernel followed by the shared decoders.
+pub const DEQUANT_SHADER: ShaderSource = ShaderSource {
+    name: "dequant",
+    source: concat!(include_str!("../../shaders/dequant.wgsl"), include_str!("../../shaders/decode.wgsl")),
+};
 
 const WG: u32 = 256;
 
 /// The shader define selecting `ty`'s decoder. GGUF's F32/F16/BF16 decode exactly as the
 /// safetensors dtypes of the same name.
-fn define(ty: StorageType) -> &'static str {
+pub(crate) fn define(ty: StorageType) -> &'static str {
     match ty {
         StorageType::Safe(d) => match d {
             SafeDtype::F64 => "DT_F64",

@@ -6,6 +6,7 @@ pub mod dequant;
 pub mod elementwise;
 pub mod matmul;
 pub mod norm;
+pub mod qmatmul;
 pub mod rope;
 pub mod sample;
 pub mod softmax;
@@ -19,6 +20,7 @@ pub fn shader_variants() -> Vec<(ShaderSource, Defines)> {
     all.extend(dequant::variants());
     all.extend(elementwise::variants());
     all.extend(matmul::variants());
+    all.extend(qmatmul::variants());
     all.extend(softmax::variants());
     all.extend(norm::variants());
     all.extend(rope::variants());

@@ -4,6 +4,7 @@
 mod ggml;
 pub mod sample;
 mod scalar;
+pub mod weft;
 
 use crate::error::{Error, Result};
 use crate::format::StorageType;

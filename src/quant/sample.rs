@@ -155,3 +155,38 @@ fn blocks(t: GgmlType, len: usize, rng: &mut SmallRng, out: &mut Vec<u8>) {
         }
     }
 }
+
+/// A matrix of `elements` GGML weights that behaves like a model's: random levels, but scales
+/// (and block minimums) of moderate size, 2^-7 to 2^-1 with either sign, where
+/// [`random_bytes`] draws any finite f16. Dequantized values then stay far inside f16's range,
+/// so f16 kernels can be compared with f32 ones. F32, F16 and BF16 get uniform values in [-1, 1).
+pub fn random_weights(t: GgmlType, seed: u64, elements: usize) -> Result<Vec<u8>> {
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0x2545_F491_4F6C_DD1D);
+    let floats = || crate::selftest::random_f32(seed, elements);
+    match t {
+        GgmlType::F32 => return Ok(floats().iter().flat_map(|v| v.to_le_bytes()).collect()),
+        GgmlType::F16 => {
+            return Ok(floats().iter().flat_map(|&v| half::f16::from_f32(v).to_le_bytes()).collect())
+        }
+        GgmlType::BF16 => {
+            return Ok(floats().iter().flat_map(|&v| half::bf16::from_f32(v).to_le_bytes()).collect())
+        }
+        _ => {}
+    }
+    let mut out = random_bytes(StorageType::Ggml(t), seed, elements)?;
+    for block in out.chunks_exact_mut(t.block_bytes() as usize) {
+        for &at in scale_offsets(t) {
+            if let Some(field) = block.get_mut(at..at + 2) {
+                field.copy_from_slice(&moderate_scale(&mut rng).to_le_bytes());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// An f16 of magnitude in [2^-7, 2^-1) with a random sign and mantissa.
+pub(crate) fn moderate_scale(rng: &mut SmallRng) -> u16 {
+    let sign = if rng.random() { 0x8000 } else { 0 };
+    sign | rng.random_range(8..14u16) << 10 | rng.random_range(0..0x400u16)
+}
+

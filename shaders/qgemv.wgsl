@@ -1,0 +1,82 @@
+// y[t, n] = W[n, k] · x[t, k] for few tokens (decode): ROWS rows per workgroup, its WG threads
+// striding over K eight weights at a time, each x unit loaded once for all ROWS rows, then a
+// shared-memory tree reduction per row. Weights are dequantized on the fly by `w8`
+// (shaders/qweight.wgsl). With F16 the eight-term partial products are f16 dot products; the
+// sums stay f32. The token is workgroup_id.z.
+#ifdef F16
+enable f16;
+#endif
+
+@group(0) @binding(1) var<storage, read> x: array<f32>;       // [t, k]
+@group(0) @binding(2) var<storage, read_write> y: array<f32>; // [t, n]
+@group(0) @binding(${PB}) var<uniform> p: Params;
+
+const WG: u32 = ${WG}u;
+const ROWS: u32 = ${ROWS}u;
+
+var<workgroup> partial: array<f32, WG * ROWS>; // [ROWS, WG]
+
+fn x8(at: u32) -> W8 {
+    return W8(
+        vec4<f32>(x[at], x[at + 1u], x[at + 2u], x[at + 3u]),
+        vec4<f32>(x[at + 4u], x[at + 5u], x[at + 6u], x[at + 7u]),
+    );
+}
+
+fn dot8(w: W8, v: W8) -> f32 {
+#ifdef F16
+    return f32(dot(vec4<f16>(w.a), vec4<f16>(v.a))) + f32(dot(vec4<f16>(w.b), vec4<f16>(v.b)));
+#else
+    return dot(w.a, v.a) + dot(w.b, v.b);
+#endif
+}
+
+@compute @workgroup_size(${WG})
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let row0 = (wid.x + wid.y * p.grid_x) * ROWS;
+    let tok = wid.z;
+    let xrow = tok * p.k;
+    let full = p.k / 8u;
+    var acc: array<f32, ROWS>;
+    for (var r = 0u; r < ROWS; r++) {
+        acc[r] = 0.0;
+    }
+    // Rows past n (the last workgroup of an n not divisible by ROWS) repeat row n-1 and are
+    // never stored: every thread keeps the same loop shape.
+    for (var u = lid.x; u < full; u += WG) {
+        let v = x8(xrow + u * 8u);
+        for (var r = 0u; r < ROWS; r++) {
+            acc[r] += dot8(w8(min(row0 + r, p.n - 1u), u), v);
+        }
+    }
+    if (full * 8u < p.k && lid.x == full % WG) {
+        var v = W8(vec4<f32>(0.0), vec4<f32>(0.0));
+        let k0 = full * 8u;
+        for (var j = 0u; j < 4u; j++) {
+            if (k0 + j < p.k) {
+                v.a[j] = x[xrow + k0 + j];
+            }
+            if (k0 + 4u + j < p.k) {
+                v.b[j] = x[xrow + k0 + 4u + j];
+            }
+        }
+        for (var r = 0u; r < ROWS; r++) {
+            acc[r] += dot8(w8_tail(min(row0 + r, p.n - 1u), full), v);
+        }
+    }
+    for (var r = 0u; r < ROWS; r++) {
+        partial[r * WG + lid.x] = acc[r];
+    }
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s >>= 1u) {
+        if (lid.x < s) {
+            for (var r = 0u; r < ROWS; r++) {
+                partial[r * WG + lid.x] += partial[r * WG + lid.x + s];
+            }
+        }
+        workgroupBarrier();
+    }
+    if (lid.x < ROWS && row0 + lid.x < p.n) {
+        y[tok * p.n + row0 + lid.x] = partial[lid.x * WG];
+    }
+}

@@ -1,0 +1,104 @@
+// Weight access shared by the quantized matmul and embedding kernels: `w8(row, u)` returns the
+// eight dequantized weights k = 8u .. 8u+7 of one row of W [n, k], with the very values the CPU
+// reference computes. Exactly one format is selected: WEFT (with BITS/GROUP and WB2/WB3/WB4/WB8,
+// ASYM), or a GGML type through its DT_* decoder from shaders/decode.wgsl, either GENERIC (eight
+// calls of `decode`) or one of the W8_* paths that read a sub-block's scale once.
+
+struct Params {
+    n: u32,      // rows of W: output features
+    k: u32,      // columns of W: the reduced dimension
+    t: u32,      // tokens
+    grid_x: u32, // workgroups along x of a 2-D grid of rows
+    wpr: u32,    // weft: packed words per row
+    gpr: u32,    // weft: groups (scales) per row
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<storage, read> src: array<u32>; // packed W, row after row
+
+struct W8 {
+    a: vec4<f32>,
+    b: vec4<f32>,
+}
+
+#ifdef WEFT
+@group(0) @binding(3) var<storage, read> scales: array<u32>; // f16 pairs, [n, gpr]
+#ifdef ASYM
+@group(0) @binding(4) var<storage, read> zeros: array<u32>;  // f16 pairs, [n, gpr]
+#endif
+
+const GROUP: u32 = ${GROUP}u;
+const BITS: u32 = ${BITS}u;
+const WPG: u32 = GROUP * BITS / 32u; // words per group
+
+fn half_of(word: u32, h: u32) -> f32 {
+    return bitcast<f32>(f16_bits((word >> ((h & 1u) * 16u)) & 0xffffu));
+}
+
+fn w8(row: u32, u: u32) -> W8 {
+    let k0 = u * 8u;
+    let gi = k0 / GROUP;
+    let j0 = k0 % GROUP;
+    let h = row * p.gpr + gi;
+    let s = half_of(scales[h >> 1u], h);
+#ifdef ASYM
+    let z = half_of(zeros[h >> 1u], h);
+#else
+    let z = f32(1u << (BITS - 1u));
+#endif
+    let base = row * p.wpr + gi * WPG;
+#ifdef WB2
+    let w = vec4<u32>(src[base + j0 / 16u] >> ((j0 % 16u) * 2u));
+    let qa = (w >> vec4<u32>(0u, 2u, 4u, 6u)) & vec4<u32>(3u);
+    let qb = (w >> vec4<u32>(8u, 10u, 12u, 14u)) & vec4<u32>(3u);
+#endif
+#ifdef WB3
+    // A 32-level chunk is three words: low bit pairs in words 0-1, high bits in word 2.
+    let c = base + (j0 / 32u) * 3u;
+    let i0 = j0 % 32u;
+    let lo = vec4<u32>(src[c + i0 / 16u] >> ((i0 % 16u) * 2u));
+    let hi = vec4<u32>(src[c + 2u] >> i0);
+    let qa = ((lo >> vec4<u32>(0u, 2u, 4u, 6u)) & vec4<u32>(3u))
+        | (((hi >> vec4<u32>(0u, 1u, 2u, 3u)) & vec4<u32>(1u)) << vec4<u32>(2u));
+    let qb = ((lo >> vec4<u32>(8u, 10u, 12u, 14u)) & vec4<u32>(3u))
+        | (((hi >> vec4<u32>(4u, 5u, 6u, 7u)) & vec4<u32>(1u)) << vec4<u32>(2u));
+#endif
+#ifdef WB4
+    let w = vec4<u32>(src[base + j0 / 8u]);
+    let qa = (w >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u);
+    let qb = (w >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u);
+#endif
+#ifdef WB8
+    let at = base + j0 / 4u;
+    let shifts = vec4<u32>(0u, 8u, 16u, 24u);
+    let qa = (vec4<u32>(src[at]) >> shifts) & vec4<u32>(255u);
+    let qb = (vec4<u32>(src[at + 1u]) >> shifts) & vec4<u32>(255u);
+#endif
+    // One subtraction, then one product: the reference's rule, nothing to fuse.
+    return W8(s * (vec4<f32>(qa) - z), s * (vec4<f32>(qb) - z));
+}
+#endif
+
+#ifdef GENERIC
+fn wel(i: u32) -> f32 {
+    return bitcast<f32>(decode(i));
+}
+
+fn w8(row: u32, u: u32) -> W8 {
+    let i = row * p.k + u * 8u;
+    return W8(
+        vec4<f32>(wel(i), wel(i + 1u), wel(i + 2u), wel(i + 3u)),
+        vec4<f32>(wel(i + 4u), wel(i + 5u), wel(i + 6u), wel(i + 7u)),
+    );
+}
+#endif
+
+// The last unit of a row whose K is not a multiple of 8 (F32/F16 weights; weft rows are padded
+// to a group): the weights past K belong to the next row or to the padding, so they read as 0.
+fn w8_tail(row: u32, u: u32) -> W8 {
+    let w = w8(row, u);
+    let k = vec4<u32>(u * 8u) + vec4<u32>(0u, 1u, 2u, 3u);
+    let kk = vec4<u32>(p.k);
+    return W8(select(vec4<f32>(0.0), w.a, k < kk), select(vec4<f32>(0.0), w.b, k + vec4<u32>(4u) < kk));
+}

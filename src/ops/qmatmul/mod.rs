@@ -1,0 +1,231 @@
+//! Matrix products and embedding lookups with weights that stay packed on the GPU: every kernel
+//! dequantizes the weights it reads on the fly, with the same values as the CPU decoders.
+//!
+//! - [`gemv`]: y[t, n] = W[n, k] · x[t, k] for one or a few tokens (decode).
+//! - [`gemm`]: the same product through shared-memory tiles, each weight decoded once per 32
+//!   tokens (prefill).
+//! - [`qmatmul`]: picks one of the two by the token count.
+//! - [`embed`]: out[t, k] = row ids[t] of W, decoding only the requested rows.
+
+mod selftest;
+mod weight;
+
+pub use selftest::{
+    cpu_reference, f16_tolerance, f32_tolerance, self_test, test_weight, KernelReport,
+    QMatmulReport, TestWeight,
+};
+pub use weight::{QWeight, WeightFormat};
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::gpu::shader::{Defines, ShaderSource};
+use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor};
+
+use super::grid;
+
+macro_rules! q_shader {
+    ($name:literal, $file:literal) => {
+        ShaderSource {
+            name: $name,
+            source: concat!(
+                include_str!(concat!("../../../shaders/", $file)),
+                include_str!("../../../shaders/qweight.wgsl"),
+                include_str!("../../../shaders/decode.wgsl"),
+            ),
+        }
+    };
+}
+
+pub const QGEMV_SHADER: ShaderSource = q_shader!("qgemv", "qgemv.wgsl");
+pub const QGEMM_SHADER: ShaderSource = q_shader!("qgemm", "qgemm.wgsl");
+pub const QEMBED_SHADER: ShaderSource = q_shader!("qembed", "qembed.wgsl");
+
+/// Threads per GEMV workgroup and rows each workgroup reduces.
+const GEMV_WG: u32 = 64;
+const GEMV_ROWS: u32 = 2;
+/// Output tile edge of the GEMM kernel (tokens and rows).
+const GEMM_TILE: u32 = 32;
+const EMBED_WG: u32 = 64;
+/// Up to this many tokens [`qmatmul`] uses the GEMV kernel: below it a GEMM tile is mostly
+/// empty rows of X.
+pub const GEMV_MAX_TOKENS: usize = 1;
+
+/// Arithmetic of the partial products: f32 everywhere, or f16 tiles and dot products (with f32
+/// sums) where the adapter has `shader-f16`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    F32,
+    F16,
+}
+
+impl Precision {
+    /// F16 where the adapter supports it, else F32.
+    pub fn best(ctx: &GpuContext) -> Self {
+        if ctx.capabilities().shader_f16 { Self::F16 } else { Self::F32 }
+    }
+}
+
+fn gemv_defines(format: &WeightFormat, precision: Precision, wg: u32, rows: u32) -> Defines {
+    let d = format
+        .defines()
+        .set("WG", wg)
+        .set("ROWS", rows)
+        .set("PB", 3 + format.weight_bindings() - 1);
+    if precision == Precision::F16 { d.set("F16", 1) } else { d }
+}
+
+fn gemm_defines(format: &WeightFormat, precision: Precision) -> Defines {
+    let d = format.defines().set("PB", 3 + format.weight_bindings() - 1);
+    match precision {
+        Precision::F16 => d.set("F16", 1).set("ELEM", "f16"),
+        Precision::F32 => d.set("ELEM", "f32"),
+    }
+}
+
+fn embed_defines(format: &WeightFormat) -> Defines {
+    format.defines().set("PB", 3 + format.weight_bindings() - 1)
+}
+
+pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
+    let mut all = Vec::new();
+    let mut formats = WeightFormat::all();
+    formats.push(WeightFormat::F32);
+    for f in &formats {
+        for precision in [Precision::F32, Precision::F16] {
+            all.push((QGEMV_SHADER, gemv_defines(f, precision, GEMV_WG, GEMV_ROWS)));
+            all.push((QGEMM_SHADER, gemm_defines(f, precision)));
+        }
+        all.push((QEMBED_SHADER, embed_defines(f)));
+    }
+    all.sort_by(|a, b| (a.0.name, &a.1).cmp(&(b.0.name, &b.1)));
+    all.dedup_by(|a, b| a.0.name == b.0.name && a.1 == b.1);
+    all
+}
+
+/// Checks x [t, k] against W and y [t, n], returning t.
+fn check_operands(op: &'static str, w: &QWeight, x: &GpuTensor, y: &GpuTensor) -> Result<u32> {
+    let fail = |message: String| Error::Shape { op, message };
+    let (&[t, k], &[t2, n]) = (&x.shape[..], &y.shape[..]) else {
+        return Err(fail(format!("x and y must be 2-D, got {:?} and {:?}", x.shape, y.shape)));
+    };
+    if k != w.cols || n != w.rows || t != t2 {
+        return Err(fail(format!(
+            "x [{t}, {k}] · W^T [{}, {}] -> y [{t2}, {n}] does not fit",
+            w.cols, w.rows
+        )));
+    }
+    if x.dtype != DType::F32 || y.dtype != DType::F32 {
+        return Err(fail("x and y must be F32".into()));
+    }
+    if t == 0 {
+        return Err(fail("no tokens".into()));
+    }
+    u32::try_from(t * k.max(n)).map_err(|_| fail(format!("[{t}, {}] exceeds u32 indexing", k.max(n))))?;
+    Ok(t as u32)
+}
+
+fn check_precision(ctx: &GpuContext, op: &'static str, precision: Precision) -> Result<()> {
+    if precision == Precision::F16 && !ctx.capabilities().shader_f16 {
+        return Err(Error::Shape {
+            op,
+            message: "the f16 variant needs shader-f16, which this adapter lacks; use Precision::F32".into(),
+        });
+    }
+    Ok(())
+}
+
+fn params(w: &QWeight, t: u32, grid_x: u32) -> [u32; 8] {
+    let (wpr, gpr) = w.row_layout();
+    [w.rows as u32, w.cols as u32, t, grid_x, wpr, gpr, 0, 0]
+}
+
+/// y[t, n] = W[n, k] · x[t, k], one workgroup per two rows and token.
+pub async fn gemv(
+    ctx: &GpuContext,
+    w: &QWeight,
+    x: &GpuTensor,
+    y: &GpuTensor,
+    precision: Precision,
+) -> Result<Dispatch> {
+    gemv_tuned(ctx, w, x, y, precision, GEMV_WG, GEMV_ROWS).await
+}
+
+/// [`gemv`] with an explicit workgroup size (a power of two) and rows per workgroup, for tuning.
+pub async fn gemv_tuned(
+    ctx: &GpuContext,
+    w: &QWeight,
+    x: &GpuTensor,
+    y: &GpuTensor,
+    precision: Precision,
+    wg: u32,
+    rows: u32,
+) -> Result<Dispatch> {
+    let t = check_operands("gemv", w, x, y)?;
+    check_precision(ctx, "gemv", precision)?;
+    if !wg.is_power_of_two() || rows == 0 {
+        return Err(Error::Shape { op: "gemv", message: format!("workgroup {wg}, rows {rows}") });
+    }
+    let pipeline = ctx.pipeline(&QGEMV_SHADER, &gemv_defines(&w.format, precision, wg, rows)).await?;
+    let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
+    let [gx, gy, _] = grid((w.rows as u32).div_ceil(rows), max);
+    let mut tensors = vec![&w.data, x, y];
+    tensors.extend(w.tensors().into_iter().skip(1));
+    let p = params(w, t, gx);
+    ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&p)), [gx, gy, t])
+}
+
+/// Y[t, n] = X[t, k] · W[n, k]^T through 32 x 32 shared-memory tiles.
+pub async fn gemm(
+    ctx: &GpuContext,
+    w: &QWeight,
+    x: &GpuTensor,
+    y: &GpuTensor,
+    precision: Precision,
+) -> Result<Dispatch> {
+    let t = check_operands("gemm", w, x, y)?;
+    check_precision(ctx, "gemm", precision)?;
+    let pipeline = ctx.pipeline(&QGEMM_SHADER, &gemm_defines(&w.format, precision)).await?;
+    let mut tensors = vec![&w.data, x, y];
+    tensors.extend(w.tensors().into_iter().skip(1));
+    let p = params(w, t, 0);
+    let groups = [(w.rows as u32).div_ceil(GEMM_TILE), t.div_ceil(GEMM_TILE), 1];
+    ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&p)), groups)
+}
+
+/// [`gemv`] for up to [`GEMV_MAX_TOKENS`] tokens, [`gemm`] beyond, at [`Precision::best`].
+pub async fn qmatmul(ctx: &GpuContext, w: &QWeight, x: &GpuTensor, y: &GpuTensor) -> Result<Dispatch> {
+    let precision = Precision::best(ctx);
+    if x.shape.first().is_some_and(|&t| t <= GEMV_MAX_TOKENS) {
+        gemv(ctx, w, x, y, precision).await
+    } else {
+        gemm(ctx, w, x, y, precision).await
+    }
+}
+
+/// out[t, k] = row ids[t] of W, dequantized exactly as the CPU decoders do. `ids` is U32 [t];
+/// an id of n or more yields a row of zeros.
+pub async fn embed(ctx: &GpuContext, w: &QWeight, ids: &GpuTensor, out: &GpuTensor) -> Result<Dispatch> {
+    let fail = |message: String| Error::Shape { op: "embed", message };
+    let (&[t], &[t2, k]) = (&ids.shape[..], &out.shape[..]) else {
+        return Err(fail(format!("ids must be 1-D and out 2-D, got {:?} and {:?}", ids.shape, out.shape)));
+    };
+    if t != t2 || k != w.cols || ids.dtype != DType::U32 || out.dtype != DType::F32 {
+        return Err(fail(format!(
+            "ids {} of W [{}, {}] -> out {} does not fit",
+            ids.label_shape(),
+            w.rows,
+            w.cols,
+            out.label_shape()
+        )));
+    }
+    let units = u32::try_from(t * k.div_ceil(8)).map_err(|_| fail("too many values".into()))?;
+    let pipeline = ctx.pipeline(&QEMBED_SHADER, &embed_defines(&w.format)).await?;
+    let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
+    let groups = grid(units.div_ceil(EMBED_WG).max(1), max);
+    let mut tensors = vec![&w.data, ids, out];
+    tensors.extend(w.tensors().into_iter().skip(1));
+    let p = params(w, t as u32, groups[0]);
+    ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&p)), groups)
+}

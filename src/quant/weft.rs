@@ -1,0 +1,428 @@
+//! weft's own block formats: 2, 3, 4 or 8 bits per weight, groups of 32, 64 or 128 weights along
+//! K with an f16 scale each and, for the asymmetric scheme, an f16 zero point. docs/FORMAT.md
+//! describes the layout; this file is the reference quantizer and dequantizer.
+//!
+//! One rule decodes every variant: `x = scale * (q - zero)`, where the symmetric scheme's zero is
+//! 2^(bits-1). The level `q` and the zero point convert to f32 exactly, so the rule is one
+//! subtraction and one product, each a single correctly-rounded IEEE operation that GPUs round
+//! like the CPU; with no `a*b + c` for a shader compiler to fuse into an FMA, GPU and CPU agree
+//! to the bit.
+
+use half::f16;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+/// Symmetric (scale only) or asymmetric (scale and zero point).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scheme {
+    Sym,
+    Asym,
+}
+
+/// A weft block format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct WeftQuant {
+    pub bits: u32,
+    pub group: u32,
+    pub scheme: Scheme,
+}
+
+pub const BITS: [u32; 4] = [2, 3, 4, 8];
+pub const GROUPS: [u32; 3] = [32, 64, 128];
+
+impl WeftQuant {
+    pub fn new(bits: u32, group: u32, scheme: Scheme) -> Result<Self> {
+        if !BITS.contains(&bits) || !GROUPS.contains(&group) {
+            return Err(Error::Decode {
+                ty: "weft",
+                message: format!("unsupported format: {bits} bits, group {group} (bits 2/3/4/8, groups 32/64/128)"),
+            });
+        }
+        Ok(Self { bits, group, scheme })
+    }
+
+    /// `q4_g32_sym` style name, used in file metadata.
+    pub fn name(&self) -> String {
+        let scheme = match self.scheme {
+            Scheme::Sym => "sym",
+            Scheme::Asym => "asym",
+        };
+        format!("q{}_g{}_{}", self.bits, self.group, scheme)
+    }
+
+    pub fn parse(name: &str) -> Result<Self> {
+        let bad = || Error::Decode { ty: "weft", message: format!("unknown format name '{name}'") };
+        let mut parts = name.split('_');
+        let bits = parts.next().and_then(|p| p.strip_prefix('q')).and_then(|p| p.parse().ok());
+        let group = parts.next().and_then(|p| p.strip_prefix('g')).and_then(|p| p.parse().ok());
+        let scheme = match parts.next() {
+            Some("sym") => Scheme::Sym,
+            Some("asym") => Scheme::Asym,
+            _ => return Err(bad()),
+        };
+        match (bits, group, parts.next()) {
+            (Some(b), Some(g), None) => Self::new(b, g, scheme),
+            _ => Err(bad()),
+        }
+    }
+
+    /// Packed u32 words per group (3-bit groups are whole 32-value chunks of 3 words).
+    pub fn words_per_group(&self) -> usize {
+        (self.group * self.bits / 32) as usize
+    }
+
+    pub fn groups_per_row(&self, cols: usize) -> usize {
+        cols.div_ceil(self.group as usize)
+    }
+
+    pub fn words_per_row(&self, cols: usize) -> usize {
+        self.groups_per_row(cols) * self.words_per_group()
+    }
+
+    /// Storage cost including scales (and zeros), for K a multiple of the group.
+    pub fn bits_per_weight(&self) -> f64 {
+        let per_group = match self.scheme {
+            Scheme::Sym => 16.0,
+            Scheme::Asym => 32.0,
+        };
+        self.bits as f64 + per_group / self.group as f64
+    }
+
+    fn levels(&self) -> u32 {
+        1 << self.bits
+    }
+
+    fn sym_zero(&self) -> f32 {
+        (1u32 << (self.bits - 1)) as f32
+    }
+}
+
+/// A quantized row-major matrix [rows, cols]. Rows are padded with zero weights to a whole group.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuantMatrix {
+    pub quant: WeftQuant,
+    pub rows: usize,
+    pub cols: usize,
+    /// [rows, words_per_row]
+    pub words: Vec<u32>,
+    /// f16 bits, [rows, groups_per_row]
+    pub scales: Vec<u16>,
+    /// f16 bits, [rows, groups_per_row]; empty for the symmetric scheme
+    pub zeros: Vec<u16>,
+}
+
+/// Reads quantized value `j` (0..group) of the group starting at `words`.
+fn get_q(words: &[u32], bits: u32, j: usize) -> u32 {
+    if bits == 3 {
+        let chunk = &words[(j / 32) * 3..];
+        let i = j % 32;
+        let lo = (chunk[i / 16] >> (2 * (i % 16))) & 3;
+        let hi = (chunk[2] >> i) & 1;
+        lo | (hi << 2)
+    } else {
+        let per_word = (32 / bits) as usize;
+        (words[j / per_word] >> ((j % per_word) as u32 * bits)) & ((1 << bits) - 1)
+    }
+}
+
+fn put_q(words: &mut [u32], bits: u32, j: usize, q: u32) {
+    if bits == 3 {
+        let chunk = &mut words[(j / 32) * 3..];
+        let i = j % 32;
+        chunk[i / 16] |= (q & 3) << (2 * (i % 16));
+        chunk[2] |= ((q >> 2) & 1) << i;
+    } else {
+        let per_word = (32 / bits) as usize;
+        words[j / per_word] |= q << ((j % per_word) as u32 * bits);
+    }
+}
+
+/// The one dequantization rule, shared by every decoder (CPU here, WGSL on the GPU).
+#[inline]
+pub fn dequant_value(q: u32, scale: f32, zero: f32) -> f32 {
+    scale * (q as f32 - zero)
+}
+
+impl QuantMatrix {
+    /// CPU reference dequantization to f32 [rows, cols].
+    pub fn dequantize(&self) -> Vec<f32> {
+        let q = self.quant;
+        let (g, wpg, gpr) = (q.group as usize, q.words_per_group(), q.groups_per_row(self.cols));
+        let mut out = Vec::with_capacity(self.rows * self.cols);
+        for r in 0..self.rows {
+            for c in 0..self.cols {
+                let grp = r * gpr + c / g;
+                let words = &self.words[grp * wpg..(grp + 1) * wpg];
+                let scale = f16::from_bits(self.scales[grp]).to_f32();
+                let zero = match q.scheme {
+                    Scheme::Sym => q.sym_zero(),
+                    Scheme::Asym => f16::from_bits(self.zeros[grp]).to_f32(),
+                };
+                out.push(dequant_value(get_q(words, q.bits, c % g), scale, zero));
+            }
+        }
+        out
+    }
+
+    /// Bytes of packed data, scales and zeros.
+    pub fn bytes(&self) -> usize {
+        self.words.len() * 4 + self.scales.len() * 2 + self.zeros.len() * 2
+    }
+}
+
+/// Quantizes `x` [rows, cols] by searching, per group, the scale (and zero point) that minimise
+/// the group's squared error after rounding to f16 — plain round-to-nearest from the min/max
+/// leaves most of the error budget unused at 2 and 3 bits.
+pub fn quantize(quant: WeftQuant, x: &[f32], rows: usize, cols: usize) -> Result<QuantMatrix> {
+    if rows.checked_mul(cols) != Some(x.len()) {
+        return Err(Error::Shape {
+            op: "quantize",
+            message: format!("[{rows}, {cols}] does not match {} values", x.len()),
+        });
+    }
+    let g = quant.group as usize;
+    let (gpr, wpg) = (quant.groups_per_row(cols), quant.words_per_group());
+    let mut m = QuantMatrix {
+        quant,
+        rows,
+        cols,
+        words: vec![0; rows * gpr * wpg],
+        scales: vec![0; rows * gpr],
+        zeros: if quant.scheme == Scheme::Asym { vec![0; rows * gpr] } else { Vec::new() },
+    };
+    let mut group_vals = vec![0f32; g];
+    let mut qs = vec![0u32; g];
+    for r in 0..rows {
+        for gi in 0..gpr {
+            let start = gi * g;
+            let end = (start + g).min(cols);
+            group_vals.fill(0.0);
+            group_vals[..end - start].copy_from_slice(&x[r * cols + start..r * cols + end]);
+            let (scale, zero) = best_params(quant, &group_vals[..end - start]);
+            let gidx = r * gpr + gi;
+            m.scales[gidx] = scale.to_bits();
+            if quant.scheme == Scheme::Asym {
+                m.zeros[gidx] = zero.to_bits();
+            }
+            let z = if quant.scheme == Scheme::Sym { quant.sym_zero() } else { zero.to_f32() };
+            assign(quant, &group_vals, scale.to_f32(), z, &mut qs);
+            let words = &mut m.words[gidx * wpg..(gidx + 1) * wpg];
+            for (j, &q) in qs.iter().enumerate() {
+                put_q(words, quant.bits, j, q);
+            }
+        }
+    }
+    Ok(m)
+}
+
+/// Nearest level for each value under (scale, zero); padding values (beyond the row) are 0.0.
+fn assign(quant: WeftQuant, x: &[f32], scale: f32, zero: f32, qs: &mut [u32]) {
+    let max = (quant.levels() - 1) as f32;
+    for (q, &v) in qs.iter_mut().zip(x) {
+        *q = if scale == 0.0 { zero.round().clamp(0.0, max) as u32 } else {
+            (v / scale + zero).round().clamp(0.0, max) as u32
+        };
+    }
+}
+
+fn sq_error(quant: WeftQuant, x: &[f32], scale: f32, zero: f32) -> f64 {
+    let max = (quant.levels() - 1) as f32;
+    x.iter()
+        .map(|&v| {
+            let q = if scale == 0.0 { zero.round() } else { (v / scale + zero).round() };
+            let d = v - dequant_value(q.clamp(0.0, max) as u32, scale, zero);
+            (d as f64) * (d as f64)
+        })
+        .sum()
+}
+
+/// Candidate count of the clipping search; each is scored after rounding to f16.
+const SEARCH_STEPS: usize = 24;
+
+fn best_params(quant: WeftQuant, x: &[f32]) -> (f16, f16) {
+    let (lo, hi) = x.iter().fold((f32::MAX, f32::MIN), |(l, h), &v| (l.min(v), h.max(v)));
+    if x.is_empty() || !(lo.is_finite() && hi.is_finite()) || lo == hi && lo == 0.0 {
+        let zero = if quant.scheme == Scheme::Sym { quant.sym_zero() } else { 0.0 };
+        return (f16::ZERO, f16::from_f32(zero));
+    }
+    // (squared error, scale, zero) of the best candidate so far.
+    let mut best = (f64::INFINITY, f16::ZERO, f16::ZERO);
+    let consider = |best: &mut (f64, f16, f16), scale: f32, zero: f32| {
+        let (s, z) = (f16::from_f32(scale), f16::from_f32(zero));
+        if !s.is_finite() || !z.is_finite() {
+            return;
+        }
+        let zf = if quant.scheme == Scheme::Sym { quant.sym_zero() } else { z.to_f32() };
+        let err = sq_error(quant, x, s.to_f32(), zf);
+        if err < best.0 {
+            *best = (err, s, z);
+        }
+    };
+    let levels = quant.levels() as f32;
+    match quant.scheme {
+        Scheme::Sym => {
+            // The level grid runs from -2^(b-1) to 2^(b-1)-1: point the extra negative level at
+            // the value of largest magnitude, then shrink the scale to trade clipping for
+            // resolution.
+            let amax = if hi.abs() >= lo.abs() { hi } else { lo };
+            let half = levels / 2.0;
+            for step in 0..SEARCH_STEPS {
+                let f = 1.0 - 0.5 * step as f32 / SEARCH_STEPS as f32;
+                consider(&mut best, -amax * f / half, 0.0);
+                consider(&mut best, amax * f / (half - 1.0).max(1.0), 0.0);
+            }
+            // Least-squares refit of the scale for the best assignment found.
+            let s = best.1.to_f32();
+            if s != 0.0 {
+                let z = quant.sym_zero();
+                let (mut num, mut den) = (0f64, 0f64);
+                for &v in x {
+                    let q = ((v / s + z).round().clamp(0.0, levels - 1.0) - z) as f64;
+                    num += v as f64 * q;
+                    den += q * q;
+                }
+                if den > 0.0 {
+                    consider(&mut best, (num / den) as f32, 0.0);
+                }
+            }
+        }
+        Scheme::Asym => {
+            let span = hi - lo;
+            for a in 0..SEARCH_STEPS / 4 {
+                for b in 0..SEARCH_STEPS / 4 {
+                    let l = lo + span * 0.25 * a as f32 / (SEARCH_STEPS / 4) as f32;
+                    let h = hi - span * 0.25 * b as f32 / (SEARCH_STEPS / 4) as f32;
+                    if h > l {
+                        let s = (h - l) / (levels - 1.0);
+                        consider(&mut best, s, -l / s);
+                    }
+                }
+            }
+            // Least-squares refit of x ≈ s*q + m for the best assignment, then zero = -m/s.
+            let (s, z) = (best.1.to_f32(), best.2.to_f32());
+            if s != 0.0 {
+                let n = x.len() as f64;
+                let (mut sq, mut sx, mut sqq, mut sqx) = (0f64, 0f64, 0f64, 0f64);
+                for &v in x {
+                    let q = (v / s + z).round().clamp(0.0, levels - 1.0) as f64;
+                    sq += q;
+                    sx += v as f64;
+                    sqq += q * q;
+                    sqx += q * v as f64;
+                }
+                let den = n * sqq - sq * sq;
+                if den > 0.0 {
+                    let s2 = (n * sqx - sq * sx) / den;
+                    let m2 = (sx - s2 * sq) / n;
+                    if s2 > 0.0 {
+                        consider(&mut best, s2 as f32, (-m2 / s2) as f32);
+                    }
+                }
+            }
+        }
+    }
+    (best.1, best.2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::selftest::random_f32;
+
+    fn all_formats() -> Vec<WeftQuant> {
+        let mut v = Vec::new();
+        for bits in BITS {
+            for group in GROUPS {
+                for scheme in [Scheme::Sym, Scheme::Asym] {
+                    v.push(WeftQuant { bits, group, scheme });
+                }
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn names_round_trip_and_sizes() {
+        for q in all_formats() {
+            assert_eq!(WeftQuant::parse(&q.name()).unwrap(), q);
+            assert_eq!(q.words_per_group() * 32, (q.group * q.bits) as usize);
+        }
+        let q4 = WeftQuant::new(4, 32, Scheme::Sym).unwrap();
+        assert_eq!(q4.bits_per_weight(), 4.5);
+        assert!(WeftQuant::new(5, 32, Scheme::Sym).is_err());
+        assert!(WeftQuant::parse("q4_g48_sym").is_err());
+    }
+
+    #[test]
+    fn packing_round_trips_every_level() {
+        for bits in BITS {
+            let group = 64usize;
+            let mut words = vec![0u32; group * bits as usize / 32];
+            let qs: Vec<u32> = (0..group).map(|j| (j as u32 * 7 + 3) % (1 << bits)).collect();
+            for (j, &q) in qs.iter().enumerate() {
+                put_q(&mut words, bits, j, q);
+            }
+            for (j, &q) in qs.iter().enumerate() {
+                assert_eq!(get_q(&words, bits, j), q, "bits {bits} j {j}");
+            }
+        }
+    }
+
+    #[test]
+    fn error_shrinks_with_bits_and_stays_bounded() {
+        let (rows, cols) = (8, 200); // 200 is not a multiple of any group: padded last group
+        let x: Vec<f32> = random_f32(5, rows * cols);
+        for q in all_formats() {
+            let m = quantize(q, &x, rows, cols).unwrap();
+            let y = m.dequantize();
+            assert_eq!(y.len(), x.len());
+            let rms = (x.iter().zip(&y).map(|(a, b)| ((a - b) as f64).powi(2)).sum::<f64>()
+                / x.len() as f64)
+                .sqrt();
+            // Uniform data in [-1, 1): a grid with its end levels on the range's ends has step
+            // 2 / (2^bits - 1) and RMS error step / sqrt(12). A symmetric 2-bit grid cannot do
+            // better than that (its zero level leaves three intervals for the range; the best
+            // fixed scale gives 0.189 RMS), so a bound of 2 / 2^bits would be unreachable.
+            let bound = 2.0 / ((1u64 << q.bits) - 1) as f64 / 12f64.sqrt() * 1.15;
+            assert!(rms < bound, "{}: rms {rms} bound {bound}", q.name());
+        }
+    }
+
+    #[test]
+    fn search_beats_plain_min_max_rounding() {
+        // Heavy-tailed data: one outlier per group is where clipping search pays off.
+        let mut x = random_f32(9, 4 * 128);
+        for (i, v) in x.iter_mut().enumerate() {
+            if i % 32 == 0 {
+                *v *= 8.0;
+            }
+        }
+        let q = WeftQuant::new(3, 32, Scheme::Sym).unwrap();
+        let m = quantize(q, &x, 4, 128).unwrap();
+        let searched: f64 = x.iter().zip(m.dequantize()).map(|(a, b)| ((a - b) as f64).powi(2)).sum();
+        let mut naive = 0f64;
+        for g in x.chunks(32) {
+            let amax = g.iter().fold(0f32, |a, &v| if v.abs() > a.abs() { v } else { a });
+            let s = f16::from_f32(-amax / 4.0).to_f32();
+            naive += sq_error(q, g, s, 4.0);
+        }
+        assert!(searched < naive * 0.95, "searched {searched} naive {naive}");
+    }
+
+    #[test]
+    fn constant_and_zero_rows_are_exact() {
+        let q = WeftQuant::new(4, 32, Scheme::Asym).unwrap();
+        let x = vec![0.0f32; 64];
+        assert_eq!(quantize(q, &x, 1, 64).unwrap().dequantize(), x);
+        let q = WeftQuant::new(2, 32, Scheme::Sym).unwrap();
+        assert_eq!(quantize(q, &x, 2, 32).unwrap().dequantize(), x);
+    }
+
+    #[test]
+    fn shape_mismatch_is_an_error() {
+        let q = WeftQuant::new(8, 32, Scheme::Sym).unwrap();
+        assert!(quantize(q, &[1.0; 10], 3, 4).is_err());
+    }
+}

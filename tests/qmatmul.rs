@@ -1,0 +1,141 @@
+//! Quantized GEMV, GEMM and embedding lookup against the f64 CPU reference of dequant(W) · x for
+//! every weight format, on seeded random data and ragged shapes, on the native adapter.
+
+use std::sync::OnceLock;
+
+use weft::format::GgmlType;
+use weft::gpu::{BackendChoice, DType, GpuContext};
+use weft::ops::qmatmul::{self, Precision, QWeight, WeightFormat};
+use weft::quant::weft::{quantize, Scheme, WeftQuant};
+use weft::selftest::random_f32;
+use weft::Error;
+
+fn ctx() -> &'static GpuContext {
+    static CTX: OnceLock<GpuContext> = OnceLock::new();
+    CTX.get_or_init(|| {
+        let choice = BackendChoice::from_env().expect("WEFT_BACKEND");
+        pollster::block_on(GpuContext::new(choice)).expect("a GPU adapter (lavapipe in CI)")
+    })
+}
+
+/// (n, k, t) per format: K ragged where the format allows it (not a multiple of 8 or of the
+/// group), n odd, t from 1 past the 32-token GEMM tile.
+fn shapes(format: WeightFormat) -> Vec<(usize, usize, usize)> {
+    match format.k_multiple() {
+        1 => vec![(7, 203, 1), (33, 77, 3), (5, 8, 70)],
+        32 => vec![(7, 96, 1), (33, 320, 3), (5, 64, 70)],
+        _ => vec![(7, 256, 1), (33, 512, 3), (5, 256, 70)],
+    }
+}
+
+fn check_all(formats: &[WeightFormat]) -> anyhow::Result<()> {
+    let mut failures = Vec::new();
+    for (i, &format) in formats.iter().enumerate() {
+        for (s, (n, k, t)) in shapes(format).into_iter().enumerate() {
+            let seed = (i * 8 + s) as u64 + 1;
+            let r = pollster::block_on(qmatmul::self_test(ctx(), format, seed, n, k, t))?;
+            let worst = r.kernels.iter().map(|k| format!("{}/{:?} {:.2e}", k.kernel, k.precision, k.max_error));
+            println!("{} [{n}, {k}] t={t}: {}", r.format, worst.collect::<Vec<_>>().join(", "));
+            assert!(r.kernels.len() >= 2, "{r:?}");
+            if !r.passed {
+                failures.push(format!("{r:?}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} cases fail:\n{}", failures.len(), failures.join("\n"));
+    Ok(())
+}
+
+#[test]
+fn ggml_formats_match_the_reference() -> anyhow::Result<()> {
+    let mut formats: Vec<WeightFormat> = GgmlType::ALL.into_iter().map(WeightFormat::Ggml).collect();
+    formats.push(WeightFormat::F32);
+    check_all(&formats)
+}
+
+#[test]
+fn weft_formats_match_the_reference() -> anyhow::Result<()> {
+    let formats: Vec<WeightFormat> =
+        WeightFormat::all().into_iter().filter(|f| matches!(f, WeightFormat::Weft(_))).collect();
+    assert_eq!(formats.len(), 24);
+    check_all(&formats)
+}
+
+#[test]
+fn long_rows_and_many_rows() -> anyhow::Result<()> {
+    // K of a real layer, and more rows than one GEMV workgroup dimension needs.
+    for (format, n, k, t) in [
+        (WeightFormat::Ggml(GgmlType::Q4_K), 300, 4096, 2),
+        (WeightFormat::Weft(WeftQuant::new(4, 128, Scheme::Asym)?), 513, 1536, 1),
+        (WeightFormat::Ggml(GgmlType::Q8_0), 129, 2048, 40),
+    ] {
+        let r = pollster::block_on(qmatmul::self_test(ctx(), format, 7, n, k, t))?;
+        assert!(r.passed, "{r:?}");
+    }
+    Ok(())
+}
+
+#[test]
+fn quantizer_output_runs_through_the_kernels() -> anyhow::Result<()> {
+    // Real quantized data (not random levels): y from the packed weight matches the reference
+    // product with the dequantized matrix, and approximates the unquantized product.
+    let ctx = ctx();
+    let (n, k) = (24, 200);
+    let dense = random_f32(3, n * k);
+    let x = random_f32(4, k);
+    let m = quantize(WeftQuant::new(8, 64, Scheme::Sym)?, &dense, n, k)?;
+    let w = QWeight::from_weft(ctx, "w", &m)?;
+    let xt = ctx.upload_f32("x", &[1, k], &x)?;
+    let y = ctx.zeros("y", &[1, n], DType::F32)?;
+    let d = pollster::block_on(qmatmul::qmatmul(ctx, &w, &xt, &y))?;
+    ctx.run(&[&d]);
+    let got = pollster::block_on(ctx.read_f32(&y))?;
+    let (want, _) = qmatmul::cpu_reference(&m.dequantize(), &x, n, k, 1);
+    let (exact, scale) = qmatmul::cpu_reference(&dense, &x, n, k, 1);
+    for i in 0..n {
+        let tol = qmatmul::f16_tolerance(k) * scale[i];
+        assert!((got[i] as f64 - want[i]).abs() <= tol, "row {i}: {} vs {}", got[i], want[i]);
+        assert!((got[i] as f64 - exact[i]).abs() <= 0.01 * scale[i], "row {i}: 8-bit error too large");
+    }
+    Ok(())
+}
+
+#[test]
+fn f16_variant_is_refused_without_shader_f16_and_shapes_are_checked() -> anyhow::Result<()> {
+    let ctx = ctx();
+    let tw = qmatmul::test_weight(WeightFormat::Ggml(GgmlType::Q4_0), 1, 4, 64)?;
+    let w = tw.upload(ctx, "w")?;
+    let x = ctx.zeros("x", &[2, 64], DType::F32)?;
+    let y = ctx.zeros("y", &[2, 4], DType::F32)?;
+    let f16 = pollster::block_on(qmatmul::gemv(ctx, &w, &x, &y, Precision::F16));
+    assert_eq!(f16.is_ok(), ctx.capabilities().shader_f16);
+    let bad_y = ctx.zeros("y", &[2, 5], DType::F32)?;
+    let err = pollster::block_on(qmatmul::gemm(ctx, &w, &x, &bad_y, Precision::F32)).err();
+    assert!(matches!(err, Some(Error::Shape { op: "gemm", .. })), "{err:?}");
+    let ragged = QWeight::from_ggml(ctx, "blk.0.ffn_up.weight", GgmlType::Q4_K, 4, 100, &[0; 10]);
+    assert!(matches!(ragged, Err(Error::Shape { op: "qweight", .. })), "ragged K is refused");
+    Ok(())
+}
+
+#[test]
+fn oversized_weft_tensor_names_itself_and_the_limit() -> anyhow::Result<()> {
+    let ctx = ctx();
+    let limit = ctx.capabilities().limits.max_storage_buffer_binding_size;
+    let q = WeftQuant::new(8, 128, Scheme::Sym)?;
+    // Just over the limit in packed words; contents are never touched.
+    let cols = 4096;
+    let rows = (limit as usize / (cols)) + 1;
+    let m = weft::quant::weft::QuantMatrix {
+        quant: q,
+        rows,
+        cols,
+        words: vec![0; rows * q.words_per_row(cols)],
+        scales: vec![0; rows * q.groups_per_row(cols)],
+        zeros: Vec::new(),
+    };
+    let err = QWeight::from_weft(ctx, "token_embd", &m).err().expect("too large");
+    let text = err.to_string();
+    assert!(matches!(err, Error::BufferTooLarge { .. }), "{text}");
+    assert!(text.contains("token_embd") && text.contains(&limit.to_string()), "{text}");
+    Ok(())
+}
