@@ -10,6 +10,7 @@ pub mod shader;
 pub use buffer::{DType, GpuTensor, Uniform};
 pub use caps::{Capabilities, KeyLimits};
 pub use pipeline::{Dispatch, Pipeline};
+pub use readback::ReadSlot;
 
 use std::sync::{Arc, Mutex};
 

@@ -153,6 +153,11 @@ pub struct Dispatch {
 }
 
 impl Dispatch {
+    /// The pipeline's label: shader name and defines.
+    pub fn name(&self) -> &str {
+        &self.pipeline.name
+    }
+
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
         pass.set_pipeline(&self.pipeline.pipeline);
         pass.set_bind_group(0, &self.bind_group, &[]);

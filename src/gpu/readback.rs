@@ -76,3 +76,64 @@ impl GpuContext {
         Ok(data)
     }
 }
+
+/// A mapped-readable buffer made once and reused, so that reading a token id each step
+/// allocates nothing.
+pub struct ReadSlot {
+    buffer: wgpu::Buffer,
+}
+
+impl GpuContext {
+    pub fn read_slot(&self, label: &str, bytes: u64) -> ReadSlot {
+        let size = bytes.div_ceil(wgpu::COPY_BUFFER_ALIGNMENT).max(1) * wgpu::COPY_BUFFER_ALIGNMENT;
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        ReadSlot { buffer }
+    }
+
+    /// Records `dispatches` in one compute pass, copies the first words of `tensor` into
+    /// `slot` in the same command buffer, submits once and returns those words.
+    pub async fn run_and_read_u32(
+        &self,
+        dispatches: &[&super::Dispatch],
+        tensor: &GpuTensor,
+        slot: &ReadSlot,
+    ) -> Result<Vec<u32>> {
+        let size = slot.buffer.size().min(tensor.bytes());
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("weft step") });
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("weft step"),
+                timestamp_writes: None,
+            });
+            for d in dispatches {
+                d.record(&mut pass);
+            }
+        }
+        encoder.copy_buffer_to_buffer(&tensor.buffer, 0, &slot.buffer, 0, size);
+        self.queue.submit([encoder.finish()]);
+        let fail = |message: String| Error::Readback { label: "step".into(), message };
+        let (tx, rx) = futures_channel::oneshot::channel();
+        slot.buffer.slice(..size).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| fail(format!("waiting for the GPU: {e}")))?;
+        let mapped = rx.await;
+        self.check()?;
+        mapped.map_err(|_| fail("the map callback never ran".into()))?.map_err(|e| fail(e.to_string()))?;
+        let words = {
+            let view = slot.buffer.slice(..size).get_mapped_range().map_err(|e| fail(e.to_string()))?;
+            bytemuck::pod_collect_to_vec(&view[..])
+        };
+        slot.buffer.unmap();
+        Ok(words)
+    }
+}

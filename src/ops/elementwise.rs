@@ -94,6 +94,18 @@ pub async fn bias_add(ctx: &GpuContext, x: &GpuTensor, b: &GpuTensor) -> Result<
     over_elements(ctx, &BIAS_ADD_SHADER, &[x, b], n, cols as u32).await
 }
 
+/// Copies all of `x` into the equal-sized `out` (snapshots of activations for debugging).
+pub async fn copy(ctx: &GpuContext, x: &GpuTensor, out: &GpuTensor) -> Result<Dispatch> {
+    if x.len() != out.len() || x.dtype != DType::F32 || out.dtype != DType::F32 {
+        return Err(Error::Shape {
+            op: "copy",
+            message: format!("{} into {}", x.label_shape(), out.label_shape()),
+        });
+    }
+    let n = u32::try_from(x.len()).map_err(|_| Error::Shape { op: "copy", message: "too large".into() })?;
+    over_elements(ctx, &COPY_ROWS_SHADER, &[x, out], n, 0).await
+}
+
 /// Copies row `row` of an f32 [rows, cols] into `out` [1, cols].
 pub async fn copy_row(ctx: &GpuContext, x: &GpuTensor, row: usize, out: &GpuTensor) -> Result<Dispatch> {
     match (&x.shape[..], &out.shape[..]) {

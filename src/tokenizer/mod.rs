@@ -7,10 +7,12 @@ mod bpe;
 mod gguf;
 mod pretokenize;
 mod spm;
+mod stream;
 
 use std::collections::HashMap;
 
 pub use pretokenize::PreTokenizer;
+pub use stream::TextStream;
 
 use crate::error::{Error, Result};
 

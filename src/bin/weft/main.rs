@@ -3,6 +3,8 @@
 #[cfg(not(target_arch = "wasm32"))]
 mod caps;
 #[cfg(not(target_arch = "wasm32"))]
+mod generate;
+#[cfg(not(target_arch = "wasm32"))]
 mod inspect;
 #[cfg(not(target_arch = "wasm32"))]
 mod selftest;
@@ -49,6 +51,35 @@ mod cli {
             #[arg(long, default_value_t = 45)]
             n: usize,
         },
+        /// Generate text from a prompt, streamed to stdout.
+        Generate {
+            /// A GGUF file path or http(s) URL.
+            model: String,
+            #[arg(long)]
+            prompt: String,
+            #[arg(long, default_value_t = 128)]
+            max_tokens: usize,
+            /// 0 is greedy.
+            #[arg(long, default_value_t = 0.0)]
+            temperature: f32,
+            #[arg(long, default_value_t = 0)]
+            top_k: u32,
+            #[arg(long, default_value_t = 1.0)]
+            top_p: f32,
+            #[arg(long, default_value_t = 1.0)]
+            repeat_penalty: f32,
+            #[arg(long, default_value_t = 0)]
+            seed: u32,
+            /// Wrap the prompt in the model's chat template.
+            #[arg(long)]
+            chat: bool,
+            /// Print token ids instead of text.
+            #[arg(long)]
+            ids: bool,
+            /// Context length the KV cache holds.
+            #[arg(long, default_value_t = 2048)]
+            max_seq: usize,
+        },
         /// Print the header of a GGUF or safetensors file: format, metadata and tensors.
         Inspect {
             /// A file path, or an http(s) URL (only the header is fetched, with Range requests).
@@ -70,6 +101,34 @@ mod cli {
             Command::Caps { json } => crate::caps::run(json),
             Command::Selftest { seed, m, k, n } => crate::selftest::run(seed, m, k, n),
             Command::Inspect { file, json } => crate::inspect::run(&file, json),
+            Command::Generate {
+                model,
+                prompt,
+                max_tokens,
+                temperature,
+                top_k,
+                top_p,
+                repeat_penalty,
+                seed,
+                chat,
+                ids,
+                max_seq,
+            } => crate::generate::run(crate::generate::Args {
+                model,
+                prompt,
+                max_tokens,
+                sampling: weft::ops::sample::SampleParams {
+                    temperature,
+                    top_k,
+                    top_p,
+                    repeat_penalty,
+                    seed,
+                    ..Default::default()
+                },
+                chat,
+                ids,
+                max_seq,
+            }),
         }
     }
 }

@@ -1,0 +1,96 @@
+//! `weft generate MODEL --prompt TEXT`: streams generated text (or token ids) to stdout.
+
+use std::io::Write;
+use std::time::Instant;
+
+use anyhow::Context;
+use weft::gpu::GpuContext;
+use weft::loader::native::NativeSource;
+use weft::model::{self, EngineOptions, Llama, WeightOptions};
+use weft::ops::sample::SampleParams;
+use weft::tokenizer::{TextStream, Tokenizer};
+
+pub struct Args {
+    pub model: String,
+    pub prompt: String,
+    pub max_tokens: usize,
+    pub sampling: SampleParams,
+    pub chat: bool,
+    pub ids: bool,
+    pub max_seq: usize,
+}
+
+/// Opens MODEL (GGUF path or URL) with a progress line on stderr.
+pub fn open(ctx: &GpuContext, location: &str, max_seq: usize) -> anyhow::Result<(Llama, Tokenizer)> {
+    let reader = NativeSource::open(location)?;
+    let started = Instant::now();
+    let engine = EngineOptions { max_seq, ..Default::default() };
+    let mut report = |p: model::Progress| {
+        eprint!(
+            "\r{:?}: {}/{} groups, {:.1}/{:.1} MB   ",
+            p.phase,
+            p.step,
+            p.steps,
+            p.bytes_loaded as f64 / 1e6,
+            p.bytes_total as f64 / 1e6
+        );
+    };
+    let loaded = pollster::block_on(model::open(ctx, &reader, engine, WeightOptions::default(), &mut report))
+        .with_context(|| format!("loading {location}"))?;
+    eprintln!("\rloaded {location} in {:.2} s{:30}", started.elapsed().as_secs_f64(), "");
+    Ok(loaded)
+}
+
+/// ChatML, which SmolLM2 and Qwen2 use (with SmolLM2's default system prompt).
+pub fn chat_prompt(tok: &Tokenizer, user: &str) -> String {
+    let system = match tok.chat_template.as_deref() {
+        Some(t) if t.contains("SmolLM") => {
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+        }
+        _ => "",
+    };
+    format!("{system}<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n")
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let ctx = crate::cli::context()?;
+    let (mut llama, tok) = open(&ctx, &a.model, a.max_seq)?;
+    let text = if a.chat { chat_prompt(&tok, &a.prompt) } else { a.prompt.clone() };
+    let prompt = tok.encode(&text, true);
+    llama.set_sampling(&ctx, &a.sampling);
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    let mut stream = TextStream::default();
+    let started = Instant::now();
+    let mut next = pollster::block_on(llama.prefill(&ctx, &prompt))?;
+    let first = started.elapsed();
+    let mut produced = Vec::new();
+    loop {
+        produced.push(next);
+        if a.ids {
+            write!(out, "{}{next}", if produced.len() > 1 { "," } else { "" })?;
+        } else {
+            write!(out, "{}", stream.push(&tok, next)?)?;
+        }
+        out.flush()?;
+        if produced.len() >= a.max_tokens || Some(next) == tok.eos || llama.position() + 1 >= llama.options.max_seq {
+            break;
+        }
+        next = pollster::block_on(llama.step(&ctx))?;
+    }
+    if !a.ids {
+        write!(out, "{}", stream.finish())?;
+    }
+    writeln!(out)?;
+    let total = started.elapsed();
+    let decode = total - first;
+    eprintln!(
+        "prompt {} tokens in {:.0} ms ({:.1} tok/s); {} new tokens, decode {:.1} tok/s",
+        prompt.len(),
+        first.as_secs_f64() * 1e3,
+        prompt.len() as f64 / first.as_secs_f64(),
+        produced.len(),
+        (produced.len().saturating_sub(1)) as f64 / decode.as_secs_f64().max(1e-9)
+    );
+    Ok(())
+}

@@ -1,0 +1,445 @@
+//! The Llama-family forward pass (Llama, SmolLM, TinyLlama, Qwen2): GQA attention with RoPE,
+//! RMSNorm, SwiGLU, tied or separate output head.
+//!
+//! Everything a step needs — weights, KV cache, activation buffers, uniform blocks and the
+//! decode step's dispatches — is made at load. A decode step writes one 16-byte uniform,
+//! records the prepared dispatches into one compute pass, copies the sampled token id out in
+//! the same command buffer and submits once.
+
+use std::collections::HashMap;
+
+use crate::error::{Error, Result};
+use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor, ReadSlot, Uniform};
+use crate::ops::attention::{attention, AttentionShape};
+use crate::ops::elementwise::{add_inplace, bias_add, copy, copy_row, silu_mul};
+use crate::ops::norm::rms_norm;
+use crate::ops::qmatmul::{embed, qmatmul, QWeight};
+use crate::ops::rope::{rope_store, rope_table, step_bytes, RopeShape};
+use crate::ops::sample::{params_bytes, sample, SampleParams};
+
+use super::config::LlamaConfig;
+
+/// One transformer block's weights, in their stored formats.
+pub struct LayerWeights {
+    pub attn_norm: GpuTensor, // [dim]
+    pub wq: QWeight,          // [q_dim, dim]
+    pub wk: QWeight,          // [kv_dim, dim]
+    pub wv: QWeight,          // [kv_dim, dim]
+    pub bq: Option<GpuTensor>, // [q_dim]
+    pub bk: Option<GpuTensor>, // [kv_dim]
+    pub bv: Option<GpuTensor>, // [kv_dim]
+    pub wo: QWeight,          // [dim, q_dim]
+    pub ffn_norm: GpuTensor,  // [dim]
+    pub gate: QWeight,        // [ffn, dim]
+    pub up: QWeight,          // [ffn, dim]
+    pub down: QWeight,        // [dim, ffn]
+}
+
+pub struct Weights {
+    pub embedding: QWeight, // [vocab, dim]
+    pub layers: Vec<LayerWeights>,
+    pub out_norm: GpuTensor, // [dim]
+    /// None: the output head is the embedding (tied).
+    pub output: Option<QWeight>, // [vocab, dim]
+}
+
+impl Weights {
+    pub fn bytes(&self) -> u64 {
+        let layer: u64 = self
+            .layers
+            .iter()
+            .map(|l| {
+                [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down].iter().map(|w| w.bytes()).sum::<u64>()
+                    + l.attn_norm.bytes()
+                    + l.ffn_norm.bytes()
+                    + [&l.bq, &l.bk, &l.bv].iter().flat_map(|b| b.as_ref()).map(|b| b.bytes()).sum::<u64>()
+            })
+            .sum();
+        self.embedding.bytes() + layer + self.out_norm.bytes() + self.output.as_ref().map_or(0, |o| o.bytes())
+    }
+}
+
+/// Options fixed at load.
+#[derive(Clone, Copy, Debug)]
+pub struct EngineOptions {
+    /// Positions the KV cache holds.
+    pub max_seq: usize,
+    /// Most tokens one prefill pass processes; longer prompts run in several passes.
+    pub max_batch: usize,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        Self { max_seq: 2048, max_batch: 64 }
+    }
+}
+
+/// Activation buffers sized for `max_batch` tokens, viewed at each batch's size.
+struct Buffers {
+    x: GpuTensor,        // [B, dim] the residual stream
+    h: GpuTensor,        // [B, dim] normed
+    q: GpuTensor,        // [B, q_dim]
+    k: GpuTensor,        // [B, kv_dim]
+    v: GpuTensor,        // [B, kv_dim]
+    attn: GpuTensor,     // [B, q_dim]
+    o: GpuTensor,        // [B, dim]
+    gate: GpuTensor,     // [B, ffn]
+    up: GpuTensor,       // [B, ffn]
+    act: GpuTensor,      // [B, ffn]
+    down: GpuTensor,     // [B, dim]
+    last: GpuTensor,     // [1, dim]
+    last_norm: GpuTensor, // [1, dim]
+    logits: GpuTensor,   // [B, vocab]
+    ids: GpuTensor,      // [B] u32
+}
+
+/// Named snapshots taken during a debug pass: embedding, per block attention output, MLP
+/// output and residual, the final norm and the logits.
+pub struct Checkpoints {
+    pub names: Vec<String>,
+    pub tensors: Vec<GpuTensor>,
+}
+
+/// A prepared forward pass over `n_tokens` tokens.
+struct Graph {
+    dispatches: Vec<Dispatch>,
+}
+
+pub struct Llama {
+    pub config: LlamaConfig,
+    pub weights: Weights,
+    pub options: EngineOptions,
+    k_cache: Vec<GpuTensor>, // per layer [kv_heads, max_seq, head_dim]
+    v_cache: Vec<GpuTensor>, // per layer [kv_heads, max_seq, head_dim]
+    rope: GpuTensor,         // [max_seq, rope_dims / 2, 2]
+    tokens: GpuTensor,       // [max_seq] u32, the sequence so far
+    chosen: GpuTensor,       // [1] u32, the last sampled token
+    step: Uniform,
+    sampling: Uniform,
+    slot: ReadSlot,
+    buffers: Buffers,
+    decode: Graph,
+    prefill: HashMap<usize, Graph>,
+    /// Tokens in the KV cache.
+    pos: usize,
+}
+
+/// Milliseconds from a monotonic clock (profiling only).
+#[cfg(not(target_arch = "wasm32"))]
+fn web_time_now() -> f64 {
+    use std::sync::OnceLock;
+    static START: OnceLock<std::time::Instant> = OnceLock::new();
+    START.get_or_init(std::time::Instant::now).elapsed().as_secs_f64() * 1e3
+}
+
+#[cfg(target_arch = "wasm32")]
+fn web_time_now() -> f64 {
+    js_sys::Date::now()
+}
+
+fn zeros(ctx: &GpuContext, label: &str, shape: &[usize]) -> Result<GpuTensor> {
+    ctx.zeros(label, shape, DType::F32)
+}
+
+impl Llama {
+    pub async fn new(ctx: &GpuContext, config: LlamaConfig, weights: Weights, options: EngineOptions) -> Result<Self> {
+        let c = &config;
+        if options.max_seq == 0 || options.max_batch == 0 || weights.layers.len() != c.n_layers {
+            return Err(Error::Model(format!(
+                "{} layers of weights for {} in the config; max_seq {} max_batch {}",
+                weights.layers.len(),
+                c.n_layers,
+                options.max_seq,
+                options.max_batch
+            )));
+        }
+        let b = options.max_batch;
+        let cache_shape = [c.n_kv_heads, options.max_seq, c.head_dim];
+        let mut k_cache = Vec::with_capacity(c.n_layers);
+        let mut v_cache = Vec::with_capacity(c.n_layers);
+        for i in 0..c.n_layers {
+            k_cache.push(zeros(ctx, &format!("k cache {i}"), &cache_shape)?);
+            v_cache.push(zeros(ctx, &format!("v cache {i}"), &cache_shape)?);
+        }
+        let table = rope_table(options.max_seq, c.rope_dims, c.rope_base, c.rope_scaling);
+        let rope = ctx.upload_f32("rope table", &[options.max_seq, c.rope_dims / 2, 2], &table)?;
+        let buffers = Buffers {
+            x: zeros(ctx, "x", &[b, c.dim])?,
+            h: zeros(ctx, "h", &[b, c.dim])?,
+            q: zeros(ctx, "q", &[b, c.q_dim()])?,
+            k: zeros(ctx, "k", &[b, c.kv_dim()])?,
+            v: zeros(ctx, "v", &[b, c.kv_dim()])?,
+            attn: zeros(ctx, "attn", &[b, c.q_dim()])?,
+            o: zeros(ctx, "o", &[b, c.dim])?,
+            gate: zeros(ctx, "gate", &[b, c.ffn_dim])?,
+            up: zeros(ctx, "up", &[b, c.ffn_dim])?,
+            act: zeros(ctx, "act", &[b, c.ffn_dim])?,
+            down: zeros(ctx, "down", &[b, c.dim])?,
+            last: zeros(ctx, "last", &[1, c.dim])?,
+            last_norm: zeros(ctx, "last norm", &[1, c.dim])?,
+            logits: zeros(ctx, "logits", &[b, c.vocab])?,
+            ids: ctx.zeros("ids", &[b], DType::U32)?,
+        };
+        let mut model = Self {
+            tokens: ctx.zeros("tokens", &[options.max_seq], DType::U32)?,
+            chosen: ctx.zeros("chosen", &[1], DType::U32)?,
+            step: ctx.uniform_block("step", 16),
+            sampling: ctx.uniform_block("sampling", 32),
+            slot: ctx.read_slot("token readback", 4),
+            config,
+            weights,
+            options,
+            k_cache,
+            v_cache,
+            rope,
+            buffers,
+            decode: Graph { dispatches: Vec::new() },
+            prefill: HashMap::new(),
+            pos: 0,
+        };
+        model.decode = model.build(ctx, 1, true, false, None).await?;
+        model.set_sampling(ctx, &SampleParams::default());
+        Ok(model)
+    }
+
+    /// Tokens in the KV cache.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// Forgets the sequence (the cache is overwritten as new tokens arrive).
+    pub fn reset(&mut self) {
+        self.pos = 0;
+    }
+
+    /// GPU bytes held: weights, KV cache and activations.
+    pub fn gpu_bytes(&self) -> u64 {
+        let caches: u64 = self.k_cache.iter().chain(&self.v_cache).map(|t| t.bytes()).sum();
+        let b = &self.buffers;
+        let acts: u64 = [&b.x, &b.h, &b.q, &b.k, &b.v, &b.attn, &b.o, &b.gate, &b.up, &b.act, &b.down, &b.logits]
+            .iter()
+            .map(|t| t.bytes())
+            .sum();
+        self.weights.bytes() + caches + acts + self.rope.bytes() + self.tokens.bytes()
+    }
+
+    /// KV-cache bytes per token of context.
+    pub fn kv_bytes_per_token(&self) -> u64 {
+        (2 * self.config.n_layers * self.config.kv_dim() * 4) as u64
+    }
+
+    pub fn set_sampling(&self, ctx: &GpuContext, params: &SampleParams) {
+        ctx.write_uniform(&self.sampling, &params_bytes(params, self.config.vocab, self.options.max_seq));
+    }
+
+    /// Builds the dispatches for a pass over `t` tokens. `decode` reads the token id the last
+    /// sample wrote; otherwise ids come from the `ids` buffer. `all_logits` computes logits for
+    /// every token (perplexity, debugging) instead of sampling from the last.
+    async fn build(
+        &self,
+        ctx: &GpuContext,
+        t: usize,
+        decode: bool,
+        all_logits: bool,
+        mut capture: Option<&mut Checkpoints>,
+    ) -> Result<Graph> {
+        let c = &self.config;
+        let b = &self.buffers;
+        let x = b.x.view(&[t, c.dim])?;
+        let h = b.h.view(&[t, c.dim])?;
+        let q = b.q.view(&[t, c.q_dim()])?;
+        let k = b.k.view(&[t, c.kv_dim()])?;
+        let v = b.v.view(&[t, c.kv_dim()])?;
+        let attn = b.attn.view(&[t, c.q_dim()])?;
+        let o = b.o.view(&[t, c.dim])?;
+        let gate = b.gate.view(&[t, c.ffn_dim])?;
+        let up = b.up.view(&[t, c.ffn_dim])?;
+        let act = b.act.view(&[t, c.ffn_dim])?;
+        let down = b.down.view(&[t, c.dim])?;
+        let heads = |x: &GpuTensor, n: usize| x.view(&[t, n, c.head_dim]);
+        let rs = RopeShape {
+            n_tokens: t,
+            n_heads: c.n_heads,
+            n_kv_heads: c.n_kv_heads,
+            head_dim: c.head_dim,
+            max_seq: self.options.max_seq,
+            rot_dims: c.rope_dims,
+            style: c.rope_style,
+        };
+        let shape = AttentionShape {
+            n_tokens: t,
+            n_heads: c.n_heads,
+            n_kv_heads: c.n_kv_heads,
+            head_dim: c.head_dim,
+            max_seq: self.options.max_seq,
+        };
+        let scale = 1.0 / (c.head_dim as f32).sqrt();
+        let w = &self.weights;
+
+        let mut d = Vec::with_capacity(16 * c.n_layers + 8);
+        let ids = if decode { self.chosen.view(&[1])? } else { b.ids.view(&[t])? };
+        d.push(embed(ctx, &w.embedding, &ids, &x).await?);
+        self.capture_into(ctx, &mut d, capture.as_deref_mut(), "embedding".into(), &x).await?;
+        for (i, l) in w.layers.iter().enumerate() {
+            d.push(rms_norm(ctx, &x, &l.attn_norm, &h, c.rms_eps).await?);
+            d.push(qmatmul(ctx, &l.wq, &h, &q).await?);
+            d.push(qmatmul(ctx, &l.wk, &h, &k).await?);
+            d.push(qmatmul(ctx, &l.wv, &h, &v).await?);
+            for (bias, out) in [(&l.bq, &q), (&l.bk, &k), (&l.bv, &v)] {
+                if let Some(bias) = bias {
+                    d.push(bias_add(ctx, out, bias).await?);
+                }
+            }
+            let (q3, k3, v3, a3) = (heads(&q, c.n_heads)?, heads(&k, c.n_kv_heads)?, heads(&v, c.n_kv_heads)?, heads(&attn, c.n_heads)?);
+            let (kc, vc) = (&self.k_cache[i], &self.v_cache[i]);
+            d.push(rope_store(ctx, rs, &q3, &k3, &v3, kc, vc, &self.rope, &self.step).await?);
+            d.push(attention(ctx, shape, &q3, kc, vc, &a3, scale, &self.step).await?);
+            d.push(qmatmul(ctx, &l.wo, &attn, &o).await?);
+            self.capture_into(ctx, &mut d, capture.as_deref_mut(), format!("blk.{i}.attn_out"), &o).await?;
+            d.push(add_inplace(ctx, &x, &o).await?);
+            d.push(rms_norm(ctx, &x, &l.ffn_norm, &h, c.rms_eps).await?);
+            d.push(qmatmul(ctx, &l.gate, &h, &gate).await?);
+            d.push(qmatmul(ctx, &l.up, &h, &up).await?);
+            d.push(silu_mul(ctx, &gate, &up, &act).await?);
+            d.push(qmatmul(ctx, &l.down, &act, &down).await?);
+            self.capture_into(ctx, &mut d, capture.as_deref_mut(), format!("blk.{i}.mlp_out"), &down).await?;
+            d.push(add_inplace(ctx, &x, &down).await?);
+            self.capture_into(ctx, &mut d, capture.as_deref_mut(), format!("blk.{i}.residual"), &x).await?;
+        }
+        let head = w.output.as_ref().unwrap_or(&w.embedding);
+        if all_logits {
+            let logits = b.logits.view(&[t, c.vocab])?;
+            d.push(rms_norm(ctx, &x, &w.out_norm, &h, c.rms_eps).await?);
+            self.capture_into(ctx, &mut d, capture.as_deref_mut(), "final_norm".into(), &h).await?;
+            d.push(qmatmul(ctx, head, &h, &logits).await?);
+            self.capture_into(ctx, &mut d, capture.as_deref_mut(), "logits".into(), &logits).await?;
+        } else {
+            let logits = b.logits.view(&[1, c.vocab])?;
+            d.push(copy_row(ctx, &x, t - 1, &b.last).await?);
+            d.push(rms_norm(ctx, &b.last, &w.out_norm, &b.last_norm, c.rms_eps).await?);
+            d.push(qmatmul(ctx, head, &b.last_norm, &logits).await?);
+            let flat = b.logits.view(&[c.vocab])?;
+            d.push(sample(ctx, &flat, &self.tokens, &self.chosen, &self.sampling, &self.step).await?);
+        }
+        Ok(Graph { dispatches: d })
+    }
+
+    /// In a debug pass, copies `src` into a fresh tensor after the dispatches so far.
+    async fn capture_into(
+        &self,
+        ctx: &GpuContext,
+        d: &mut Vec<Dispatch>,
+        capture: Option<&mut Checkpoints>,
+        name: String,
+        src: &GpuTensor,
+    ) -> Result<()> {
+        if let Some(cp) = capture {
+            let dst = ctx.zeros(&name, &src.shape, DType::F32)?;
+            d.push(copy(ctx, src, &dst).await?);
+            cp.names.push(name);
+            cp.tensors.push(dst);
+        }
+        Ok(())
+    }
+
+    fn check_room(&self, n: usize) -> Result<()> {
+        if self.pos + n > self.options.max_seq {
+            return Err(Error::Model(format!(
+                "{} tokens in the cache plus {n} more exceed the context of {} (load with a larger max_seq or reset)",
+                self.pos, self.options.max_seq
+            )));
+        }
+        Ok(())
+    }
+
+    fn write_ids(&self, ctx: &GpuContext, ids: &[u32]) -> Result<()> {
+        ctx.write_tensor(&self.buffers.ids, 0, bytemuck::cast_slice(ids))?;
+        ctx.write_tensor(&self.tokens, self.pos, bytemuck::cast_slice(ids))?;
+        ctx.write_uniform(&self.step, &step_bytes(self.pos as u32, ids.len() as u32));
+        Ok(())
+    }
+
+    /// Runs the prompt through the model (in passes of at most `max_batch` tokens) and
+    /// returns the first sampled token.
+    pub async fn prefill(&mut self, ctx: &GpuContext, ids: &[u32]) -> Result<u32> {
+        if ids.is_empty() {
+            return Err(Error::Model("an empty prompt".into()));
+        }
+        self.check_room(ids.len())?;
+        let mut next = 0;
+        for chunk in ids.chunks(self.options.max_batch) {
+            let t = chunk.len();
+            if !self.prefill.contains_key(&t) {
+                let graph = self.build(ctx, t, false, false, None).await?;
+                self.prefill.insert(t, graph);
+            }
+            self.write_ids(ctx, chunk)?;
+            let graph = &self.prefill[&t];
+            let refs: Vec<&Dispatch> = graph.dispatches.iter().collect();
+            next = ctx.run_and_read_u32(&refs, &self.chosen, &self.slot).await?[0];
+            self.pos += t;
+        }
+        Ok(next)
+    }
+
+    /// One decode step: feeds the last sampled token and returns the next.
+    pub async fn step(&mut self, ctx: &GpuContext) -> Result<u32> {
+        self.check_room(1)?;
+        ctx.write_uniform(&self.step, &step_bytes(self.pos as u32, 1));
+        let refs: Vec<&Dispatch> = self.decode.dispatches.iter().collect();
+        let next = ctx.run_and_read_u32(&refs, &self.chosen, &self.slot).await?[0];
+        self.pos += 1;
+        Ok(next)
+    }
+
+    /// Wall time of each decode dispatch run alone (submitted and waited for one at a time),
+    /// summed by pipeline: where a step's time goes on adapters without timestamp queries.
+    pub async fn profile_decode(&self, ctx: &GpuContext, reps: usize) -> Result<Vec<(String, f64, usize)>> {
+        let mut by_name: Vec<(String, f64, usize)> = Vec::new();
+        ctx.write_uniform(&self.step, &step_bytes(self.pos as u32, 1));
+        for d in &self.decode.dispatches {
+            let started = web_time_now();
+            for _ in 0..reps {
+                ctx.run(&[d]);
+            }
+            ctx.read_u32(&self.chosen).await?;
+            let ms = (web_time_now() - started) / reps as f64;
+            match by_name.iter_mut().find(|(n, _, _)| n == d.name()) {
+                Some(e) => {
+                    e.1 += ms;
+                    e.2 += 1;
+                }
+                None => by_name.push((d.name().to_string(), ms, 1)),
+            }
+        }
+        by_name.sort_by(|a, b| b.1.total_cmp(&a.1));
+        Ok(by_name)
+    }
+
+    /// Logits for every token of `ids` (appended to the cache), [len, vocab], read back in
+    /// passes of `max_batch`. `capture` snapshots the checkpoints of a single pass.
+    pub async fn logits(
+        &mut self,
+        ctx: &GpuContext,
+        ids: &[u32],
+        mut capture: Option<&mut Checkpoints>,
+    ) -> Result<Vec<f32>> {
+        self.check_room(ids.len())?;
+        if capture.is_some() && ids.len() > self.options.max_batch {
+            return Err(Error::Model(format!("a debug pass takes at most {} tokens", self.options.max_batch)));
+        }
+        let mut out = Vec::with_capacity(ids.len() * self.config.vocab);
+        for chunk in ids.chunks(self.options.max_batch) {
+            let t = chunk.len();
+            let graph = self.build(ctx, t, false, true, capture.as_deref_mut()).await?;
+            self.write_ids(ctx, chunk)?;
+            ctx.run(&graph.dispatches.iter().collect::<Vec<_>>());
+            let logits = self.buffers.logits.view(&[t, self.config.vocab])?;
+            let mut all = ctx.read_f32(&logits).await?;
+            all.truncate(t * self.config.vocab);
+            out.extend_from_slice(&all);
+            self.pos += t;
+        }
+        Ok(out)
+    }
+}

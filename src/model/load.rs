@@ -1,0 +1,240 @@
+//! Loading a model's weights onto the GPU one layer at a time: read the layer's byte range,
+//! upload its tensors in their stored formats, drop the bytes, report progress.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::format::{GgmlType, ModelHeader, SafeDtype, StorageType, TensorInfo};
+use crate::gpu::{GpuContext, GpuTensor};
+use crate::loader::RangeReader;
+use crate::ops::qmatmul::QWeight;
+use crate::quant::decode_to_f32;
+use crate::quant::weft::{quantize, WeftQuant};
+
+use super::config::LlamaConfig;
+use super::llama::{LayerWeights, Weights};
+use super::names::{part_of, LayerPart, Part};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Header,
+    Weights,
+    Compile,
+    Ready,
+}
+
+/// Where a load stands, for progress bars.
+#[derive(Clone, Copy, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Progress {
+    pub phase: Phase,
+    /// Layer groups uploaded so far (the embedding and the head count as one each).
+    pub step: usize,
+    pub steps: usize,
+    pub bytes_loaded: u64,
+    pub bytes_total: u64,
+}
+
+/// How stored weights become GPU weights.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WeightOptions {
+    /// Quantize float matrices (F16, BF16, F32, ...) to this weft format while loading.
+    /// Block-quantized GGUF tensors always stay as they are.
+    pub quantize: Option<WeftQuant>,
+}
+
+/// The bytes of one group: a single covering read, or one read per tensor.
+enum Reads {
+    Span(u64, Vec<u8>),
+    Each(Vec<(u64, Vec<u8>)>),
+}
+
+/// Tensors that a layer group reads together.
+struct Group {
+    parts: Vec<(Part, TensorInfo)>,
+}
+
+impl Group {
+    fn bytes(&self) -> u64 {
+        self.parts.iter().map(|(_, t)| t.byte_len()).sum()
+    }
+
+    /// One read covering every tensor, unless gaps would waste more than a quarter.
+    fn span(&self) -> Option<std::ops::Range<u64>> {
+        let start = self.parts.iter().map(|(_, t)| t.range.start).min()?;
+        let end = self.parts.iter().map(|(_, t)| t.range.end).max()?;
+        (end - start <= self.bytes() + self.bytes() / 4).then_some(start..end)
+    }
+}
+
+/// The model's tensors grouped as they are loaded: the embedding, each layer, then the norm
+/// and output head.
+fn groups(header: &ModelHeader, n_layers: usize) -> Result<Vec<Group>> {
+    let mut first = Group { parts: Vec::new() };
+    let mut layers: Vec<Group> = (0..n_layers).map(|_| Group { parts: Vec::new() }).collect();
+    let mut last = Group { parts: Vec::new() };
+    for t in header.tensors() {
+        match part_of(&t.name) {
+            Some(p @ Part::Embedding) => first.parts.push((p, t.clone())),
+            Some(p @ (Part::OutputNorm | Part::Output)) => last.parts.push((p, t.clone())),
+            Some(p @ Part::Layer(i, _)) => match layers.get_mut(i) {
+                Some(g) => g.parts.push((p, t.clone())),
+                None => return Err(Error::Model(format!("{} names layer {i} of {n_layers}", t.name))),
+            },
+            None => {}
+        }
+    }
+    let mut all = vec![first];
+    all.extend(layers);
+    all.push(last);
+    Ok(all)
+}
+
+/// Whether the file has q/k/v biases (Qwen2 and some Llama variants).
+pub fn has_qkv_bias(header: &ModelHeader) -> bool {
+    header.tensors().iter().any(|t| part_of(&t.name) == Some(Part::Layer(0, LayerPart::QBias)))
+}
+
+fn slice<'a>(bytes: &'a [u8], base: u64, t: &TensorInfo) -> Result<&'a [u8]> {
+    let start = (t.range.start - base) as usize;
+    bytes
+        .get(start..start + t.byte_len() as usize)
+        .ok_or_else(|| Error::Model(format!("{}: bytes missing from the read", t.name)))
+}
+
+fn vector(ctx: &GpuContext, t: &TensorInfo, bytes: &[u8], len: usize) -> Result<GpuTensor> {
+    if t.elements() != len as u64 {
+        return Err(Error::Model(format!("{} has shape {:?}, expected {len} values", t.name, t.shape)));
+    }
+    let values = decode_to_f32(t.storage, bytes, len)?;
+    ctx.upload_f32(&t.name, &[len], &values)
+}
+
+fn matrix(
+    ctx: &GpuContext,
+    t: &TensorInfo,
+    bytes: &[u8],
+    rows: usize,
+    cols: usize,
+    opts: &WeightOptions,
+) -> Result<QWeight> {
+    if t.shape != [rows as u64, cols as u64] {
+        return Err(Error::Model(format!("{} has shape {:?}, expected [{rows}, {cols}]", t.name, t.shape)));
+    }
+    let float = matches!(
+        t.storage,
+        StorageType::Safe(_) | StorageType::Ggml(GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
+    );
+    if let (true, Some(q)) = (float, opts.quantize) {
+        let values = decode_to_f32(t.storage, bytes, rows * cols)?;
+        return QWeight::from_weft(ctx, &t.name, &quantize(q, &values, rows, cols)?);
+    }
+    // safetensors floats share GGML's little-endian layouts.
+    let as_ggml = match t.storage {
+        StorageType::Ggml(g) => Some(g),
+        StorageType::Safe(SafeDtype::F32) => Some(GgmlType::F32),
+        StorageType::Safe(SafeDtype::F16) => Some(GgmlType::F16),
+        StorageType::Safe(SafeDtype::BF16) => Some(GgmlType::BF16),
+        StorageType::Safe(_) => None,
+    };
+    match as_ggml {
+        Some(g) => QWeight::from_ggml(ctx, &t.name, g, rows, cols, bytes),
+        None => QWeight::from_f32(ctx, &t.name, rows, cols, &decode_to_f32(t.storage, bytes, rows * cols)?),
+    }
+}
+
+/// Reads every weight of `config`'s model through `reader` and uploads it, group by group.
+pub async fn load_weights<R: RangeReader>(
+    ctx: &GpuContext,
+    reader: &R,
+    header: &ModelHeader,
+    config: &LlamaConfig,
+    opts: &WeightOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Weights> {
+    let c = config;
+    let groups = groups(header, c.n_layers)?;
+    let total: u64 = groups.iter().map(Group::bytes).sum();
+    let steps = groups.len();
+    let mut loaded = 0u64;
+    let mut embedding = None;
+    let mut out_norm = None;
+    let mut output = None;
+    let mut layers = Vec::with_capacity(c.n_layers);
+    for (step, group) in groups.iter().enumerate() {
+        // Either one read for the whole group or one per tensor; the bytes are dropped as
+        // soon as the group is on the GPU.
+        let reads = match group.span() {
+            Some(span) => Reads::Span(span.start, reader.read_range(span).await?),
+            None => {
+                let mut each = Vec::with_capacity(group.parts.len());
+                for (_, t) in &group.parts {
+                    each.push((t.range.start, reader.read_range(t.range.clone()).await?));
+                }
+                Reads::Each(each)
+            }
+        };
+        let bytes_of = |i: usize, t: &TensorInfo| -> Result<&[u8]> {
+            match &reads {
+                Reads::Span(base, bytes) => slice(bytes, *base, t),
+                Reads::Each(each) => match each.get(i) {
+                    Some((base, bytes)) => slice(bytes, *base, t),
+                    None => Err(Error::Model(format!("{}: not read", t.name))),
+                },
+            }
+        };
+        let mut parts: HashMap<LayerPart, (usize, &TensorInfo)> = HashMap::new();
+        for (i, (part, t)) in group.parts.iter().enumerate() {
+            match part {
+                Part::Embedding => embedding = Some(matrix(ctx, t, bytes_of(i, t)?, c.vocab, c.dim, opts)?),
+                Part::OutputNorm => out_norm = Some(vector(ctx, t, bytes_of(i, t)?, c.dim)?),
+                Part::Output => output = Some(matrix(ctx, t, bytes_of(i, t)?, c.vocab, c.dim, opts)?),
+                Part::Layer(_, lp) => {
+                    parts.insert(*lp, (i, t));
+                }
+            }
+        }
+        if step > 0 && step + 1 < steps {
+            let layer = step - 1;
+            let get = |lp: LayerPart| {
+                parts.get(&lp).copied().ok_or_else(|| Error::Model(format!("layer {layer} has no {lp:?} weight")))
+            };
+            let mat = |lp: LayerPart, rows: usize, cols: usize| -> Result<QWeight> {
+                let (i, t) = get(lp)?;
+                matrix(ctx, t, bytes_of(i, t)?, rows, cols, opts)
+            };
+            let vec = |lp: LayerPart, len: usize| -> Result<GpuTensor> {
+                let (i, t) = get(lp)?;
+                vector(ctx, t, bytes_of(i, t)?, len)
+            };
+            let bias = |lp: LayerPart, len: usize| -> Result<Option<GpuTensor>> {
+                if c.attn_bias { vec(lp, len).map(Some) } else { Ok(None) }
+            };
+            layers.push(LayerWeights {
+                attn_norm: vec(LayerPart::AttnNorm, c.dim)?,
+                wq: mat(LayerPart::Q, c.q_dim(), c.dim)?,
+                wk: mat(LayerPart::K, c.kv_dim(), c.dim)?,
+                wv: mat(LayerPart::V, c.kv_dim(), c.dim)?,
+                bq: bias(LayerPart::QBias, c.q_dim())?,
+                bk: bias(LayerPart::KBias, c.kv_dim())?,
+                bv: bias(LayerPart::VBias, c.kv_dim())?,
+                wo: mat(LayerPart::AttnOut, c.dim, c.q_dim())?,
+                ffn_norm: vec(LayerPart::FfnNorm, c.dim)?,
+                gate: mat(LayerPart::Gate, c.ffn_dim, c.dim)?,
+                up: mat(LayerPart::Up, c.ffn_dim, c.dim)?,
+                down: mat(LayerPart::Down, c.dim, c.ffn_dim)?,
+            });
+        }
+        loaded += group.bytes();
+        progress(Progress { phase: Phase::Weights, step: step + 1, steps, bytes_loaded: loaded, bytes_total: total });
+    }
+    Ok(Weights {
+        embedding: embedding.ok_or_else(|| Error::Model("the file has no token embedding".into()))?,
+        layers,
+        out_norm: out_norm.ok_or_else(|| Error::Model("the file has no output norm".into()))?,
+        output,
+    })
+}
