@@ -30,7 +30,7 @@ fn main() -> anyhow::Result<()> {
     let formats = arg(&args, "--formats", DEFAULT_FORMATS);
     let shapes = arg(&args, "--shapes", DEFAULT_SHAPES);
     let wg: u32 = arg(&args, "--wg", "64").parse()?;
-    let rows: u32 = arg(&args, "--rows", "2").parse()?;
+    let rows: u32 = arg(&args, "--rows", "4").parse()?;
     let seconds: f64 = arg(&args, "--seconds", "0.5").parse()?;
     let ctx = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
     let caps = ctx.capabilities();
