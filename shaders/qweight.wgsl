@@ -102,3 +102,91 @@ fn w8_tail(row: u32, u: u32) -> W8 {
     let kk = vec4<u32>(p.k);
     return W8(select(vec4<f32>(0.0), w.a, k < kk), select(vec4<f32>(0.0), w.b, k + vec4<u32>(4u) < kk));
 }
+
+// Eight bytes starting at any byte offset (GGML blocks are not word-aligned), as two words.
+fn bytes8(off: u32) -> vec2<u32> {
+    let at = off >> 2u;
+    let sh = (off & 3u) * 8u;
+    let w0 = src[at];
+    let w1 = src[at + 1u];
+    if (sh == 0u) {
+        return vec2<u32>(w0, w1);
+    }
+    let w2 = src[at + 2u];
+    return vec2<u32>((w0 >> sh) | (w1 << (32u - sh)), (w1 >> sh) | (w2 << (32u - sh)));
+}
+
+const SH8: vec4<u32> = vec4<u32>(0u, 8u, 16u, 24u);
+
+// The four-bit fields at bit `bit` of each byte of `b`.
+fn nibbles(b: vec2<u32>, bit: u32) -> array<vec4<u32>, 2> {
+    let s = SH8 + vec4<u32>(bit);
+    return array<vec4<u32>, 2>((vec4<u32>(b.x) >> s) & vec4<u32>(15u), (vec4<u32>(b.y) >> s) & vec4<u32>(15u));
+}
+
+// Element index of unit `u` of `row`: GGML rows are whole blocks, so a row starts a block.
+fn elem(row: u32, u: u32) -> u32 {
+    return row * p.k + u * 8u;
+}
+
+#ifdef W8_Q4_0
+fn w8(row: u32, u: u32) -> W8 {
+    let i = elem(row, u);
+    let base = (i / 32u) * 18u;
+    let e = i % 32u;
+    let d = half_at(base);
+    let q = nibbles(bytes8(base + 2u + e % 16u), (e / 16u) * 4u);
+    let eight = vec4<i32>(8);
+    return W8(vec4<f32>(vec4<i32>(q[0]) - eight) * d, vec4<f32>(vec4<i32>(q[1]) - eight) * d);
+}
+#endif
+
+#ifdef W8_Q8_0
+fn w8(row: u32, u: u32) -> W8 {
+    let i = elem(row, u);
+    let base = (i / 32u) * 34u;
+    let d = half_at(base);
+    let b = bytes8(base + 2u + i % 32u);
+    let up = vec4<u32>(24u) - SH8;
+    let qa = bitcast<vec4<i32>>(vec4<u32>(b.x) << up) >> vec4<u32>(24u);
+    let qb = bitcast<vec4<i32>>(vec4<u32>(b.y) << up) >> vec4<u32>(24u);
+    return W8(vec4<f32>(qa) * d, vec4<f32>(qb) * d);
+}
+#endif
+
+#ifdef W8_Q4_K
+fn w8(row: u32, u: u32) -> W8 {
+    let i = elem(row, u);
+    let base = (i / 256u) * 144u;
+    let e = i % 256u;
+    let c = e / 64u;
+    let hi = (e % 64u) / 32u;
+    let sm = k4_scale_min(base + 4u, 2u * c + hi);
+    let d1 = half_at(base) * f32(sm.x);
+    let m1 = vec4<f32>(half_at(base + 2u) * f32(sm.y));
+    let q = nibbles(bytes8(base + 16u + 32u * c + e % 32u), 4u * hi);
+    return W8(d1 * vec4<f32>(q[0]) - m1, d1 * vec4<f32>(q[1]) - m1);
+}
+#endif
+
+#ifdef W8_Q6_K
+fn w8(row: u32, u: u32) -> W8 {
+    let i = elem(row, u);
+    let base = (i / 256u) * 210u;
+    let e = i % 256u;
+    let n = e / 128u;
+    let k = (e % 128u) / 32u;
+    let l = e % 32u;
+    let low = nibbles(bytes8(base + n * 64u + (k & 1u) * 32u + l), 4u * (k >> 1u));
+    let hb = bytes8(base + 128u + n * 32u + l);
+    let hs = SH8 + vec4<u32>(2u * k);
+    let ha = ((vec4<u32>(hb.x) >> hs) & vec4<u32>(3u)) << vec4<u32>(4u);
+    let hbv = ((vec4<u32>(hb.y) >> hs) & vec4<u32>(3u)) << vec4<u32>(4u);
+    let dl = half_at(base + 208u) * f32(sext8(byte_at(base + 192u + n * 8u + l / 16u + 2u * k)));
+    let off = vec4<i32>(32);
+    return W8(
+        dl * vec4<f32>(vec4<i32>(low[0] | ha) - off),
+        dl * vec4<f32>(vec4<i32>(low[1] | hbv) - off),
+    );
+}
+#endif

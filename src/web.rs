@@ -101,3 +101,21 @@ pub async fn dequant_self_test(
         crate::ops::dequant::self_test(&ctx, ty, seed as u64, elements as usize).await?;
     Ok(serde_wasm_bindgen::to_value(&report)?)
 }
+
+/// Runs the quantized GEMV, GEMM (f32, and f16 where the adapter has it) and embedding lookup on
+/// seeded weights of one format (`Q4_K`, `F16`, `q3_g64_asym`, ...) with W [n, k] and t tokens,
+/// against the f64 CPU reference; each kernel's report has its max error and tolerance.
+#[wasm_bindgen(js_name = qmatmulSelfTest)]
+pub async fn qmatmul_self_test(
+    format: String,
+    seed: u32,
+    n: usize,
+    k: usize,
+    t: usize,
+) -> Result<JsValue, JsError> {
+    let format = crate::ops::qmatmul::WeightFormat::parse(&format)
+        .ok_or_else(|| JsError::new(&format!("unknown weight format '{format}'")))?;
+    let ctx = context().await?;
+    let report = crate::ops::qmatmul::self_test(&ctx, format, seed as u64, n, k, t).await?;
+    Ok(serde_wasm_bindgen::to_value(&report)?)
+}

@@ -68,7 +68,16 @@ impl WeightFormat {
         match self {
             Self::Ggml(t) => {
                 let ty = crate::format::StorageType::Ggml(*t);
-                Defines::new().set(super::super::dequant::define(ty), 1).set("GENERIC", 1)
+                // Types with a W8_* path read a sub-block's scale and bytes once per eight
+                // weights; the rest call the per-element decoder eight times.
+                let path = match t {
+                    GgmlType::Q4_0 => "W8_Q4_0",
+                    GgmlType::Q8_0 => "W8_Q8_0",
+                    GgmlType::Q4_K => "W8_Q4_K",
+                    GgmlType::Q6_K => "W8_Q6_K",
+                    _ => "GENERIC",
+                };
+                Defines::new().set(super::super::dequant::define(ty), 1).set(path, 1)
             }
             Self::F32 => Self::Ggml(GgmlType::F32).defines(),
             Self::Weft(q) => {
