@@ -36,8 +36,11 @@ fn crate_dtype(dtype: SafeDtype) -> Dtype {
     }
 }
 
+/// Name, dtype and bytes of each tensor written.
+type Written = Vec<(String, SafeDtype, Vec<u8>)>;
+
 /// One tensor per dtype, shape [3, 4] (F4: 12 nibbles, 6 bytes), each filled with its index.
-fn all_dtypes_file() -> anyhow::Result<(Vec<u8>, Vec<(String, SafeDtype, Vec<u8>)>)> {
+fn all_dtypes_file() -> anyhow::Result<(Vec<u8>, Written)> {
     let mut tensors = Vec::new();
     for (i, dtype) in SafeDtype::ALL.into_iter().enumerate() {
         let bytes = dtype.bytes_for(12).context("12 elements fill whole bytes")?;

@@ -88,9 +88,12 @@ enum ServerMode {
     WrongContentRange,
 }
 
+/// The Range header value of each request served (None where it had none).
+type RangeLog = Arc<Mutex<Vec<Option<String>>>>;
+
 /// Serves `body` at any path to sequential connections; returns the URL and the Range
 /// headers it saw.
-fn serve(body: Vec<u8>, mode: ServerMode) -> anyhow::Result<(String, Arc<Mutex<Vec<Option<String>>>>)> {
+fn serve(body: Vec<u8>, mode: ServerMode) -> anyhow::Result<(String, RangeLog)> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let url = format!("http://{}/model.gguf", listener.local_addr()?);
     let seen = Arc::new(Mutex::new(Vec::new()));

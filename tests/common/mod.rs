@@ -84,7 +84,7 @@ impl GgufWriter {
 
     /// Pads to `alignment` and appends `data_len` bytes of tensor data.
     pub fn finish(&mut self, alignment: usize, data_len: usize) -> Vec<u8> {
-        while self.bytes.len() % alignment != 0 {
+        while !self.bytes.len().is_multiple_of(alignment) {
             self.bytes.push(0);
         }
         self.bytes.extend(std::iter::repeat_n(0x5a, data_len));
