@@ -37,7 +37,7 @@ impl TensorInfo {
     }
 
     pub fn byte_len(&self) -> u64 {
-        self.range.end - self.range.start
+        self.range.end.saturating_sub(self.range.start)
     }
 
     /// Storage cost in bits per weight (NaN for an empty tensor).

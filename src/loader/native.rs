@@ -174,7 +174,7 @@ impl HttpReader {
     /// One GET for `range` (non-empty). With `clamp_to_file`, a range past the end of a shorter
     /// file is answered with what exists, as servers do for the opening read.
     fn get(&self, range: Range<u64>, clamp_to_file: bool) -> Result<Fetched, LoadError> {
-        let last = range.end - 1;
+        let last = range.end.saturating_sub(1);
         self.requests.fetch_add(1, Ordering::Relaxed);
         let mut response = self
             .agent
