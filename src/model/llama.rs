@@ -95,6 +95,7 @@ struct Buffers {
 
 /// Named snapshots taken during a debug pass: embedding, per block attention output, MLP
 /// output and residual, the final norm and the logits.
+#[derive(Default)]
 pub struct Checkpoints {
     pub names: Vec<String>,
     pub tensors: Vec<GpuTensor>,
@@ -390,6 +391,19 @@ impl Llama {
         let next = ctx.run_and_read_u32(&refs, &self.chosen, &self.slot).await?[0];
         self.pos += 1;
         Ok(next)
+    }
+
+    /// Runs `ids` (at most `max_batch`) from the current position and returns every checkpoint
+    /// as (name, shape, values): embedding, each block's attention output, MLP output and
+    /// residual, the final norm and the logits.
+    pub async fn checkpoints(&mut self, ctx: &GpuContext, ids: &[u32]) -> Result<Vec<(String, Vec<usize>, Vec<f32>)>> {
+        let mut cp = Checkpoints::default();
+        self.logits(ctx, ids, Some(&mut cp)).await?;
+        let mut out = Vec::with_capacity(cp.names.len());
+        for (name, t) in cp.names.into_iter().zip(&cp.tensors) {
+            out.push((name, t.shape.clone(), ctx.read_f32(t).await?));
+        }
+        Ok(out)
     }
 
     /// Wall time of each decode dispatch run alone (submitted and waited for one at a time),
