@@ -43,10 +43,10 @@ fn every_checkpoint_matches_transformers() -> anyhow::Result<()> {
     let input: Input = serde_json::from_str(&std::fs::read_to_string(format!("{FIXTURES}/input.json"))?)?;
     let ctx = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
     let reader = NativeSource::open(MODEL)?;
-    let engine = EngineOptions { max_seq: 64, max_batch: 16 };
+    let engine = EngineOptions { max_seq: 64, max_batch: 16, ..Default::default() };
     let (mut llama, _) = pollster::block_on(model::open(&ctx, &reader, engine, WeightOptions::default(), &mut |_| {}))?;
     let got = pollster::block_on(llama.checkpoints(&ctx, &input.ids))?;
-    let tolerance = match weft::ops::qmatmul::Precision::best(&ctx) {
+    let tolerance = match llama.options.precision {
         weft::ops::qmatmul::Precision::F32 => F32_TOLERANCE,
         weft::ops::qmatmul::Precision::F16 => F16_TOLERANCE,
     };

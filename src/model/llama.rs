@@ -13,7 +13,7 @@ use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor, ReadSlot, Uniform};
 use crate::ops::attention::{attention, AttentionShape};
 use crate::ops::elementwise::{add_inplace, bias_add, copy, copy_row, silu_mul};
 use crate::ops::norm::rms_norm;
-use crate::ops::qmatmul::{embed, qmatmul, QWeight};
+use crate::ops::qmatmul::{embed, gemm, gemv, Precision, QWeight};
 use crate::ops::rope::{rope_store, rope_table, step_bytes, RopeShape};
 use crate::ops::sample::{params_bytes, sample, SampleParams};
 
@@ -66,11 +66,23 @@ pub struct EngineOptions {
     pub max_seq: usize,
     /// Most tokens one prefill pass processes; longer prompts run in several passes.
     pub max_batch: usize,
+    /// Arithmetic of the matrix kernels. F32 by default: the f16 variant rounds weights and
+    /// activations to 11 bits, enough to flip near-tied greedy choices against a reference.
+    pub precision: Precision,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        Self { max_seq: 2048, max_batch: 64 }
+        Self { max_seq: 2048, max_batch: 64, precision: Precision::F32 }
+    }
+}
+
+/// The matrix product for `x` [t, K]: GEMV for one token, tiled GEMM for a batch.
+async fn matmul(ctx: &GpuContext, w: &QWeight, x: &GpuTensor, y: &GpuTensor, p: Precision) -> Result<Dispatch> {
+    if x.shape.first() == Some(&1) {
+        gemv(ctx, w, x, y, p).await
+    } else {
+        gemm(ctx, w, x, y, p).await
     }
 }
 
@@ -276,6 +288,10 @@ impl Llama {
         };
         let scale = 1.0 / (c.head_dim as f32).sqrt();
         let w = &self.weights;
+        let p = self.options.precision;
+        if p == Precision::F16 && !ctx.capabilities().shader_f16 {
+            return Err(Error::Model("f16 precision needs shader-f16, which this adapter lacks".into()));
+        }
 
         let mut d = Vec::with_capacity(16 * c.n_layers + 8);
         let ids = if decode { self.chosen.view(&[1])? } else { b.ids.view(&[t])? };
@@ -283,9 +299,9 @@ impl Llama {
         self.capture_into(ctx, &mut d, capture.as_deref_mut(), "embedding".into(), &x).await?;
         for (i, l) in w.layers.iter().enumerate() {
             d.push(rms_norm(ctx, &x, &l.attn_norm, &h, c.rms_eps).await?);
-            d.push(qmatmul(ctx, &l.wq, &h, &q).await?);
-            d.push(qmatmul(ctx, &l.wk, &h, &k).await?);
-            d.push(qmatmul(ctx, &l.wv, &h, &v).await?);
+            d.push(matmul(ctx, &l.wq, &h, &q, p).await?);
+            d.push(matmul(ctx, &l.wk, &h, &k, p).await?);
+            d.push(matmul(ctx, &l.wv, &h, &v, p).await?);
             for (bias, out) in [(&l.bq, &q), (&l.bk, &k), (&l.bv, &v)] {
                 if let Some(bias) = bias {
                     d.push(bias_add(ctx, out, bias).await?);
@@ -295,14 +311,14 @@ impl Llama {
             let (kc, vc) = (&self.k_cache[i], &self.v_cache[i]);
             d.push(rope_store(ctx, rs, &q3, &k3, &v3, kc, vc, &self.rope, &self.step).await?);
             d.push(attention(ctx, shape, &q3, kc, vc, &a3, scale, &self.step).await?);
-            d.push(qmatmul(ctx, &l.wo, &attn, &o).await?);
+            d.push(matmul(ctx, &l.wo, &attn, &o, p).await?);
             self.capture_into(ctx, &mut d, capture.as_deref_mut(), format!("blk.{i}.attn_out"), &o).await?;
             d.push(add_inplace(ctx, &x, &o).await?);
             d.push(rms_norm(ctx, &x, &l.ffn_norm, &h, c.rms_eps).await?);
-            d.push(qmatmul(ctx, &l.gate, &h, &gate).await?);
-            d.push(qmatmul(ctx, &l.up, &h, &up).await?);
+            d.push(matmul(ctx, &l.gate, &h, &gate, p).await?);
+            d.push(matmul(ctx, &l.up, &h, &up, p).await?);
             d.push(silu_mul(ctx, &gate, &up, &act).await?);
-            d.push(qmatmul(ctx, &l.down, &act, &down).await?);
+            d.push(matmul(ctx, &l.down, &act, &down, p).await?);
             self.capture_into(ctx, &mut d, capture.as_deref_mut(), format!("blk.{i}.mlp_out"), &down).await?;
             d.push(add_inplace(ctx, &x, &down).await?);
             self.capture_into(ctx, &mut d, capture.as_deref_mut(), format!("blk.{i}.residual"), &x).await?;
@@ -312,13 +328,13 @@ impl Llama {
             let logits = b.logits.view(&[t, c.vocab])?;
             d.push(rms_norm(ctx, &x, &w.out_norm, &h, c.rms_eps).await?);
             self.capture_into(ctx, &mut d, capture.as_deref_mut(), "final_norm".into(), &h).await?;
-            d.push(qmatmul(ctx, head, &h, &logits).await?);
+            d.push(matmul(ctx, head, &h, &logits, p).await?);
             self.capture_into(ctx, &mut d, capture.as_deref_mut(), "logits".into(), &logits).await?;
         } else {
             let logits = b.logits.view(&[1, c.vocab])?;
             d.push(copy_row(ctx, &x, t - 1, &b.last).await?);
             d.push(rms_norm(ctx, &b.last, &w.out_norm, &b.last_norm, c.rms_eps).await?);
-            d.push(qmatmul(ctx, head, &b.last_norm, &logits).await?);
+            d.push(matmul(ctx, head, &b.last_norm, &logits, p).await?);
             let flat = b.logits.view(&[c.vocab])?;
             d.push(sample(ctx, &flat, &self.tokens, &self.chosen, &self.sampling, &self.step).await?);
         }

@@ -5,6 +5,7 @@
 
 mod bpe;
 mod gguf;
+mod hf;
 mod pretokenize;
 mod spm;
 mod stream;

@@ -9,6 +9,9 @@ pub enum PreTokenizer {
     Gpt2,
     /// GPT-2 after splitting every digit into its own piece (SmolLM, StarCoder, Refact).
     DigitsThenGpt2,
+    /// Qwen2's pattern: single digits, a leading non-letter glued to words, newlines kept
+    /// with the punctuation or whitespace before them.
+    Qwen2,
 }
 
 impl PreTokenizer {
@@ -16,6 +19,7 @@ impl PreTokenizer {
         match name {
             "gpt2" | "default" | "mpt" | "olmo" | "jais" => Some(Self::Gpt2),
             "smollm" | "starcoder" | "refact" | "codeshell" | "command-r" => Some(Self::DigitsThenGpt2),
+            "qwen2" => Some(Self::Qwen2),
             _ => None,
         }
     }
@@ -36,6 +40,7 @@ impl PreTokenizer {
                 }
                 gpt2_split(&text[start..], &mut out);
             }
+            Self::Qwen2 => qwen2_split(text, &mut out),
         }
         out
     }
@@ -118,6 +123,68 @@ fn gpt2_split<'a>(text: &'a str, out: &mut Vec<&'a str>) {
     }
 }
 
+fn is_newline(c: char) -> bool {
+    c == '\r' || c == '\n'
+}
+
+/// The Qwen2 pattern
+/// `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+/// as a scanner trying the alternatives in order.
+fn qwen2_split<'a>(text: &'a str, out: &mut Vec<&'a str>) {
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let byte_at = |i: usize| chars.get(i).map_or(text.len(), |&(b, _)| b);
+    let cls = |i: usize| chars.get(i).map(|&(_, c)| class(c));
+    let mut i = 0;
+    while i < chars.len() {
+        let rest = &text[byte_at(i)..];
+        let lower: String = rest.chars().take(3).flat_map(char::to_lowercase).collect();
+        if let Some(c) = CONTRACTIONS.iter().find(|c| lower.starts_with(**c)) {
+            let end = i + c.chars().count();
+            out.push(&text[byte_at(i)..byte_at(end)]);
+            i = end;
+            continue;
+        }
+        let c = chars[i].1;
+        let mut end = i;
+        // [^\r\n\p{L}\p{N}]?\p{L}+
+        let lead = usize::from(!is_newline(c) && !matches!(cls(i), Some(Class::Letter | Class::Number)));
+        if cls(i + lead) == Some(Class::Letter) {
+            end = i + lead;
+            while cls(end) == Some(Class::Letter) {
+                end += 1;
+            }
+        } else if cls(i) == Some(Class::Number) {
+            end = i + 1;
+        } else {
+            // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
+            let body = if c == ' ' { i + 1 } else { i };
+            if cls(body) == Some(Class::Other) {
+                end = body;
+                while cls(end) == Some(Class::Other) {
+                    end += 1;
+                }
+                while end < chars.len() && is_newline(chars[end].1) {
+                    end += 1;
+                }
+            }
+        }
+        if end == i {
+            // Whitespace: `\s*[\r\n]+` up to the run's last newline, else `\s+(?!\S)|\s+`.
+            let mut run = i;
+            while cls(run) == Some(Class::Space) {
+                run += 1;
+            }
+            end = match (i..run).rev().find(|&j| is_newline(chars[j].1)) {
+                Some(last_newline) => last_newline + 1,
+                None if run < chars.len() && run - i > 1 => run - 1,
+                None => run.max(i + 1),
+            };
+        }
+        out.push(&text[byte_at(i)..byte_at(end)]);
+        i = end;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,6 +199,16 @@ mod tests {
         assert_eq!(p.split(" 123abc"), [" 123", "abc"]);
         assert_eq!(p.split("héllo wörld"), ["héllo", " wörld"]);
         assert_eq!(p.split(""), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn qwen2_pieces() {
+        let p = PreTokenizer::Qwen2;
+        assert_eq!(p.split("Hello world, 123!"), ["Hello", " world", ",", " ", "1", "2", "3", "!"]);
+        assert_eq!(p.split("I'LL go.\n\nNext"), ["I", "'LL", " go", ".\n\n", "Next"]);
+        assert_eq!(p.split("a  \n\n  b"), ["a", "  \n\n", " ", " b"]);
+        assert_eq!(p.split("(hello)"), ["(hello", ")"]);
+        assert_eq!(p.split("x\t\ty"), ["x", "\t", "\ty"]);
     }
 
     #[test]

@@ -7,6 +7,8 @@ mod generate;
 #[cfg(not(target_arch = "wasm32"))]
 mod inspect;
 #[cfg(not(target_arch = "wasm32"))]
+mod perplexity;
+#[cfg(not(target_arch = "wasm32"))]
 mod selftest;
 #[cfg(not(target_arch = "wasm32"))]
 mod tensor_table;
@@ -80,6 +82,15 @@ mod cli {
             #[arg(long, default_value_t = 2048)]
             max_seq: usize,
         },
+        /// Perplexity of a text file under the model (prints `perplexity: X`).
+        Perplexity {
+            model: String,
+            #[arg(long)]
+            text: String,
+            /// Tokens per window (default: the whole text in one window).
+            #[arg(long)]
+            ctx: Option<usize>,
+        },
         /// Print the header of a GGUF or safetensors file: format, metadata and tensors.
         Inspect {
             /// A file path, or an http(s) URL (only the header is fetched, with Range requests).
@@ -101,6 +112,7 @@ mod cli {
             Command::Caps { json } => crate::caps::run(json),
             Command::Selftest { seed, m, k, n } => crate::selftest::run(seed, m, k, n),
             Command::Inspect { file, json } => crate::inspect::run(&file, json),
+            Command::Perplexity { model, text, ctx } => crate::perplexity::run(&model, &text, ctx),
             Command::Generate {
                 model,
                 prompt,

@@ -1,0 +1,95 @@
+//! A tokenizer from a Hugging Face `tokenizer.json` (byte-level BPE models).
+
+use serde_json::Value;
+
+use super::{token_type, Tokenizer, TokenizerSpec};
+use crate::error::{Error, Result};
+
+fn bad(message: impl Into<String>) -> Error {
+    Error::Tokenizer(message.into())
+}
+
+/// Which of weft's pre-tokenizers a `pre_tokenizer` block describes.
+fn pre_tokenizer_name(pre: &Value) -> Result<&'static str> {
+    let kind = pre.get("type").and_then(Value::as_str).unwrap_or("");
+    match kind {
+        "ByteLevel" => Ok("gpt2"),
+        "Sequence" => {
+            let parts = pre.get("pretokenizers").and_then(Value::as_array).ok_or_else(|| bad("empty pre-tokenizer sequence"))?;
+            let kinds: Vec<&str> = parts.iter().filter_map(|p| p.get("type").and_then(Value::as_str)).collect();
+            let regex = parts
+                .iter()
+                .find_map(|p| p.get("pattern").and_then(|p| p.get("Regex")).and_then(Value::as_str))
+                .unwrap_or("");
+            match kinds.as_slice() {
+                ["Digits", "ByteLevel"] => Ok("smollm"),
+                ["Split", "ByteLevel"] if regex.contains(r"[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|") => Ok("qwen2"),
+                _ => Err(bad(format!("pre-tokenizer {kinds:?} with pattern {regex:?} is not supported"))),
+            }
+        }
+        other => Err(bad(format!("pre-tokenizer '{other}' is not supported"))),
+    }
+}
+
+impl Tokenizer {
+    /// From the text of `tokenizer.json`; `chat_template` comes from `tokenizer_config.json`
+    /// when the caller has it.
+    pub fn from_hf_json(json: &str, chat_template: Option<String>) -> Result<Self> {
+        let root: Value = serde_json::from_str(json).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
+        let model = root.get("model").ok_or_else(|| bad("tokenizer.json has no model"))?;
+        if model.get("type").and_then(Value::as_str) != Some("BPE") {
+            return Err(bad("only BPE tokenizer.json models are supported"));
+        }
+        let vocab = model.get("vocab").and_then(Value::as_object).ok_or_else(|| bad("BPE model without vocab"))?;
+        let added = root.get("added_tokens").and_then(Value::as_array).cloned().unwrap_or_default();
+        let added_ids = added.iter().filter_map(|t| t.get("id").and_then(Value::as_u64));
+        let size = vocab.values().filter_map(Value::as_u64).chain(added_ids).max().map_or(0, |m| m as usize + 1);
+        if size == 0 || size > 1 << 22 {
+            return Err(bad(format!("vocabulary of {size} tokens")));
+        }
+        let mut tokens = vec![String::new(); size];
+        let mut types = vec![token_type::UNUSED; size];
+        for (text, id) in vocab {
+            let id = id.as_u64().ok_or_else(|| bad(format!("token {text:?} has no integer id")))? as usize;
+            tokens[id] = text.clone();
+            types[id] = token_type::NORMAL;
+        }
+        for t in &added {
+            let (Some(id), Some(content)) = (t.get("id").and_then(Value::as_u64), t.get("content").and_then(Value::as_str)) else {
+                return Err(bad("added token without id or content"));
+            };
+            tokens[id as usize] = content.to_string();
+            let special = t.get("special").and_then(Value::as_bool).unwrap_or(false);
+            types[id as usize] = if special { token_type::CONTROL } else { token_type::USER_DEFINED };
+        }
+        // Merges are "a b" strings in older files and ["a", "b"] pairs in newer ones.
+        let merges = model
+            .get("merges")
+            .and_then(Value::as_array)
+            .ok_or_else(|| bad("BPE model without merges"))?
+            .iter()
+            .map(|m| match m {
+                Value::String(s) => Ok(s.clone()),
+                Value::Array(pair) => match (pair.first().and_then(Value::as_str), pair.get(1).and_then(Value::as_str)) {
+                    (Some(a), Some(b)) => Ok(format!("{a} {b}")),
+                    _ => Err(bad("malformed merge")),
+                },
+                _ => Err(bad("malformed merge")),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let pre = root.get("pre_tokenizer").filter(|p| !p.is_null()).ok_or_else(|| bad("no pre_tokenizer"))?;
+        let id_of = |text: &str| tokens.iter().position(|t| t == text).map(|i| i as u32);
+        let eos = ["<|im_end|>", "<|endoftext|>", "</s>", "<|end_of_text|>"].iter().find_map(|t| id_of(t));
+        Tokenizer::new(TokenizerSpec {
+            model: "gpt2".into(),
+            pre: Some(pre_tokenizer_name(pre)?.into()),
+            eos,
+            unknown: None,
+            tokens,
+            token_types: types,
+            merges,
+            chat_template,
+            ..Default::default()
+        })
+    }
+}
