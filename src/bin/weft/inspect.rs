@@ -1,7 +1,11 @@
 //! `weft inspect FILE`: a model file's header — format, metadata and tensor table — read from a
-//! path or, with Range requests only, from an http(s) URL.
+//! path or, with Range requests only, from an http(s) URL. With `--tensor NAME --npy OUT`, one
+//! tensor decoded to f32 instead, reading only the header and that tensor's bytes.
 
-use anyhow::Context;
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
 use serde::Serialize;
 use serde_json::{json, Value};
 use weft::format::{GgufArray, GgufValue, ModelHeader};
@@ -9,6 +13,10 @@ use weft::loader::native::NativeSource;
 use weft::loader::{read_header, RangeReader};
 
 use crate::tensor_table::{self, TensorRow, TensorTotals};
+
+// Only `inspect` writes .npy files, so the writer is its submodule, kept in its own file.
+#[path = "npy.rs"]
+mod npy;
 
 /// Arrays longer than this are shown as type, length and their first few items.
 const ARRAY_SHOWN_IN_FULL: usize = 8;
@@ -39,17 +47,71 @@ struct Report {
     totals: TensorTotals,
 }
 
-pub fn run(location: &str, json_output: bool) -> anyhow::Result<()> {
+/// `--tensor NAME --npy OUT`: one tensor, decoded, instead of the header report.
+#[derive(clap::Args, Debug)]
+pub struct TensorExport {
+    /// Decode this tensor to f32 (needs --npy).
+    #[arg(long, requires = "npy")]
+    pub tensor: Option<String>,
+    /// Write the decoded tensor as a NumPy .npy file: f32, C order, shape outermost first.
+    #[arg(long, requires = "tensor")]
+    pub npy: Option<PathBuf>,
+}
+
+pub fn run(location: &str, json_output: bool, export: &TensorExport) -> anyhow::Result<()> {
     let source = NativeSource::open(location).with_context(|| format!("opening {location}"))?;
     let read = pollster::block_on(read_header(&source)).with_context(|| format!("reading the header of {location}"))?;
-    if let NativeSource::Http(http) = &source {
-        eprintln!("fetched {} bytes in {} requests", http.bytes_fetched(), http.requests());
+    if let (Some(name), Some(npy)) = (&export.tensor, &export.npy) {
+        return export_tensor(&source, &read.header, name, npy, json_output);
     }
+    report_fetched(&source);
     let report = report(location, source.len(), &read.header);
     if json_output {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_report(&report, &read.header);
+    }
+    Ok(())
+}
+
+fn report_fetched(source: &NativeSource) {
+    if let NativeSource::Http(http) = source {
+        eprintln!("fetched {} bytes in {} requests", http.bytes_fetched(), http.requests());
+    }
+}
+
+fn export_tensor(
+    source: &NativeSource,
+    header: &ModelHeader,
+    name: &str,
+    npy: &PathBuf,
+    json_output: bool,
+) -> anyhow::Result<()> {
+    let Some(tensor) = header.tensors().iter().find(|t| t.name == name) else {
+        bail!("{}", tensor_table::unknown_tensor_message(name, source.name(), header.tensors()));
+    };
+    let Ok(elements) = usize::try_from(tensor.elements()) else {
+        bail!("{name} has {} elements, more than this machine can address", tensor.elements());
+    };
+    let bytes = pollster::block_on(source.read_range(tensor.range.clone()))
+        .with_context(|| format!("reading the bytes of {name}"))?;
+    let values = weft::quant::decode_to_f32(tensor.storage, &bytes, elements)
+        .with_context(|| format!("decoding {name}"))?;
+    drop(bytes);
+    let file = std::fs::File::create(npy).with_context(|| format!("creating {}", npy.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    npy::write_f32(&mut out, &tensor.shape, &values)
+        .and_then(|()| out.flush().map_err(Into::into))
+        .with_context(|| format!("writing {}", npy.display()))?;
+    report_fetched(source);
+
+    let row = tensor_table::row(tensor);
+    if json_output {
+        let report = json!({ "tensor": row, "npy": npy.display().to_string(), "values": values.len() });
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        tensor_table::print_rows(std::slice::from_ref(&row));
+        println!("wrote {} f32 values to {}", values.len(), npy.display());
     }
     Ok(())
 }

@@ -98,6 +98,7 @@ mod cli {
             /// Print JSON instead of tables.
             #[arg(long)]
             json: bool,
+            #[command(flatten)] export: crate::inspect::TensorExport,
         },
     }
 
@@ -111,7 +112,7 @@ mod cli {
         match cli.command {
             Command::Caps { json } => crate::caps::run(json),
             Command::Selftest { seed, m, k, n } => crate::selftest::run(seed, m, k, n),
-            Command::Inspect { file, json } => crate::inspect::run(&file, json),
+            Command::Inspect { file, json, export } => crate::inspect::run(&file, json, &export),
             Command::Perplexity { model, text, ctx } => crate::perplexity::run(&model, &text, ctx),
             Command::Generate {
                 model,
