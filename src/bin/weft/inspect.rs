@@ -14,9 +14,7 @@ use weft::loader::{read_header, RangeReader};
 
 use crate::tensor_table::{self, TensorRow, TensorTotals};
 
-// Only `inspect` writes .npy files, so the writer is its submodule, kept in its own file.
-#[path = "npy.rs"]
-mod npy;
+use crate::npy;
 
 /// Arrays longer than this are shown as type, length and their first few items.
 const ARRAY_SHOWN_IN_FULL: usize = 8;

@@ -3,9 +3,13 @@
 #[cfg(not(target_arch = "wasm32"))]
 mod caps;
 #[cfg(not(target_arch = "wasm32"))]
+mod dump;
+#[cfg(not(target_arch = "wasm32"))]
 mod generate;
 #[cfg(not(target_arch = "wasm32"))]
 mod inspect;
+#[cfg(not(target_arch = "wasm32"))]
+mod npy;
 #[cfg(not(target_arch = "wasm32"))]
 mod perplexity;
 #[cfg(not(target_arch = "wasm32"))]
@@ -82,6 +86,17 @@ mod cli {
             #[arg(long, default_value_t = 2048)]
             max_seq: usize,
         },
+        /// Write every checkpoint of one forward pass over --ids as .npy files.
+        DumpActivations {
+            /// A GGUF file path or http(s) URL.
+            model: String,
+            /// Comma-separated token ids.
+            #[arg(long)]
+            ids: String,
+            /// Output folder.
+            #[arg(long)]
+            out: String,
+        },
         /// Perplexity of a text file under the model (prints `perplexity: X`).
         Perplexity {
             model: String,
@@ -114,6 +129,7 @@ mod cli {
             Command::Selftest { seed, m, k, n } => crate::selftest::run(seed, m, k, n),
             Command::Inspect { file, json, export } => crate::inspect::run(&file, json, &export),
             Command::Perplexity { model, text, ctx } => crate::perplexity::run(&model, &text, ctx),
+            Command::DumpActivations { model, ids, out } => crate::dump::run(&model, &ids, &out),
             Command::Generate {
                 model,
                 prompt,
