@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
+# Mesa's window-system probing complains without a runtime directory; compute needs none.
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
+chmod 700 "$XDG_RUNTIME_DIR"
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 
