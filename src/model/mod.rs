@@ -60,6 +60,30 @@ pub async fn open_tokenizer<R: RangeReader>(reader: &R) -> Result<Tokenizer> {
     }
 }
 
+/// Like [`open_safetensors`] without needing a tokenizer (benchmarks feed token ids).
+pub async fn open_safetensors_untokenized<R: RangeReader>(
+    ctx: &GpuContext,
+    reader: &R,
+    config_json: &str,
+    tokenizer_json: Option<&str>,
+    engine: EngineOptions,
+    weights: WeightOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Llama> {
+    let head = read_header(reader).await?;
+    let config = LlamaConfig::from_hf_json(config_json)?;
+    if let Some(json) = tokenizer_json {
+        Tokenizer::from_hf_json(json, None)?;
+    }
+    let mut header = head.header;
+    if let ModelHeader::Safetensors(st) = &mut header {
+        tie_output(st, config_json);
+    }
+    let w = load::load_weights(ctx, reader, &header, &config, &weights, progress).await?;
+    let engine = EngineOptions { max_seq: engine.max_seq.min(config.context_length).max(1), ..engine };
+    Llama::new(ctx, config, w, engine).await
+}
+
 /// Opens a Hugging Face checkpoint: the weights in one safetensors file read through `reader`,
 /// with the texts of its `config.json` and `tokenizer.json` (and the chat template from
 /// `tokenizer_config.json`, if any).

@@ -1,6 +1,8 @@
 //! The `weft` command line: native GPU tooling over the same library the browser uses.
 
 #[cfg(not(target_arch = "wasm32"))]
+mod bench;
+#[cfg(not(target_arch = "wasm32"))]
 mod caps;
 #[cfg(not(target_arch = "wasm32"))]
 mod dump;
@@ -86,6 +88,22 @@ mod cli {
             #[arg(long, default_value_t = 2048)]
             max_seq: usize,
         },
+        /// Prefill and decode speed on random token ids.
+        Bench {
+            /// A GGUF file (path or URL) or a folder with config.json and model.safetensors.
+            model: String,
+            #[arg(long, default_value_t = 128)]
+            prompt_len: usize,
+            #[arg(long, default_value_t = 128)]
+            gen: usize,
+            #[arg(long, default_value_t = 3)]
+            reps: usize,
+            /// Quantize float weights at load to this weft format, e.g. q4_g32_asym.
+            #[arg(long)]
+            quantize: Option<String>,
+            #[arg(long)]
+            json: bool,
+        },
         /// Write every checkpoint of one forward pass over --ids as .npy files.
         DumpActivations {
             /// A GGUF file path or http(s) URL.
@@ -130,6 +148,9 @@ mod cli {
             Command::Inspect { file, json, export } => crate::inspect::run(&file, json, &export),
             Command::Perplexity { model, text, ctx } => crate::perplexity::run(&model, &text, ctx),
             Command::DumpActivations { model, ids, out } => crate::dump::run(&model, &ids, &out),
+            Command::Bench { model, prompt_len, gen, reps, quantize, json } => {
+                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, json })
+            }
             Command::Generate {
                 model,
                 prompt,

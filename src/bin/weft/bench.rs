@@ -1,0 +1,129 @@
+//! `weft bench MODEL`: prefill and decode speed on random token ids, with the weight bytes each
+//! decoded token reads and the bandwidth that implies.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::Context;
+use rand::{rngs::SmallRng, Rng, SeedableRng};
+use serde::Serialize;
+use weft::gpu::GpuContext;
+use weft::loader::native::{FileReader, NativeSource};
+use weft::model::{self, EngineOptions, Llama, WeightOptions};
+use weft::quant::weft::WeftQuant;
+
+pub struct Args {
+    pub model: String,
+    pub prompt_len: usize,
+    pub gen: usize,
+    pub reps: usize,
+    pub quantize: Option<String>,
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+struct Report {
+    model: String,
+    adapter: String,
+    backend: String,
+    prompt_len: usize,
+    gen: usize,
+    reps: usize,
+    load_s: f64,
+    prefill_tok_s: Vec<f64>,
+    decode_tok_s: Vec<f64>,
+    ttft_ms: Vec<f64>,
+    prefill_tok_s_median: f64,
+    decode_tok_s_median: f64,
+    ttft_ms_median: f64,
+    weight_bytes: u64,
+    /// Weight bytes read per decoded token times decode tokens per second.
+    decode_weight_gb_s: f64,
+    kv_bytes_per_token: u64,
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s.get(s.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// A GGUF file (path or URL), or a Hugging Face folder with config.json and model.safetensors
+/// (tokenizer.json optional: the benchmark feeds random ids).
+fn open(ctx: &GpuContext, location: &str, engine: EngineOptions, weights: WeightOptions) -> anyhow::Result<Llama> {
+    let dir = Path::new(location);
+    if dir.is_dir() {
+        let config = std::fs::read_to_string(dir.join("config.json")).context("config.json")?;
+        let reader = FileReader::open(dir.join("model.safetensors"))?;
+        let tokenizer = std::fs::read_to_string(dir.join("tokenizer.json")).ok();
+        let llama = pollster::block_on(model::open_safetensors_untokenized(
+            ctx, &reader, &config, tokenizer.as_deref(), engine, weights, &mut |_| {},
+        ))?;
+        return Ok(llama);
+    }
+    let reader = NativeSource::open(location)?;
+    Ok(pollster::block_on(model::open(ctx, &reader, engine, weights, &mut |_| {}))?.0)
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let ctx = crate::cli::context()?;
+    let quantize = a.quantize.as_deref().map(WeftQuant::parse).transpose()?;
+    let engine = EngineOptions { max_seq: a.prompt_len + a.gen + 1, max_batch: a.prompt_len.clamp(1, 128), ..Default::default() };
+    let started = Instant::now();
+    let mut llama = open(&ctx, &a.model, engine, WeightOptions { quantize })?;
+    let load_s = started.elapsed().as_secs_f64();
+    let vocab = llama.config.vocab as u32;
+    let mut rng = SmallRng::seed_from_u64(1);
+    let (mut prefill, mut decode, mut ttft) = (Vec::new(), Vec::new(), Vec::new());
+    // One untimed pass compiles every pipeline and warms the caches.
+    for rep in 0..=a.reps {
+        let prompt: Vec<u32> = (0..a.prompt_len).map(|_| rng.random_range(0..vocab)).collect();
+        llama.reset();
+        let t0 = Instant::now();
+        pollster::block_on(llama.prefill(&ctx, &prompt))?;
+        let t_prefill = t0.elapsed().as_secs_f64();
+        let t1 = Instant::now();
+        for _ in 1..a.gen {
+            pollster::block_on(llama.step(&ctx))?;
+        }
+        let t_decode = t1.elapsed().as_secs_f64();
+        if rep > 0 {
+            prefill.push(a.prompt_len as f64 / t_prefill);
+            decode.push((a.gen - 1) as f64 / t_decode);
+            ttft.push(t_prefill * 1e3);
+        }
+    }
+    let decode_median = median(&decode);
+    let caps = ctx.capabilities();
+    let report = Report {
+        model: a.model.clone(),
+        adapter: caps.adapter_name.clone(),
+        backend: caps.backend.clone(),
+        prompt_len: a.prompt_len,
+        gen: a.gen,
+        reps: a.reps,
+        load_s,
+        prefill_tok_s_median: median(&prefill),
+        decode_tok_s_median: decode_median,
+        ttft_ms_median: median(&ttft),
+        prefill_tok_s: prefill,
+        decode_tok_s: decode,
+        ttft_ms: ttft,
+        weight_bytes: llama.weights.bytes(),
+        decode_weight_gb_s: llama.weights.bytes() as f64 * decode_median / 1e9,
+        kv_bytes_per_token: llama.kv_bytes_per_token(),
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("model      {}", report.model);
+        println!("adapter    {} ({})", report.adapter, report.backend);
+        println!("load       {:.2} s", report.load_s);
+        println!("prefill    {:.1} tok/s (median of {}; prompt {} tokens)", report.prefill_tok_s_median, a.reps, a.prompt_len);
+        println!("decode     {:.1} tok/s (median of {}; {} tokens)", report.decode_tok_s_median, a.reps, a.gen);
+        println!("ttft       {:.1} ms", report.ttft_ms_median);
+        println!("weights    {:.1} MB read per decoded token -> {:.2} GB/s", report.weight_bytes as f64 / 1e6, report.decode_weight_gb_s);
+        println!("kv cache   {} bytes per token", report.kv_bytes_per_token);
+    }
+    Ok(())
+}
