@@ -62,5 +62,16 @@ fn smollm2_special_tokens_and_settings() -> anyhow::Result<()> {
     assert_eq!(tok.eos, Some(2));
     assert!(!tok.add_bos);
     assert!(tok.chat_template.as_deref().is_some_and(|t| t.contains("<|im_start|>")));
+    let user = weft::tokenizer::chat::Message { role: "user".into(), content: "Hi".into() };
+    let prompt = tok.chat_format().render(&[user])?;
+    assert_eq!(
+        prompt,
+        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n\
+         <|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    );
+    let ids = tok.encode(&prompt, true);
+    let starts = ids.iter().filter(|&&id| id == 1).count();
+    let ends = ids.iter().filter(|&&id| id == 2).count();
+    assert_eq!((ids[0], starts, ends), (1, 3, 2), "control tokens parsed: {ids:?}");
     Ok(())
 }

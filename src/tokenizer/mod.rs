@@ -4,6 +4,7 @@
 //! several times the rest of the library.
 
 mod bpe;
+pub mod chat;
 mod gguf;
 mod hf;
 mod pretokenize;
@@ -172,6 +173,14 @@ impl Tokenizer {
             chat_template: spec.chat_template,
             unknown,
         })
+    }
+
+    /// The model's chat template family (ChatML when the model has no template).
+    pub fn chat_format(&self) -> chat::ChatFormat {
+        self.chat_template
+            .as_deref()
+            .and_then(chat::ChatFormat::detect)
+            .unwrap_or(chat::ChatFormat::ChatMl { default_system: None })
     }
 
     pub fn vocab_size(&self) -> usize {

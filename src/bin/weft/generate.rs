@@ -41,21 +41,15 @@ pub fn open(ctx: &GpuContext, location: &str, max_seq: usize) -> anyhow::Result<
     Ok(loaded)
 }
 
-/// ChatML, which SmolLM2 and Qwen2 use (with SmolLM2's default system prompt).
-pub fn chat_prompt(tok: &Tokenizer, user: &str) -> String {
-    let system = match tok.chat_template.as_deref() {
-        Some(t) if t.contains("SmolLM") => {
-            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
-        }
-        _ => "",
-    };
-    format!("{system}<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n")
-}
-
 pub fn run(a: Args) -> anyhow::Result<()> {
     let ctx = crate::cli::context()?;
     let (mut llama, tok) = open(&ctx, &a.model, a.max_seq)?;
-    let text = if a.chat { chat_prompt(&tok, &a.prompt) } else { a.prompt.clone() };
+    let text = if a.chat {
+        let user = weft::tokenizer::chat::Message { role: "user".into(), content: a.prompt.clone() };
+        tok.chat_format().render(&[user])?
+    } else {
+        a.prompt.clone()
+    };
     let prompt = tok.encode(&text, true);
     llama.set_sampling(&ctx, &a.sampling);
     let out = std::io::stdout();

@@ -1,0 +1,140 @@
+//! Chat templates. Models ship a Jinja template; weft recognises the families in use and
+//! renders them directly rather than embedding a template engine.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: String,
+    pub content: String,
+}
+
+/// Template families weft renders.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChatFormat {
+    /// `<|im_start|>role\ncontent<|im_end|>\n` (SmolLM, Qwen2), with the template's default
+    /// system prompt when the conversation has none.
+    ChatMl { default_system: Option<String> },
+    /// `<|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|>` (Llama 3).
+    Llama3,
+    /// `[INST] user [/INST] assistant` with `<<SYS>>` (Llama 2).
+    Llama2,
+    /// `<|role|>\ncontent</s>\n` (Zephyr, TinyLlama chat).
+    Zephyr,
+}
+
+impl ChatFormat {
+    /// Recognises the family of a Jinja chat template; None when none matches.
+    pub fn detect(template: &str) -> Option<Self> {
+        if template.contains("<|im_start|>") {
+            let default_system = template
+                .split("<|im_start|>system\\n")
+                .nth(1)
+                .or_else(|| template.split("<|im_start|>system\n").nth(1))
+                .and_then(|rest| rest.split("<|im_end|>").next())
+                .filter(|s| !s.contains("{{") && !s.contains("{%") && !s.contains('\''))
+                .map(|s| s.replace("\\n", "\n"));
+            return Some(Self::ChatMl { default_system });
+        }
+        if template.contains("<|start_header_id|>") {
+            return Some(Self::Llama3);
+        }
+        if template.contains("[INST]") {
+            return Some(Self::Llama2);
+        }
+        if template.contains("<|user|>") {
+            return Some(Self::Zephyr);
+        }
+        None
+    }
+
+    /// The prompt for `messages`, ending with the assistant's turn opened.
+    pub fn render(&self, messages: &[Message]) -> Result<String> {
+        for m in messages {
+            if !matches!(m.role.as_str(), "system" | "user" | "assistant") {
+                return Err(Error::Tokenizer(format!("unknown chat role '{}'", m.role)));
+            }
+        }
+        let mut out = String::new();
+        match self {
+            Self::ChatMl { default_system } => {
+                if let (Some(system), false) = (default_system, messages.first().is_some_and(|m| m.role == "system")) {
+                    out.push_str(&format!("<|im_start|>system\n{system}<|im_end|>\n"));
+                }
+                for m in messages {
+                    out.push_str(&format!("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.content));
+                }
+                out.push_str("<|im_start|>assistant\n");
+            }
+            Self::Llama3 => {
+                out.push_str("<|begin_of_text|>");
+                for m in messages {
+                    out.push_str(&format!("<|start_header_id|>{}<|end_header_id|>\n\n{}<|eot_id|>", m.role, m.content.trim()));
+                }
+                out.push_str("<|start_header_id|>assistant<|end_header_id|>\n\n");
+            }
+            Self::Llama2 => {
+                let mut system: Option<&str> = None;
+                for m in messages {
+                    match m.role.as_str() {
+                        "system" => system = Some(&m.content),
+                        "user" => {
+                            let content = match system.take() {
+                                Some(s) => format!("<<SYS>>\n{s}\n<</SYS>>\n\n{}", m.content),
+                                None => m.content.clone(),
+                            };
+                            out.push_str(&format!("<s>[INST] {} [/INST]", content.trim()));
+                        }
+                        _ => out.push_str(&format!(" {} </s>", m.content.trim())),
+                    }
+                }
+            }
+            Self::Zephyr => {
+                for m in messages {
+                    out.push_str(&format!("<|{}|>\n{}</s>\n", m.role, m.content));
+                }
+                out.push_str("<|assistant|>\n");
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SMOLLM2: &str = "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+    fn user(text: &str) -> Message {
+        Message { role: "user".into(), content: text.into() }
+    }
+
+    #[test]
+    fn smollm2_template_adds_its_default_system_prompt() {
+        let f = ChatFormat::detect(SMOLLM2).unwrap();
+        assert_eq!(
+            f.render(&[user("Hi")]).unwrap(),
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n\
+             <|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+        );
+        let sys = Message { role: "system".into(), content: "Be brief.".into() };
+        assert_eq!(
+            f.render(&[sys, user("Hi")]).unwrap(),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+        );
+    }
+
+    #[test]
+    fn other_families_and_bad_roles() {
+        assert_eq!(ChatFormat::detect("{{ '<|start_header_id|>' }}"), Some(ChatFormat::Llama3));
+        assert_eq!(ChatFormat::detect("[INST]"), Some(ChatFormat::Llama2));
+        assert_eq!(ChatFormat::detect("plain"), None);
+        let z = ChatFormat::Zephyr.render(&[user("Hi")]).unwrap();
+        assert_eq!(z, "<|user|>\nHi</s>\n<|assistant|>\n");
+        let bad = Message { role: "tool".into(), content: String::new() };
+        assert!(ChatFormat::Zephyr.render(&[bad]).is_err());
+    }
+}
