@@ -2,10 +2,10 @@
 //! timed by wall clock after a warm-up, reported as GB/s of weight bytes read and GFLOP/s.
 //!
 //! cargo run --example qmatmul_bench -- [--formats Q4_K,q4_g32_sym] [--shapes 4096x4096]
-//!     [--wg 64] [--rows 1] [--lanes 1] [--precision f32|f16] [--seconds 0.5]
+//!     [--wg 64] [--rows 2] [--precision f32|f16] [--seconds 0.5]
 //!
-//! Shapes are NxK (output features x reduced dimension). --wg, --rows and --lanes override the
-//! format's default `GemvConfig` (each one left out keeps the default). The GPU work dominates the wall time,
+//! Shapes are NxK (output features x reduced dimension). --wg and --rows override the format's
+//! default `GemvConfig` (one left out keeps the default). The GPU work dominates the wall time,
 //! so a debug build measures the same kernels as a release one.
 
 use std::time::Instant;
@@ -33,7 +33,7 @@ fn main() -> anyhow::Result<()> {
     let opt = |name: &str| -> anyhow::Result<Option<u32>> {
         Ok(match arg(&args, name, "").as_str() { "" => None, v => Some(v.parse()?) })
     };
-    let (wg, rows, lanes) = (opt("--wg")?, opt("--rows")?, opt("--lanes")?);
+    let (wg, rows) = (opt("--wg")?, opt("--rows")?);
     let precision = match arg(&args, "--precision", "f32").as_str() {
         "f32" => Precision::F32,
         "f16" => Precision::F16,
@@ -50,11 +50,7 @@ fn main() -> anyhow::Result<()> {
         for name in formats.split(',') {
             let format = WeightFormat::parse(name).ok_or_else(|| anyhow!("unknown format '{name}'"))?;
             let d = GemvConfig::for_format(&format);
-            let config = GemvConfig {
-                wg: wg.unwrap_or(d.wg),
-                rows: rows.unwrap_or(d.rows),
-                lanes: lanes.unwrap_or(d.lanes),
-            };
+            let config = GemvConfig { wg: wg.unwrap_or(d.wg), rows: rows.unwrap_or(d.rows) };
             match bench(&ctx, format, n, k, config, precision, seconds) {
                 Ok((bytes, secs)) => println!(
                     "{:<14} {:>12} {:>10.1} {:>10.1} {:>9.2} {:>9.2}  {config:?}",

@@ -1,10 +1,10 @@
 // y[t, n] = W[n, k] · x[t, k] for few tokens (decode). Two kernels:
 //
 // - BLOCKS (GGML block formats with a `bdot` in shaders/qweight.wgsl): every invocation owns
-//   RPT whole rows, or with LPR > 1 one LPR-th of their blocks, and walks 32-weight blocks,
-//   loading the block's activations as eight vec4 once for all its rows. No shared memory or
-//   barriers unless LPR > 1. On a CPU-emulated adapter invocations are SIMD lanes, and a
-//   shared-memory tree costs a barrier round per level, so fat independent invocations win.
+//   RPT whole rows and walks their 32-weight blocks, loading the block's activations as eight
+//   vec4 once for all its rows. No shared memory, no barriers: on a CPU-emulated adapter
+//   invocations are SIMD lanes, and a shared-memory tree costs a barrier round per level, so
+//   fat independent invocations win (bench/NOTES.md).
 // - otherwise: ROWS rows per workgroup, its WG threads striding over K eight weights at a time
 //   (weights from `w8`), each x unit loaded once for all ROWS rows, then a shared-memory tree
 //   reduction per row.
@@ -24,16 +24,10 @@ const WG: u32 = ${WG}u;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>; // [t, k / 4]; K is 32 · blocks
 
 const RPT: u32 = ${RPT}u;
-const LPR: u32 = ${LPR}u;
-
-#ifndef LPR1
-var<workgroup> partial: array<f32, WG * RPT>; // [RPT, WG]
-#endif
 
 @compute @workgroup_size(${WG})
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
-    let lane = lid.x % LPR;
-    let row0 = ((wid.x + wid.y * p.grid_x) * (WG / LPR) + lid.x / LPR) * RPT;
+    let row0 = ((wid.x + wid.y * p.grid_x) * WG + lid.x) * RPT;
     let tok = wid.z;
     let nb = p.k / 32u;
     let xrow = tok * nb * 8u;
@@ -42,7 +36,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         acc[r] = 0.0;
     }
     // Rows past n repeat row n-1 and are never stored: no lane leaves the loop shape.
-    for (var b = lane; b < nb; b += LPR) {
+    for (var b = 0u; b < nb; b++) {
         var xs: array<vec4<f32>, 8>;
         for (var i = 0u; i < 8u; i++) {
             xs[i] = x[xrow + b * 8u + i];
@@ -51,30 +45,11 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
             acc[r] += bdot(min(row0 + r, p.n - 1u), b, xs);
         }
     }
-#ifdef LPR1
     for (var r = 0u; r < RPT; r++) {
         if (row0 + r < p.n) {
             y[tok * p.n + row0 + r] = acc[r];
         }
     }
-#else
-    for (var r = 0u; r < RPT; r++) {
-        partial[r * WG + lid.x] = acc[r];
-    }
-    workgroupBarrier();
-    // The LPR lanes of a row are adjacent invocations; the first adds the others in order.
-    if (lane == 0u) {
-        for (var r = 0u; r < RPT; r++) {
-            var sum = partial[r * WG + lid.x];
-            for (var l = 1u; l < LPR; l++) {
-                sum += partial[r * WG + lid.x + l];
-            }
-            if (row0 + r < p.n) {
-                y[tok * p.n + row0 + r] = sum;
-            }
-        }
-    }
-#endif
 }
 #else
 @group(0) @binding(1) var<storage, read> x: array<f32>;       // [t, k]

@@ -42,20 +42,20 @@ pub const QGEMM_SHADER: ShaderSource = q_shader!("qgemm", "qgemm.wgsl");
 pub const QEMBED_SHADER: ShaderSource = q_shader!("qembed", "qembed.wgsl");
 
 /// Launch shape of the GEMV kernel. Block formats (see [`WeightFormat::gemv_block`]): `wg`
-/// invocations per workgroup, each owning `rows` rows, with `lanes` adjacent invocations
-/// splitting a row's blocks between them. Other formats: `wg` threads stride over K for `rows`
-/// rows per workgroup (`lanes` unused).
+/// invocations per workgroup, each owning `rows` whole rows. Other formats: `wg` threads
+/// stride over K for `rows` rows per workgroup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GemvConfig {
     pub wg: u32,
     pub rows: u32,
-    pub lanes: u32,
 }
 
 /// On lavapipe four rows per workgroup of 64 threads ran 1.5-2x faster than one or two (x is
 /// loaded once for all of them, and there are fewer reductions); 128 or 256 threads were slower.
-const GEMV_STRIDED: GemvConfig = GemvConfig { wg: 64, rows: 4, lanes: 1 };
-const GEMV_BLOCKS: GemvConfig = GemvConfig { wg: 64, rows: 1, lanes: 1 };
+const GEMV_STRIDED: GemvConfig = GemvConfig { wg: 64, rows: 4 };
+/// Two rows per invocation share each x load and ran 1.1-1.4x faster than one on lavapipe; 16
+/// or 128 invocations per workgroup were slower than 64 (bench/NOTES.md).
+const GEMV_BLOCKS: GemvConfig = GemvConfig { wg: 64, rows: 2 };
 
 impl GemvConfig {
     /// The default launch shape for `format`.
@@ -65,7 +65,7 @@ impl GemvConfig {
 
     /// Rows one workgroup produces.
     fn rows_per_group(&self, blocks: bool) -> u32 {
-        if blocks { self.wg / self.lanes * self.rows } else { self.rows }
+        if blocks { self.wg * self.rows } else { self.rows }
     }
 }
 /// Output tile edge of the GEMM kernel (tokens and rows).
@@ -76,7 +76,10 @@ const EMBED_WG: u32 = 64;
 pub const GEMV_MAX_TOKENS: usize = 1;
 
 /// Arithmetic of the partial products: f32 everywhere, or f16 tiles and dot products (with f32
-/// sums) where the adapter has `shader-f16`.
+/// sums) where the adapter has `shader-f16`. [`qmatmul`] runs GEMV at F32 whatever the adapter:
+/// a GEMV reads each weight once, so f16 products save no memory traffic, and on lavapipe the
+/// f16 variant of the block kernel ran 2.5-3x slower (the conversions cost more than they
+/// save). F16 stays available by asking for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
@@ -94,10 +97,7 @@ impl Precision {
 fn gemv_defines(format: &WeightFormat, precision: Precision, c: GemvConfig) -> Defines {
     let d = format.defines().set("WG", c.wg).set("PB", 3 + format.weight_bindings() - 1);
     let d = match format.gemv_block() {
-        Some(path) => {
-            let d = d.set("BLOCKS", 1).set(path, 1).set("RPT", c.rows).set("LPR", c.lanes);
-            if c.lanes == 1 { d.set("LPR1", 1) } else { d }
-        }
+        Some(path) => d.set("BLOCKS", 1).set(path, 1).set("RPT", c.rows),
         None => d.set("ROWS", c.rows),
     };
     if precision == Precision::F16 { d.set("F16", 1) } else { d }
@@ -122,11 +122,6 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
     for f in &formats {
         for precision in [Precision::F32, Precision::F16] {
             all.push((QGEMV_SHADER, gemv_defines(f, precision, GemvConfig::for_format(f))));
-            if f.gemv_block().is_some() {
-                // The split-row reduction, compiled only when lanes > 1.
-                let split = GemvConfig { lanes: 4, ..GEMV_BLOCKS };
-                all.push((QGEMV_SHADER, gemv_defines(f, precision, split)));
-            }
             all.push((QGEMM_SHADER, gemm_defines(f, precision)));
         }
         all.push((QEMBED_SHADER, embed_defines(f)));
@@ -184,8 +179,7 @@ pub async fn gemv(
     gemv_tuned(ctx, w, x, y, precision, GemvConfig::for_format(&w.format)).await
 }
 
-/// [`gemv`] with an explicit launch shape, for tuning: `wg` and `lanes` powers of two, `lanes`
-/// at most `wg`, `rows` at least 1.
+/// [`gemv`] with an explicit launch shape, for tuning: `wg` a power of two, `rows` at least 1.
 pub async fn gemv_tuned(
     ctx: &GpuContext,
     w: &QWeight,
@@ -196,12 +190,9 @@ pub async fn gemv_tuned(
 ) -> Result<Dispatch> {
     let t = check_operands("gemv", w, x, y)?;
     check_precision(ctx, "gemv", precision)?;
-    let GemvConfig { wg, rows, lanes } = config;
-    if !wg.is_power_of_two() || !lanes.is_power_of_two() || lanes > wg || rows == 0 {
-        return Err(Error::Shape {
-            op: "gemv",
-            message: format!("workgroup {wg}, rows {rows}, lanes {lanes}"),
-        });
+    let GemvConfig { wg, rows } = config;
+    if !wg.is_power_of_two() || rows == 0 {
+        return Err(Error::Shape { op: "gemv", message: format!("workgroup {wg}, rows {rows}") });
     }
     let pipeline = ctx.pipeline(&QGEMV_SHADER, &gemv_defines(&w.format, precision, config)).await?;
     let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
@@ -231,13 +222,13 @@ pub async fn gemm(
     ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&p)), groups)
 }
 
-/// [`gemv`] for up to [`GEMV_MAX_TOKENS`] tokens, [`gemm`] beyond, at [`Precision::best`].
+/// [`gemv`] at F32 for up to [`GEMV_MAX_TOKENS`] tokens, [`gemm`] at [`Precision::best`]
+/// beyond (see [`Precision`] for why GEMV does not use f16).
 pub async fn qmatmul(ctx: &GpuContext, w: &QWeight, x: &GpuTensor, y: &GpuTensor) -> Result<Dispatch> {
-    let precision = Precision::best(ctx);
     if x.shape.first().is_some_and(|&t| t <= GEMV_MAX_TOKENS) {
-        gemv(ctx, w, x, y, precision).await
+        gemv(ctx, w, x, y, Precision::F32).await
     } else {
-        gemm(ctx, w, x, y, precision).await
+        gemm(ctx, w, x, y, Precision::best(ctx)).await
     }
 }
 
