@@ -2,16 +2,17 @@
 //! timed by wall clock after a warm-up, reported as GB/s of weight bytes read and GFLOP/s.
 //!
 //! cargo run --example qmatmul_bench -- [--formats Q4_K,q4_g32_sym] [--shapes 4096x4096]
-//!     [--wg 64] [--rows 2] [--seconds 0.5]
+//!     [--wg 64] [--rows 2] [--precision f32|f16] [--seconds 0.5]
 //!
-//! Shapes are NxK (output features x reduced dimension). The GPU work dominates the wall time,
+//! Shapes are NxK (output features x reduced dimension). --wg and --rows override the format's
+//! default `GemvConfig` (one left out keeps the default). The GPU work dominates the wall time,
 //! so a debug build measures the same kernels as a release one.
 
 use std::time::Instant;
 
 use anyhow::{anyhow, Context};
 use weft::gpu::{BackendChoice, DType, GpuContext};
-use weft::ops::qmatmul::{self, Precision, WeightFormat};
+use weft::ops::qmatmul::{self, GemvConfig, Precision, WeightFormat};
 
 const DEFAULT_FORMATS: &str =
     "F32,F16,Q4_0,Q4_1,Q8_0,Q4_K,Q5_K,Q6_K,q4_g32_sym,q4_g128_asym,q8_g32_sym,q3_g64_sym,q2_g64_asym";
@@ -29,28 +30,36 @@ fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let formats = arg(&args, "--formats", DEFAULT_FORMATS);
     let shapes = arg(&args, "--shapes", DEFAULT_SHAPES);
-    let wg: u32 = arg(&args, "--wg", "64").parse()?;
-    let rows: u32 = arg(&args, "--rows", "4").parse()?;
+    let opt = |name: &str| -> anyhow::Result<Option<u32>> {
+        Ok(match arg(&args, name, "").as_str() { "" => None, v => Some(v.parse()?) })
+    };
+    let (wg, rows) = (opt("--wg")?, opt("--rows")?);
+    let precision = match arg(&args, "--precision", "f32").as_str() {
+        "f32" => Precision::F32,
+        "f16" => Precision::F16,
+        other => return Err(anyhow!("precision '{other}' is not f32 or f16")),
+    };
     let seconds: f64 = arg(&args, "--seconds", "0.5").parse()?;
     let ctx = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
     let caps = ctx.capabilities();
-    println!("adapter: {} ({}), shader-f16 {}, workgroup {wg}, rows/workgroup {rows}",
-        caps.adapter_name, caps.backend, caps.shader_f16);
-    println!("{:<14} {:>12} {:>10} {:>10} {:>9} {:>9}", "format", "N x K", "MB", "us/call", "GB/s", "GFLOP/s");
+    println!("adapter: {} ({}), shader-f16 {}, {precision:?}", caps.adapter_name, caps.backend, caps.shader_f16);
+    println!("{:<14} {:>12} {:>10} {:>10} {:>9} {:>9}  config", "format", "N x K", "MB", "us/call", "GB/s", "GFLOP/s");
     for shape in shapes.split(',') {
         let (n, k) = shape.split_once('x').ok_or_else(|| anyhow!("shape '{shape}' is not NxK"))?;
         let (n, k): (usize, usize) = (n.parse()?, k.parse()?);
         for name in formats.split(',') {
             let format = WeightFormat::parse(name).ok_or_else(|| anyhow!("unknown format '{name}'"))?;
-            match bench(&ctx, format, n, k, wg, rows, seconds) {
+            let d = GemvConfig::for_format(&format);
+            let config = GemvConfig { wg: wg.unwrap_or(d.wg), rows: rows.unwrap_or(d.rows) };
+            match bench(&ctx, format, n, k, config, precision, seconds) {
                 Ok((bytes, secs)) => println!(
-                    "{:<14} {:>12} {:>10.1} {:>10.1} {:>9.2} {:>9.2}",
+                    "{:<14} {:>12} {:>10.1} {:>10.1} {:>9.2} {:>9.2}  {config:?}",
                     name,
                     format!("{n}x{k}"),
                     bytes as f64 / 1e6,
                     secs * 1e6,
                     bytes as f64 / secs / 1e9,
-                    2.0 * (n * k) as f64 / secs / 1e9
+                    2.0 * (n * k) as f64 / secs / 1e9,
                 ),
                 Err(e) => println!("{name:<14} {:>12} skipped: {e:#}", format!("{n}x{k}")),
             }
@@ -65,15 +74,15 @@ fn bench(
     format: WeightFormat,
     n: usize,
     k: usize,
-    wg: u32,
-    rows: u32,
+    config: GemvConfig,
+    precision: Precision,
     seconds: f64,
 ) -> anyhow::Result<(u64, f64)> {
     let tw = qmatmul::test_weight(format, 1, n, k)?;
     let w = tw.upload(ctx, "bench weight")?;
     let x = ctx.upload_f32("bench x", &[1, k], &weft::selftest::random_f32(2, k))?;
     let y = ctx.zeros("bench y", &[1, n], DType::F32)?;
-    let d = pollster::block_on(qmatmul::gemv_tuned(ctx, &w, &x, &y, Precision::F32, wg, rows))?;
+    let d = pollster::block_on(qmatmul::gemv_tuned(ctx, &w, &x, &y, precision, config))?;
     let time = |reps: usize| -> anyhow::Result<f64> {
         let list: Vec<_> = std::iter::repeat_n(&d, reps).collect();
         let start = Instant::now();

@@ -1,17 +1,59 @@
-// y[t, n] = W[n, k] · x[t, k] for few tokens (decode): ROWS rows per workgroup, its WG threads
-// striding over K eight weights at a time, each x unit loaded once for all ROWS rows, then a
-// shared-memory tree reduction per row. Weights are dequantized on the fly by `w8`
-// (shaders/qweight.wgsl). With F16 the eight-term partial products are f16 dot products; the
-// sums stay f32. The token is workgroup_id.z.
+// y[t, n] = W[n, k] · x[t, k] for few tokens (decode). Two kernels:
+//
+// - BLOCKS (GGML block formats with a `bdot` in shaders/qweight.wgsl): every invocation owns
+//   RPT whole rows and walks their 32-weight blocks, loading the block's activations as eight
+//   vec4 once for all its rows. No shared memory, no barriers: on a CPU-emulated adapter
+//   invocations are SIMD lanes, and a shared-memory tree costs a barrier round per level, so
+//   fat independent invocations win (bench/NOTES.md).
+// - otherwise: ROWS rows per workgroup, its WG threads striding over K eight weights at a time
+//   (weights from `w8`), each x unit loaded once for all ROWS rows, then a shared-memory tree
+//   reduction per row.
+//
+// With F16 the partial products are f16 dot products of four terms; the sums stay f32. The
+// token is workgroup_id.z.
 #ifdef F16
 enable f16;
 #endif
 
-@group(0) @binding(1) var<storage, read> x: array<f32>;       // [t, k]
 @group(0) @binding(2) var<storage, read_write> y: array<f32>; // [t, n]
 @group(0) @binding(${PB}) var<uniform> p: Params;
 
 const WG: u32 = ${WG}u;
+
+#ifdef BLOCKS
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>; // [t, k / 4]; K is 32 · blocks
+
+const RPT: u32 = ${RPT}u;
+
+@compute @workgroup_size(${WG})
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let row0 = ((wid.x + wid.y * p.grid_x) * WG + lid.x) * RPT;
+    let tok = wid.z;
+    let nb = p.k / 32u;
+    let xrow = tok * nb * 8u;
+    var acc: array<f32, RPT>;
+    for (var r = 0u; r < RPT; r++) {
+        acc[r] = 0.0;
+    }
+    // Rows past n repeat row n-1 and are never stored: no lane leaves the loop shape.
+    for (var b = 0u; b < nb; b++) {
+        var xs: array<vec4<f32>, 8>;
+        for (var i = 0u; i < 8u; i++) {
+            xs[i] = x[xrow + b * 8u + i];
+        }
+        for (var r = 0u; r < RPT; r++) {
+            acc[r] += bdot(min(row0 + r, p.n - 1u), b, xs);
+        }
+    }
+    for (var r = 0u; r < RPT; r++) {
+        if (row0 + r < p.n) {
+            y[tok * p.n + row0 + r] = acc[r];
+        }
+    }
+}
+#else
+@group(0) @binding(1) var<storage, read> x: array<f32>;       // [t, k]
+
 const ROWS: u32 = ${ROWS}u;
 
 var<workgroup> partial: array<f32, WG * ROWS>; // [ROWS, WG]
@@ -80,3 +122,4 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         y[tok * p.n + row0 + lid.x] = partial[lid.x * WG];
     }
 }
+#endif

@@ -41,11 +41,33 @@ pub const QGEMV_SHADER: ShaderSource = q_shader!("qgemv", "qgemv.wgsl");
 pub const QGEMM_SHADER: ShaderSource = q_shader!("qgemm", "qgemm.wgsl");
 pub const QEMBED_SHADER: ShaderSource = q_shader!("qembed", "qembed.wgsl");
 
-/// Threads per GEMV workgroup and rows each workgroup reduces. On lavapipe four rows per
-/// workgroup ran 1.5-2x faster than one or two (x is loaded once for all of them, and there are
-/// fewer reductions); 128 or 256 threads were slower than 64.
-const GEMV_WG: u32 = 64;
-const GEMV_ROWS: u32 = 4;
+/// Launch shape of the GEMV kernel. Block formats (see [`WeightFormat::gemv_block`]): `wg`
+/// invocations per workgroup, each owning `rows` whole rows. Other formats: `wg` threads
+/// stride over K for `rows` rows per workgroup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemvConfig {
+    pub wg: u32,
+    pub rows: u32,
+}
+
+/// On lavapipe four rows per workgroup of 64 threads ran 1.5-2x faster than one or two (x is
+/// loaded once for all of them, and there are fewer reductions); 128 or 256 threads were slower.
+const GEMV_STRIDED: GemvConfig = GemvConfig { wg: 64, rows: 4 };
+/// Two rows per invocation share each x load and ran 1.1-1.4x faster than one on lavapipe; 16
+/// or 128 invocations per workgroup were slower than 64 (bench/NOTES.md).
+const GEMV_BLOCKS: GemvConfig = GemvConfig { wg: 64, rows: 2 };
+
+impl GemvConfig {
+    /// The default launch shape for `format`.
+    pub fn for_format(format: &WeightFormat) -> Self {
+        if format.gemv_block().is_some() { GEMV_BLOCKS } else { GEMV_STRIDED }
+    }
+
+    /// Rows one workgroup produces.
+    fn rows_per_group(&self, blocks: bool) -> u32 {
+        if blocks { self.wg * self.rows } else { self.rows }
+    }
+}
 /// Output tile edge of the GEMM kernel (tokens and rows).
 const GEMM_TILE: u32 = 32;
 const EMBED_WG: u32 = 64;
@@ -54,7 +76,10 @@ const EMBED_WG: u32 = 64;
 pub const GEMV_MAX_TOKENS: usize = 1;
 
 /// Arithmetic of the partial products: f32 everywhere, or f16 tiles and dot products (with f32
-/// sums) where the adapter has `shader-f16`.
+/// sums) where the adapter has `shader-f16`. [`qmatmul`] runs GEMV at F32 whatever the adapter:
+/// a GEMV reads each weight once, so f16 products save no memory traffic, and on lavapipe the
+/// f16 variant of the block kernel ran 2.5-3x slower (the conversions cost more than they
+/// save). F16 stays available by asking for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
@@ -69,12 +94,12 @@ impl Precision {
     }
 }
 
-fn gemv_defines(format: &WeightFormat, precision: Precision, wg: u32, rows: u32) -> Defines {
-    let d = format
-        .defines()
-        .set("WG", wg)
-        .set("ROWS", rows)
-        .set("PB", 3 + format.weight_bindings() - 1);
+fn gemv_defines(format: &WeightFormat, precision: Precision, c: GemvConfig) -> Defines {
+    let d = format.defines().set("WG", c.wg).set("PB", 3 + format.weight_bindings() - 1);
+    let d = match format.gemv_block() {
+        Some(path) => d.set("BLOCKS", 1).set(path, 1).set("RPT", c.rows),
+        None => d.set("ROWS", c.rows),
+    };
     if precision == Precision::F16 { d.set("F16", 1) } else { d }
 }
 
@@ -96,7 +121,7 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
     formats.push(WeightFormat::F32);
     for f in &formats {
         for precision in [Precision::F32, Precision::F16] {
-            all.push((QGEMV_SHADER, gemv_defines(f, precision, GEMV_WG, GEMV_ROWS)));
+            all.push((QGEMV_SHADER, gemv_defines(f, precision, GemvConfig::for_format(f))));
             all.push((QGEMM_SHADER, gemm_defines(f, precision)));
         }
         all.push((QEMBED_SHADER, embed_defines(f)));
@@ -143,7 +168,7 @@ fn params(w: &QWeight, t: u32, grid_x: u32) -> [u32; 8] {
     [w.rows as u32, w.cols as u32, t, grid_x, wpr, gpr, 0, 0]
 }
 
-/// y[t, n] = W[n, k] · x[t, k], one workgroup of 64 threads per four rows and token.
+/// y[t, n] = W[n, k] · x[t, k] at the format's default [`GemvConfig`].
 pub async fn gemv(
     ctx: &GpuContext,
     w: &QWeight,
@@ -151,27 +176,28 @@ pub async fn gemv(
     y: &GpuTensor,
     precision: Precision,
 ) -> Result<Dispatch> {
-    gemv_tuned(ctx, w, x, y, precision, GEMV_WG, GEMV_ROWS).await
+    gemv_tuned(ctx, w, x, y, precision, GemvConfig::for_format(&w.format)).await
 }
 
-/// [`gemv`] with an explicit workgroup size (a power of two) and rows per workgroup, for tuning.
+/// [`gemv`] with an explicit launch shape, for tuning: `wg` a power of two, `rows` at least 1.
 pub async fn gemv_tuned(
     ctx: &GpuContext,
     w: &QWeight,
     x: &GpuTensor,
     y: &GpuTensor,
     precision: Precision,
-    wg: u32,
-    rows: u32,
+    config: GemvConfig,
 ) -> Result<Dispatch> {
     let t = check_operands("gemv", w, x, y)?;
     check_precision(ctx, "gemv", precision)?;
+    let GemvConfig { wg, rows } = config;
     if !wg.is_power_of_two() || rows == 0 {
         return Err(Error::Shape { op: "gemv", message: format!("workgroup {wg}, rows {rows}") });
     }
-    let pipeline = ctx.pipeline(&QGEMV_SHADER, &gemv_defines(&w.format, precision, wg, rows)).await?;
+    let pipeline = ctx.pipeline(&QGEMV_SHADER, &gemv_defines(&w.format, precision, config)).await?;
     let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
-    let [gx, gy, _] = grid((w.rows as u32).div_ceil(rows), max);
+    let per_group = config.rows_per_group(w.format.gemv_block().is_some());
+    let [gx, gy, _] = grid((w.rows as u32).div_ceil(per_group), max);
     let mut tensors = vec![&w.data, x, y];
     tensors.extend(w.tensors().into_iter().skip(1));
     let p = params(w, t, gx);
@@ -196,13 +222,13 @@ pub async fn gemm(
     ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&p)), groups)
 }
 
-/// [`gemv`] for up to [`GEMV_MAX_TOKENS`] tokens, [`gemm`] beyond, at [`Precision::best`].
+/// [`gemv`] at F32 for up to [`GEMV_MAX_TOKENS`] tokens, [`gemm`] at [`Precision::best`]
+/// beyond (see [`Precision`] for why GEMV does not use f16).
 pub async fn qmatmul(ctx: &GpuContext, w: &QWeight, x: &GpuTensor, y: &GpuTensor) -> Result<Dispatch> {
-    let precision = Precision::best(ctx);
     if x.shape.first().is_some_and(|&t| t <= GEMV_MAX_TOKENS) {
-        gemv(ctx, w, x, y, precision).await
+        gemv(ctx, w, x, y, Precision::F32).await
     } else {
-        gemm(ctx, w, x, y, precision).await
+        gemm(ctx, w, x, y, Precision::best(ctx)).await
     }
 }
 

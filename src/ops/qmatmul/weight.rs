@@ -91,6 +91,17 @@ impl WeightFormat {
         }
     }
 
+    /// The block-native GEMV path of this format (the `B_*` define of its `bdot` in
+    /// shaders/qweight.wgsl), if it has one.
+    pub fn gemv_block(&self) -> Option<&'static str> {
+        match self {
+            Self::Ggml(GgmlType::Q4_0) => Some("B_Q4_0"),
+            Self::Ggml(GgmlType::Q4_1) => Some("B_Q4_1"),
+            Self::Ggml(GgmlType::Q8_0) => Some("B_Q8_0"),
+            _ => None,
+        }
+    }
+
     /// Storage buffers the weight binds: packed data, then scales and zeros for weft.
     pub(crate) fn weight_bindings(&self) -> usize {
         match self {
