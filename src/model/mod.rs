@@ -26,12 +26,10 @@ pub async fn open<R: RangeReader>(
     weights: WeightOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(Llama, Tokenizer)> {
-    let head = read_header(reader).await?;
-    let total = reader.len();
-    progress(Progress { phase: Phase::Header, step: 0, steps: 0, bytes_loaded: head.bytes_read, bytes_total: total });
-    let (config, tokenizer) = match &head.header {
+    let header = read_header_reporting(reader, progress).await?;
+    let (config, tokenizer) = match &header {
         ModelHeader::Gguf(g) => (
-            LlamaConfig::from_gguf(&g.metadata, load::has_qkv_bias(&head.header))?,
+            LlamaConfig::from_gguf(&g.metadata, load::has_qkv_bias(&header))?,
             Tokenizer::from_gguf(&g.metadata)?,
         ),
         ModelHeader::Safetensors(_) => {
@@ -41,12 +39,33 @@ pub async fn open<R: RangeReader>(
             )))
         }
     };
-    let w = load::load_weights(ctx, reader, &head.header, &config, &weights, progress).await?;
+    let llama = build(ctx, reader, &header, config, engine, weights, progress).await?;
+    Ok((llama, tokenizer))
+}
+
+async fn read_header_reporting<R: RangeReader>(reader: &R, progress: &mut dyn FnMut(Progress)) -> Result<ModelHeader> {
+    let head = read_header(reader).await?;
+    progress(Progress { phase: Phase::Header, step: 0, steps: 0, bytes_loaded: head.bytes_read, bytes_total: reader.len() });
+    Ok(head.header)
+}
+
+/// The weights, group by group, then the compiled pipelines: what every opener shares.
+async fn build<R: RangeReader>(
+    ctx: &GpuContext,
+    reader: &R,
+    header: &ModelHeader,
+    config: LlamaConfig,
+    engine: EngineOptions,
+    weights: WeightOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Llama> {
+    let total = reader.len();
+    let w = load::load_weights(ctx, reader, header, &config, &weights, progress).await?;
     progress(Progress { phase: Phase::Compile, step: 0, steps: 0, bytes_loaded: total, bytes_total: total });
     let engine = EngineOptions { max_seq: engine.max_seq.min(config.context_length).max(1), ..engine };
     let llama = Llama::new(ctx, config, w, engine).await?;
     progress(Progress { phase: Phase::Ready, step: 0, steps: 0, bytes_loaded: total, bytes_total: total });
-    Ok((llama, tokenizer))
+    Ok(llama)
 }
 
 /// The tokenizer alone, from the model file's header (to size a context before loading).
@@ -60,33 +79,28 @@ pub async fn open_tokenizer<R: RangeReader>(reader: &R) -> Result<Tokenizer> {
     }
 }
 
-/// Like [`open_safetensors`] without needing a tokenizer (benchmarks feed token ids).
-pub async fn open_safetensors_untokenized<R: RangeReader>(
+/// The model of a Hugging Face checkpoint without its tokenizer (benchmarks feed token ids):
+/// the weights in one safetensors file read through `reader`, and the text of `config.json`.
+pub async fn open_safetensors_weights<R: RangeReader>(
     ctx: &GpuContext,
     reader: &R,
     config_json: &str,
-    tokenizer_json: Option<&str>,
     engine: EngineOptions,
     weights: WeightOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Llama> {
-    let head = read_header(reader).await?;
+    let mut header = read_header_reporting(reader, progress).await?;
     let config = LlamaConfig::from_hf_json(config_json)?;
-    if let Some(json) = tokenizer_json {
-        Tokenizer::from_hf_json(json, None)?;
-    }
-    let mut header = head.header;
     if let ModelHeader::Safetensors(st) = &mut header {
         tie_output(st, config_json);
     }
-    let w = load::load_weights(ctx, reader, &header, &config, &weights, progress).await?;
-    let engine = EngineOptions { max_seq: engine.max_seq.min(config.context_length).max(1), ..engine };
-    Llama::new(ctx, config, w, engine).await
+    build(ctx, reader, &header, config, engine, weights, progress).await
 }
 
 /// Opens a Hugging Face checkpoint: the weights in one safetensors file read through `reader`,
 /// with the texts of its `config.json` and `tokenizer.json` (and the chat template from
 /// `tokenizer_config.json`, if any).
+#[allow(clippy::too_many_arguments)]
 pub async fn open_safetensors<R: RangeReader>(
     ctx: &GpuContext,
     reader: &R,
@@ -97,26 +111,13 @@ pub async fn open_safetensors<R: RangeReader>(
     weights: WeightOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(Llama, Tokenizer)> {
-    let head = read_header(reader).await?;
-    let total = reader.len();
-    progress(Progress { phase: Phase::Header, step: 0, steps: 0, bytes_loaded: head.bytes_read, bytes_total: total });
-    let config = LlamaConfig::from_hf_json(config_json)?;
     let mut tokenizer = Tokenizer::from_hf_json(tokenizer_json, chat_template)?;
     if let Some(eos) = config_eos(config_json) {
         tokenizer.eos = Some(eos);
     }
-    let mut header = head.header;
-    if let ModelHeader::Safetensors(st) = &mut header {
-        tie_output(st, config_json);
-    }
-    let w = load::load_weights(ctx, reader, &header, &config, &weights, progress).await?;
-    progress(Progress { phase: Phase::Compile, step: 0, steps: 0, bytes_loaded: total, bytes_total: total });
-    let engine = EngineOptions { max_seq: engine.max_seq.min(config.context_length).max(1), ..engine };
-    let llama = Llama::new(ctx, config, w, engine).await?;
-    progress(Progress { phase: Phase::Ready, step: 0, steps: 0, bytes_loaded: total, bytes_total: total });
+    let llama = open_safetensors_weights(ctx, reader, config_json, engine, weights, progress).await?;
     Ok((llama, tokenizer))
 }
-
 /// `eos_token_id` from config.json (a number, or the first of a list).
 fn config_eos(config_json: &str) -> Option<u32> {
     let v: serde_json::Value = serde_json::from_str(config_json).ok()?;

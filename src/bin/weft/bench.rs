@@ -49,16 +49,14 @@ fn median(v: &[f64]) -> f64 {
 }
 
 /// A GGUF file (path or URL), or a Hugging Face folder with config.json and model.safetensors
-/// (tokenizer.json optional: the benchmark feeds random ids).
+/// (no tokenizer needed: the benchmark feeds random ids).
 fn open(ctx: &GpuContext, location: &str, engine: EngineOptions, weights: WeightOptions) -> anyhow::Result<Llama> {
     let dir = Path::new(location);
     if dir.is_dir() {
         let config = std::fs::read_to_string(dir.join("config.json")).context("config.json")?;
         let reader = FileReader::open(dir.join("model.safetensors"))?;
-        let tokenizer = std::fs::read_to_string(dir.join("tokenizer.json")).ok();
-        let llama = pollster::block_on(model::open_safetensors_untokenized(
-            ctx, &reader, &config, tokenizer.as_deref(), engine, weights, &mut |_| {},
-        ))?;
+        let llama =
+            pollster::block_on(model::open_safetensors_weights(ctx, &reader, &config, engine, weights, &mut |_| {}))?;
         return Ok(llama);
     }
     let reader = NativeSource::open(location)?;
