@@ -62,7 +62,7 @@ fn every_checkpoint_matches_transformers() -> anyhow::Result<()> {
         let scale = reference.iter().map(|v| v.abs() as f64).fold(0.0, f64::max);
         let rel = max_err / scale.max(1e-30);
         println!("{name:<18} {max_err:>12.3e} {scale:>12.3e} {rel:>10.2e}");
-        if !(rel <= tolerance) && first_bad.is_none() {
+        if (rel.is_nan() || rel > tolerance) && first_bad.is_none() {
             first_bad = Some(format!("{name}: relative error {rel:.2e} > {tolerance:.0e}"));
         }
     }

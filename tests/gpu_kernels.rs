@@ -201,7 +201,7 @@ fn invalid_gpu_use_is_reported_not_panicked() -> anyhow::Result<()> {
     let wrong = ctx.zeros("not a uniform", &[4], DType::F32)?;
     let d = ctx.dispatch(&pipeline, &[&x, &y, &wrong], None, [1, 1, 1])?;
     ctx.run(&[&d]);
-    let err = ctx.check().err().expect("the misuse is reported");
+    let err = ctx.check().expect_err("the misuse is reported");
     assert!(matches!(err, Error::Gpu(_)), "{err}");
     assert!(ctx.check().is_ok(), "an error is reported once");
     Ok(())

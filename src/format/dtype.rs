@@ -198,7 +198,7 @@ impl GgmlType {
     /// Bytes that `elements` values occupy, or None on overflow or a partial block.
     pub fn bytes_for(self, elements: u64) -> Option<u64> {
         let block = self.block_elements();
-        (elements % block == 0).then_some(())?;
+        elements.is_multiple_of(block).then_some(())?;
         (elements / block).checked_mul(self.block_bytes())
     }
 

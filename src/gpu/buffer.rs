@@ -169,7 +169,7 @@ impl GpuContext {
     /// Queues new contents for `tensor` from element `offset` on.
     pub fn write_tensor(&self, tensor: &GpuTensor, offset: usize, bytes: &[u8]) -> Result<()> {
         let start = offset as u64 * tensor.dtype.size() as u64;
-        if start + bytes.len() as u64 > tensor.bytes() || bytes.len() % 4 != 0 {
+        if start + bytes.len() as u64 > tensor.bytes() || !bytes.len().is_multiple_of(4) {
             return Err(Error::Shape {
                 op: "write_tensor",
                 message: format!("{} bytes at element {offset} into {}", bytes.len(), tensor.label_shape()),

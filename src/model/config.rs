@@ -139,12 +139,12 @@ impl LlamaConfig {
             && self.n_layers > 0
             && self.n_heads > 0
             && self.n_kv_heads > 0
-            && self.n_heads % self.n_kv_heads == 0
+            && self.n_heads.is_multiple_of(self.n_kv_heads)
             && self.head_dim > 0
-            && self.head_dim % 2 == 0
+            && self.head_dim.is_multiple_of(2)
             && self.head_dim <= crate::ops::attention::MAX_HEAD_DIM
             && self.rope_dims <= self.head_dim
-            && self.rope_dims % 2 == 0
+            && self.rope_dims.is_multiple_of(2)
             && self.ffn_dim > 0
             && self.rms_eps.is_finite()
             && self.rope_base > 0.0;

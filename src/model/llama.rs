@@ -329,7 +329,7 @@ impl Llama {
             d.push(rms_norm(ctx, &x, &w.out_norm, &h, c.rms_eps).await?);
             self.capture_into(ctx, &mut d, capture.as_deref_mut(), "final_norm".into(), &h).await?;
             d.push(matmul(ctx, head, &h, &logits, p).await?);
-            self.capture_into(ctx, &mut d, capture.as_deref_mut(), "logits".into(), &logits).await?;
+            self.capture_into(ctx, &mut d, capture, "logits".into(), &logits).await?;
         } else {
             let logits = b.logits.view(&[1, c.vocab])?;
             d.push(copy_row(ctx, &x, t - 1, &b.last).await?);

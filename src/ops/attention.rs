@@ -47,7 +47,7 @@ pub async fn attention(
         && k_cache.shape == cache
         && v_cache.shape == cache
         && s.n_kv_heads > 0
-        && s.n_heads % s.n_kv_heads == 0
+        && s.n_heads.is_multiple_of(s.n_kv_heads)
         && s.head_dim <= MAX_HEAD_DIM
         && [q, k_cache, v_cache, out].iter().all(|t| t.dtype == DType::F32);
     if !ok {

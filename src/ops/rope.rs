@@ -92,8 +92,8 @@ pub async fn rope_store(
         && k_cache.shape == cache
         && v_cache.shape == cache
         && table.shape == [s.max_seq, s.rot_dims / 2, 2]
-        && s.head_dim % 2 == 0
-        && s.rot_dims % 2 == 0
+        && s.head_dim.is_multiple_of(2)
+        && s.rot_dims.is_multiple_of(2)
         && s.rot_dims <= s.head_dim
         && [q, k, v, k_cache, v_cache, table].iter().all(|t| t.dtype == DType::F32);
     if !ok {

@@ -74,7 +74,7 @@ pub async fn sample(
         && tokens.shape.len() == 1
         && tokens.dtype == DType::U32
         && chosen.dtype == DType::U32
-        && chosen.len() >= 1;
+        && !chosen.is_empty();
     if !ok {
         return Err(Error::Shape {
             op: "sample",

@@ -51,7 +51,7 @@ pub struct TokenizerSpec {
 }
 
 enum Kind {
-    ByteBpe { pre: PreTokenizer, merges: bpe::Merges, byte_ids: [Option<u32>; 256] },
+    ByteBpe { pre: PreTokenizer, merges: bpe::Merges, byte_ids: Box<[Option<u32>; 256]> },
     SentencePiece { scores: Vec<f32>, byte_tokens: Box<[Option<u32>; 256]>, add_space_prefix: bool },
 }
 
@@ -111,7 +111,7 @@ impl Tokenizer {
                 let table = bpe::byte_to_char();
                 // Vocabularies may leave out bytes that never occurred in training (SmolLM2
                 // has no token for most control characters); those encode as the unknown token.
-                let mut byte_ids = [None; 256];
+                let mut byte_ids = Box::new([None; 256]);
                 for (b, c) in table.iter().enumerate() {
                     byte_ids[b] = ids.get(&c.to_string()).copied();
                 }

@@ -239,7 +239,7 @@ fn check_shape(name: &str, format: WeightFormat, rows: usize, cols: usize) -> Re
     if rows == 0 || cols == 0 {
         return Err(fail(format!("empty shape [{rows}, {cols}]")));
     }
-    if cols % format.k_multiple() != 0 {
+    if !cols.is_multiple_of(format.k_multiple()) {
         return Err(fail(format!(
             "{} needs K a multiple of {}, got {cols}",
             format.name(),
