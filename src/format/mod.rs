@@ -8,6 +8,7 @@
 pub mod dtype;
 mod error;
 pub mod gguf;
+pub mod writer;
 pub mod safetensors;
 
 use std::ops::Range;

@@ -7,7 +7,7 @@ use crate::format::gguf::GgufMetadata;
 use crate::ops::rope::{RopeScaling, RopeStyle};
 
 /// Decoder-only transformer families weft runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Arch {
     /// Llama, SmolLM, TinyLlama, Mistral (no attention biases unless configured).
@@ -16,7 +16,7 @@ pub enum Arch {
     Qwen2,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LlamaConfig {
     pub arch: Arch,
     pub vocab: usize,

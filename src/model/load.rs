@@ -11,7 +11,7 @@ use crate::gpu::{GpuContext, GpuTensor};
 use crate::loader::RangeReader;
 use crate::ops::qmatmul::QWeight;
 use crate::quant::decode_to_f32;
-use crate::quant::weft::{quantize, WeftQuant};
+use crate::quant::weft::{quantize, QuantMatrix, WeftQuant};
 
 use super::config::LlamaConfig;
 use super::llama::{LayerWeights, Weights};
@@ -49,42 +49,112 @@ pub struct WeightOptions {
 /// The bytes of one group: a single covering read, or one read per tensor.
 enum Reads {
     Span(u64, Vec<u8>),
-    Each(Vec<(u64, Vec<u8>)>),
+    Each(HashMap<String, Vec<u8>>),
+}
+
+impl Reads {
+    fn bytes_of(&self, t: &TensorInfo) -> Result<&[u8]> {
+        match self {
+            Reads::Span(base, bytes) => slice(bytes, *base, t),
+            Reads::Each(each) => {
+                each.get(&t.name).map(Vec::as_slice).ok_or_else(|| Error::Model(format!("{}: not read", t.name)))
+            }
+        }
+    }
+}
+
+/// A matrix in one of weft's formats inside a safetensors file (docs/FORMAT.md): the packed
+/// levels are the part's tensor; scales and zero points come along.
+#[derive(Clone)]
+struct WeftEntry {
+    quant: WeftQuant,
+    shape: [usize; 2],
+    scale: TensorInfo,
+    zero: Option<TensorInfo>,
+}
+
+#[derive(serde::Deserialize)]
+struct WeftMeta {
+    format: String,
+    shape: [usize; 2],
+}
+
+/// The `weft.q.*` entries of a weft safetensors file, by the name of their packed tensor.
+fn weft_entries(header: &ModelHeader) -> Result<HashMap<String, WeftEntry>> {
+    let mut out = HashMap::new();
+    let ModelHeader::Safetensors(st) = header else { return Ok(out) };
+    let find = |name: String| header.tensors().iter().find(|t| t.name == name).cloned();
+    for (key, value) in &st.metadata {
+        let Some(base) = key.strip_prefix("weft.q.") else { continue };
+        let meta: WeftMeta = serde_json::from_str(value)
+            .map_err(|e| Error::Model(format!("{key}: {e}")))?;
+        let quant = WeftQuant::parse(&meta.format)?;
+        let scale = find(format!("{base}.weft_scale"))
+            .ok_or_else(|| Error::Model(format!("{base}: no {base}.weft_scale tensor")))?;
+        let zero = find(format!("{base}.weft_zero"));
+        if (quant.scheme == crate::quant::weft::Scheme::Asym) != zero.is_some() {
+            return Err(Error::Model(format!("{base}: zero points do not match the {} scheme", meta.format)));
+        }
+        out.insert(format!("{base}.weft_q"), WeftEntry { quant, shape: meta.shape, scale, zero });
+    }
+    Ok(out)
 }
 
 /// Tensors that a layer group reads together.
 struct Group {
     parts: Vec<(Part, TensorInfo)>,
+    /// Tensors read with the parts but not parts themselves (weft scales and zero points).
+    extra: Vec<TensorInfo>,
 }
 
 impl Group {
+    fn new() -> Self {
+        Self { parts: Vec::new(), extra: Vec::new() }
+    }
+
+    fn infos(&self) -> impl Iterator<Item = &TensorInfo> {
+        self.parts.iter().map(|(_, t)| t).chain(&self.extra)
+    }
+
     fn bytes(&self) -> u64 {
-        self.parts.iter().map(|(_, t)| t.byte_len()).sum()
+        self.infos().map(TensorInfo::byte_len).sum()
     }
 
     /// One read covering every tensor, unless gaps would waste more than a quarter.
     fn span(&self) -> Option<std::ops::Range<u64>> {
-        let start = self.parts.iter().map(|(_, t)| t.range.start).min()?;
-        let end = self.parts.iter().map(|(_, t)| t.range.end).max()?;
+        let start = self.infos().map(|t| t.range.start).min()?;
+        let end = self.infos().map(|t| t.range.end).max()?;
         (end - start <= self.bytes() + self.bytes() / 4).then_some(start..end)
     }
 }
 
 /// The model's tensors grouped as they are loaded: the embedding, each layer, then the norm
 /// and output head.
-fn groups(header: &ModelHeader, n_layers: usize) -> Result<Vec<Group>> {
-    let mut first = Group { parts: Vec::new() };
-    let mut layers: Vec<Group> = (0..n_layers).map(|_| Group { parts: Vec::new() }).collect();
-    let mut last = Group { parts: Vec::new() };
+fn groups(header: &ModelHeader, n_layers: usize, weft: &HashMap<String, WeftEntry>) -> Result<Vec<Group>> {
+    let mut first = Group::new();
+    let mut layers: Vec<Group> = (0..n_layers).map(|_| Group::new()).collect();
+    let mut last = Group::new();
     for t in header.tensors() {
-        match part_of(&t.name) {
-            Some(p @ Part::Embedding) => first.parts.push((p, t.clone())),
-            Some(p @ (Part::OutputNorm | Part::Output)) => last.parts.push((p, t.clone())),
-            Some(p @ Part::Layer(i, _)) => match layers.get_mut(i) {
-                Some(g) => g.parts.push((p, t.clone())),
+        let entry = weft.get(&t.name);
+        let name = match entry {
+            Some(_) => t.name.trim_end_matches(".weft_q"),
+            None => &t.name,
+        };
+        let group = match part_of(name) {
+            Some(Part::Embedding) => &mut first,
+            Some(Part::OutputNorm | Part::Output) => &mut last,
+            Some(Part::Layer(i, _)) => match layers.get_mut(i) {
+                Some(g) => g,
                 None => return Err(Error::Model(format!("{} names layer {i} of {n_layers}", t.name))),
             },
-            None => {}
+            None => continue,
+        };
+        if let Some(p) = part_of(name) {
+            group.parts.push((p, t.clone()));
+        }
+        if let Some(e) = entry {
+            group.extra.push(e.scale.clone());
+            group.extra.extend(e.zero.clone());
         }
     }
     let mut all = vec![first];
@@ -111,6 +181,30 @@ fn vector(ctx: &GpuContext, t: &TensorInfo, bytes: &[u8], len: usize) -> Result<
     }
     let values = decode_to_f32(t.storage, bytes, len)?;
     ctx.upload_f32(&t.name, &[len], &values)
+}
+
+/// A weft matrix from its packed levels, scales and zero points.
+fn weft_matrix(ctx: &GpuContext, t: &TensorInfo, e: &WeftEntry, reads: &Reads, rows: usize, cols: usize) -> Result<QWeight> {
+    if e.shape != [rows, cols] {
+        return Err(Error::Model(format!("{} has shape {:?}, expected [{rows}, {cols}]", t.name, e.shape)));
+    }
+    let halves = |info: &TensorInfo| -> Result<Vec<u16>> { Ok(bytemuck::pod_collect_to_vec(reads.bytes_of(info)?)) };
+    let m = QuantMatrix {
+        quant: e.quant,
+        rows,
+        cols,
+        words: bytemuck::pod_collect_to_vec(reads.bytes_of(t)?),
+        scales: halves(&e.scale)?,
+        zeros: match &e.zero {
+            Some(z) => halves(z)?,
+            None => Vec::new(),
+        },
+    };
+    let groups = rows * e.quant.groups_per_row(cols);
+    if m.words.len() != rows * e.quant.words_per_row(cols) || m.scales.len() != groups || (e.zero.is_some() && m.zeros.len() != groups) {
+        return Err(Error::Model(format!("{}: packed sizes do not match {} [{rows}, {cols}]", t.name, e.quant.name())));
+    }
+    QWeight::from_weft(ctx, t.name.trim_end_matches(".weft_q"), &m)
 }
 
 fn matrix(
@@ -156,7 +250,8 @@ pub async fn load_weights<R: RangeReader>(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Weights> {
     let c = config;
-    let groups = groups(header, c.n_layers)?;
+    let weft = weft_entries(header)?;
+    let groups = groups(header, c.n_layers, &weft)?;
     let total: u64 = groups.iter().map(Group::bytes).sum();
     let steps = groups.len();
     let mut loaded = 0u64;
@@ -170,30 +265,27 @@ pub async fn load_weights<R: RangeReader>(
         let reads = match group.span() {
             Some(span) => Reads::Span(span.start, reader.read_range(span).await?),
             None => {
-                let mut each = Vec::with_capacity(group.parts.len());
-                for (_, t) in &group.parts {
-                    each.push((t.range.start, reader.read_range(t.range.clone()).await?));
+                let mut each = HashMap::new();
+                for t in group.infos() {
+                    each.insert(t.name.clone(), reader.read_range(t.range.clone()).await?);
                 }
                 Reads::Each(each)
             }
         };
-        let bytes_of = |i: usize, t: &TensorInfo| -> Result<&[u8]> {
-            match &reads {
-                Reads::Span(base, bytes) => slice(bytes, *base, t),
-                Reads::Each(each) => match each.get(i) {
-                    Some((base, bytes)) => slice(bytes, *base, t),
-                    None => Err(Error::Model(format!("{}: not read", t.name))),
-                },
+        let mat = |t: &TensorInfo, rows: usize, cols: usize| -> Result<QWeight> {
+            match weft.get(&t.name) {
+                Some(e) => weft_matrix(ctx, t, e, &reads, rows, cols),
+                None => matrix(ctx, t, reads.bytes_of(t)?, rows, cols, opts),
             }
         };
-        let mut parts: HashMap<LayerPart, (usize, &TensorInfo)> = HashMap::new();
-        for (i, (part, t)) in group.parts.iter().enumerate() {
+        let mut parts: HashMap<LayerPart, &TensorInfo> = HashMap::new();
+        for (part, t) in &group.parts {
             match part {
-                Part::Embedding => embedding = Some(matrix(ctx, t, bytes_of(i, t)?, c.vocab, c.dim, opts)?),
-                Part::OutputNorm => out_norm = Some(vector(ctx, t, bytes_of(i, t)?, c.dim)?),
-                Part::Output => output = Some(matrix(ctx, t, bytes_of(i, t)?, c.vocab, c.dim, opts)?),
+                Part::Embedding => embedding = Some(mat(t, c.vocab, c.dim)?),
+                Part::OutputNorm => out_norm = Some(vector(ctx, t, reads.bytes_of(t)?, c.dim)?),
+                Part::Output => output = Some(mat(t, c.vocab, c.dim)?),
                 Part::Layer(_, lp) => {
-                    parts.insert(*lp, (i, t));
+                    parts.insert(*lp, t);
                 }
             }
         }
@@ -202,30 +294,27 @@ pub async fn load_weights<R: RangeReader>(
             let get = |lp: LayerPart| {
                 parts.get(&lp).copied().ok_or_else(|| Error::Model(format!("layer {layer} has no {lp:?} weight")))
             };
-            let mat = |lp: LayerPart, rows: usize, cols: usize| -> Result<QWeight> {
-                let (i, t) = get(lp)?;
-                matrix(ctx, t, bytes_of(i, t)?, rows, cols, opts)
-            };
+            let layer_mat = |lp: LayerPart, rows: usize, cols: usize| -> Result<QWeight> { mat(get(lp)?, rows, cols) };
             let vec = |lp: LayerPart, len: usize| -> Result<GpuTensor> {
-                let (i, t) = get(lp)?;
-                vector(ctx, t, bytes_of(i, t)?, len)
+                let t = get(lp)?;
+                vector(ctx, t, reads.bytes_of(t)?, len)
             };
             let bias = |lp: LayerPart, len: usize| -> Result<Option<GpuTensor>> {
                 if c.attn_bias { vec(lp, len).map(Some) } else { Ok(None) }
             };
             layers.push(LayerWeights {
                 attn_norm: vec(LayerPart::AttnNorm, c.dim)?,
-                wq: mat(LayerPart::Q, c.q_dim(), c.dim)?,
-                wk: mat(LayerPart::K, c.kv_dim(), c.dim)?,
-                wv: mat(LayerPart::V, c.kv_dim(), c.dim)?,
+                wq: layer_mat(LayerPart::Q, c.q_dim(), c.dim)?,
+                wk: layer_mat(LayerPart::K, c.kv_dim(), c.dim)?,
+                wv: layer_mat(LayerPart::V, c.kv_dim(), c.dim)?,
                 bq: bias(LayerPart::QBias, c.q_dim())?,
                 bk: bias(LayerPart::KBias, c.kv_dim())?,
                 bv: bias(LayerPart::VBias, c.kv_dim())?,
-                wo: mat(LayerPart::AttnOut, c.dim, c.q_dim())?,
+                wo: layer_mat(LayerPart::AttnOut, c.dim, c.q_dim())?,
                 ffn_norm: vec(LayerPart::FfnNorm, c.dim)?,
-                gate: mat(LayerPart::Gate, c.ffn_dim, c.dim)?,
-                up: mat(LayerPart::Up, c.ffn_dim, c.dim)?,
-                down: mat(LayerPart::Down, c.dim, c.ffn_dim)?,
+                gate: layer_mat(LayerPart::Gate, c.ffn_dim, c.dim)?,
+                up: layer_mat(LayerPart::Up, c.ffn_dim, c.dim)?,
+                down: layer_mat(LayerPart::Down, c.dim, c.ffn_dim)?,
             });
         }
         loaded += group.bytes();

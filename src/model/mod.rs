@@ -32,12 +32,15 @@ pub async fn open<R: RangeReader>(
             LlamaConfig::from_gguf(&g.metadata, load::has_qkv_bias(&header))?,
             Tokenizer::from_gguf(&g.metadata)?,
         ),
-        ModelHeader::Safetensors(_) => {
-            return Err(Error::Model(format!(
-                "{}: a safetensors file needs its config.json and tokenizer.json (open the model folder)",
-                reader.name()
-            )))
-        }
+        ModelHeader::Safetensors(st) => match weft_file_parts(&st.metadata)? {
+            Some(parts) => parts,
+            None => {
+                return Err(Error::Model(format!(
+                    "{}: a safetensors file needs its config.json and tokenizer.json (open the model folder)",
+                    reader.name()
+                )))
+            }
+        },
     };
     let llama = build(ctx, reader, &header, config, engine, weights, progress).await?;
     Ok((llama, tokenizer))
@@ -68,14 +71,37 @@ async fn build<R: RangeReader>(
     Ok(llama)
 }
 
+/// Metadata keys of a self-contained weft safetensors file (docs/FORMAT.md).
+pub const WEFT_VERSION_KEY: &str = "weft.version";
+pub const WEFT_CONFIG_KEY: &str = "weft.config";
+pub const WEFT_TOKENIZER_KEY: &str = "weft.tokenizer";
+
+/// Config and tokenizer carried by a weft safetensors file; None for other safetensors files.
+fn weft_file_parts(
+    metadata: &std::collections::BTreeMap<String, String>,
+) -> Result<Option<(LlamaConfig, Tokenizer)>> {
+    if !metadata.contains_key(WEFT_VERSION_KEY) {
+        return Ok(None);
+    }
+    let get = |key: &str| metadata.get(key).ok_or_else(|| Error::Model(format!("weft file without {key}")));
+    let config: LlamaConfig =
+        serde_json::from_str(get(WEFT_CONFIG_KEY)?).map_err(|e| Error::Model(format!("{WEFT_CONFIG_KEY}: {e}")))?;
+    let spec: crate::tokenizer::TokenizerSpec =
+        serde_json::from_str(get(WEFT_TOKENIZER_KEY)?).map_err(|e| Error::Model(format!("{WEFT_TOKENIZER_KEY}: {e}")))?;
+    Ok(Some((config, Tokenizer::new(spec)?)))
+}
+
 /// The tokenizer alone, from the model file's header (to size a context before loading).
 pub async fn open_tokenizer<R: RangeReader>(reader: &R) -> Result<Tokenizer> {
     match read_header(reader).await?.header {
         ModelHeader::Gguf(g) => Tokenizer::from_gguf(&g.metadata),
-        ModelHeader::Safetensors(_) => Err(Error::Model(format!(
-            "{}: a safetensors file carries no tokenizer; use the model folder's tokenizer.json",
-            reader.name()
-        ))),
+        ModelHeader::Safetensors(st) => match weft_file_parts(&st.metadata)? {
+            Some((_, tokenizer)) => Ok(tokenizer),
+            None => Err(Error::Model(format!(
+                "{}: a safetensors file carries no tokenizer; use the model folder's tokenizer.json",
+                reader.name()
+            ))),
+        },
     }
 }
 

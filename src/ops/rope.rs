@@ -13,7 +13,7 @@ pub const ROPE_SHADER: ShaderSource =
 pub const ROPE_TOLERANCE: Tolerance = Tolerance { abs: 1e-6, rel: 1e-6 };
 
 /// Which dimensions rotate together.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum RopeStyle {
     /// (2i, 2i+1): GGUF llama-family tensors, whose Q/K rows were permuted for it.
     Norm,
@@ -22,7 +22,7 @@ pub enum RopeStyle {
 }
 
 /// Frequency scaling from a model config.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum RopeScaling {
     None,
     /// Positions divided by `factor` (`rope_scaling: {type: linear}`).

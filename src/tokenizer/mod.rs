@@ -29,7 +29,7 @@ pub mod token_type {
 }
 
 /// Everything a model file says about its tokenizer.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct TokenizerSpec {
     /// `gpt2` (byte-level BPE) or `llama` (SentencePiece BPE).
     pub model: String,
@@ -56,6 +56,8 @@ enum Kind {
 }
 
 pub struct Tokenizer {
+    /// What it was built from, kept so that a converted model file can carry it.
+    spec: TokenizerSpec,
     kind: Kind,
     tokens: Vec<String>,
     ids: HashMap<String, u32>,
@@ -76,7 +78,12 @@ fn bad(message: impl Into<String>) -> Error {
 }
 
 impl Tokenizer {
+    pub fn spec(&self) -> &TokenizerSpec {
+        &self.spec
+    }
+
     pub fn new(spec: TokenizerSpec) -> Result<Self> {
+        let kept = spec.clone();
         let n = spec.tokens.len();
         if n == 0 || n > u32::MAX as usize {
             return Err(bad(format!("vocabulary of {n} tokens")));
@@ -161,6 +168,7 @@ impl Tokenizer {
             other => return Err(bad(format!("tokenizer model '{other}' is not supported"))),
         };
         Ok(Self {
+            spec: kept,
             kind,
             tokens: spec.tokens,
             ids,
