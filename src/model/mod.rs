@@ -2,6 +2,7 @@
 //! pass. Model code builds on `ops` and never touches wgpu directly.
 
 pub mod config;
+pub mod convert;
 pub mod eval;
 pub mod llama;
 pub mod load;

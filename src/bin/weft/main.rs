@@ -15,6 +15,8 @@ mod npy;
 #[cfg(not(target_arch = "wasm32"))]
 mod perplexity;
 #[cfg(not(target_arch = "wasm32"))]
+mod quantize;
+#[cfg(not(target_arch = "wasm32"))]
 mod selftest;
 #[cfg(not(target_arch = "wasm32"))]
 mod tensor_table;
@@ -88,6 +90,21 @@ mod cli {
             #[arg(long, default_value_t = 2048)]
             max_seq: usize,
         },
+        /// Quantize a GGUF file or Hugging Face folder into a self-contained weft safetensors file.
+        Quantize {
+            input: String,
+            output: String,
+            #[arg(long, default_value_t = 4)]
+            bits: u32,
+            #[arg(long, default_value_t = 32)]
+            group: u32,
+            /// sym (scale only) or asym (scale and zero point).
+            #[arg(long, default_value = "asym")]
+            scheme: String,
+            /// PATTERN=BITS for tensors whose name contains PATTERN (BITS 2, 3, 4, 8; 16 or 32 keep floats).
+            #[arg(long)]
+            keep: Vec<String>,
+        },
         /// Prefill and decode speed on random token ids.
         Bench {
             /// A GGUF file (path or URL) or a folder with config.json and model.safetensors.
@@ -148,6 +165,9 @@ mod cli {
             Command::Inspect { file, json, export } => crate::inspect::run(&file, json, &export),
             Command::Perplexity { model, text, ctx } => crate::perplexity::run(&model, &text, ctx),
             Command::DumpActivations { model, ids, out } => crate::dump::run(&model, &ids, &out),
+            Command::Quantize { input, output, bits, group, scheme, keep } => {
+                crate::quantize::run(crate::quantize::Args { input, output, bits, group, scheme, keep })
+            }
             Command::Bench { model, prompt_len, gen, reps, quantize, json } => {
                 crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, json })
             }
