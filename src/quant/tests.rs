@@ -137,13 +137,13 @@ fn q5_and_q8_blocks() {
     let got = ggml(GgmlType::Q5_1, &b);
     assert_eq!(got[0], 32.5);
     assert!(got[1..].iter().all(|&v| v == 0.5));
-    let qs: Vec<u8> = (0..32).map(|j| (j as i8 - 16) as u8).chain([]).collect();
+    let qs: Vec<u8> = (0..32).map(|j| (j as i8 - 16) as u8).collect();
     let mut b = block(34, 0, &[(0, &[0x00, 0x30]), (2, &qs)]);
     b[2] = 0x80;
     let got = ggml(GgmlType::Q8_0, &b);
     assert_eq!(got[0], -16.0);
-    for j in 1..32 {
-        assert_eq!(got[j], (j as f32 - 16.0) * 0.125);
+    for (j, &v) in got.iter().enumerate().skip(1) {
+        assert_eq!(v, (j as f32 - 16.0) * 0.125);
     }
 }
 
