@@ -1,5 +1,65 @@
-// Y[t, n] = X[t, k] · W[n, k]^T for many tokens (prefill). A workgroup owns a 32-token x 32-row
-// output tile; per 32-wide step of K, half its threads dequantize the 32 x 32 W tile once
+// Y[t, n] = X[t, k] · W[n, k]^T for many tokens (prefill). Two kernels:
+//
+// - BLOCKS (GGML block formats with a `bweights` in shaders/qweight.wgsl, F32 only): every
+//   invocation owns RPT whole rows x TPT tokens and walks the 32-weight blocks of K once,
+//   decoding each weight block once into registers and using it for all TPT tokens, whose
+//   activations it loads as vec4 once per block for all RPT rows. No shared memory, no
+//   barriers: on a CPU-emulated adapter invocations are SIMD lanes and barriers cost a
+//   switch between lane groups, as for the GEMV (bench/NOTES.md).
+// - otherwise: 32 x 32 shared-memory tiles, below.
+#ifdef BLOCKS
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>; // [t, k / 4]; K is 32 · blocks
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;  // [t, n]
+@group(0) @binding(${PB}) var<uniform> p: Params;
+
+const WG: u32 = ${WG}u;
+const RPT: u32 = ${RPT}u;
+const TPT: u32 = ${TPT}u;
+
+@compute @workgroup_size(${WG})
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    // Token chunks vary fastest between workgroups, so the workgroups that read the same rows
+    // of W run close together and find them in cache.
+    let g = wid.x + wid.y * p.grid_x;
+    let t0 = (g % p.chunks) * TPT;
+    let row0 = ((g / p.chunks) * WG + lid.x) * RPT;
+    let nb = p.k / 32u;
+    let kv = p.k / 4u;
+    var acc: array<f32, RPT * TPT>; // [row, token]
+    for (var i = 0u; i < RPT * TPT; i++) {
+        acc[i] = 0.0;
+    }
+    // Rows past n repeat row n-1 and tokens past t repeat token t-1; neither is stored, and no
+    // lane leaves the loop shape.
+    for (var b = 0u; b < nb; b++) {
+        var xs: array<array<vec4<f32>, 8>, TPT>;
+        for (var j = 0u; j < TPT; j++) {
+            let at = min(t0 + j, p.t - 1u) * kv + b * 8u;
+            for (var i = 0u; i < 8u; i++) {
+                xs[j][i] = x[at + i];
+            }
+        }
+        for (var r = 0u; r < RPT; r++) {
+            let w = bweights(min(row0 + r, p.n - 1u), b);
+            for (var j = 0u; j < TPT; j++) {
+                var s = 0.0;
+                for (var i = 0u; i < 8u; i++) {
+                    s += dot(w[i], xs[j][i]);
+                }
+                acc[r * TPT + j] += s;
+            }
+        }
+    }
+    for (var r = 0u; r < RPT; r++) {
+        for (var j = 0u; j < TPT; j++) {
+            if (row0 + r < p.n && t0 + j < p.t) {
+                y[(t0 + j) * p.n + row0 + r] = acc[r * TPT + j];
+            }
+        }
+    }
+}
+#else
+// Tiled kernel: a workgroup owns a 32-token x 32-row output tile; per 32-wide step of K, half its threads dequantize the 32 x 32 W tile once
 // (`w8`, shaders/qweight.wgsl) and the other half stage the X tile, so each weight is decoded
 // once per 32 tokens. Each of the 16 x 16 threads then computes 2 x 2 outputs. With F16 the
 // tiles are f16 and the four-term dot products f16; the running sums stay f32.
@@ -80,3 +140,4 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
         }
     }
 }
+#endif
