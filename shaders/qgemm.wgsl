@@ -1,11 +1,11 @@
 // Y[t, n] = X[t, k] · W[n, k]^T for many tokens (prefill). Two kernels:
 //
-// - BLOCKS (GGML block formats with a `bweights` in shaders/qweight.wgsl, F32 only): every
-//   invocation owns RPT whole rows x TPT tokens and walks the 32-weight blocks of K once,
-//   decoding each weight block once into registers and using it for all TPT tokens, whose
-//   activations it loads as vec4 once per block for all RPT rows. No shared memory, no
-//   barriers: on a CPU-emulated adapter invocations are SIMD lanes and barriers cost a
-//   switch between lane groups, as for the GEMV (bench/NOTES.md).
+// - BLOCKS (GGML block formats with a `bdot` in shaders/qweight.wgsl, F32 only): every
+//   invocation owns RPT whole rows of one token and walks their 32-weight blocks like the GEMV,
+//   its x block loaded once for all RPT rows; TPT adjacent invocations take adjacent tokens of
+//   the same rows, so each SIMD group of llvmpipe reads one set of weight words. No shared
+//   memory, no barriers: on a CPU-emulated adapter invocations are SIMD lanes and barriers
+//   cost a switch between lane groups (bench/NOTES.md).
 // - otherwise: 32 x 32 shared-memory tiles, below.
 #ifdef BLOCKS
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>; // [t, k / 4]; K is 32 · blocks
@@ -18,43 +18,33 @@ const TPT: u32 = ${TPT}u;
 
 @compute @workgroup_size(${WG})
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    // Lanes next to each other take next tokens of the same rows, so a SIMD group reads the same
+    // weight words (one cache line, no spread gather) and each lane's x block serves RPT rows.
     // Token chunks vary fastest between workgroups, so the workgroups that read the same rows
     // of W run close together and find them in cache.
     let g = wid.x + wid.y * p.grid_x;
-    let t0 = (g % p.chunks) * TPT;
-    let row0 = ((g / p.chunks) * WG + lid.x) * RPT;
+    let tok = (g % p.chunks) * TPT + lid.x % TPT;
+    let row0 = ((g / p.chunks) * (WG / TPT) + lid.x / TPT) * RPT;
+    let at = min(tok, p.t - 1u) * (p.k / 4u);
     let nb = p.k / 32u;
-    let kv = p.k / 4u;
-    var acc: array<f32, RPT * TPT>; // [row, token]
-    for (var i = 0u; i < RPT * TPT; i++) {
-        acc[i] = 0.0;
+    var acc: array<f32, RPT>;
+    for (var r = 0u; r < RPT; r++) {
+        acc[r] = 0.0;
     }
     // Rows past n repeat row n-1 and tokens past t repeat token t-1; neither is stored, and no
     // lane leaves the loop shape.
     for (var b = 0u; b < nb; b++) {
-        var xs: array<array<vec4<f32>, 8>, TPT>;
-        for (var j = 0u; j < TPT; j++) {
-            let at = min(t0 + j, p.t - 1u) * kv + b * 8u;
-            for (var i = 0u; i < 8u; i++) {
-                xs[j][i] = x[at + i];
-            }
+        var xs: array<vec4<f32>, 8>;
+        for (var i = 0u; i < 8u; i++) {
+            xs[i] = x[at + b * 8u + i];
         }
         for (var r = 0u; r < RPT; r++) {
-            let w = bweights(min(row0 + r, p.n - 1u), b);
-            for (var j = 0u; j < TPT; j++) {
-                var s = 0.0;
-                for (var i = 0u; i < 8u; i++) {
-                    s += dot(w[i], xs[j][i]);
-                }
-                acc[r * TPT + j] += s;
-            }
+            acc[r] += bdot(min(row0 + r, p.n - 1u), b, xs);
         }
     }
     for (var r = 0u; r < RPT; r++) {
-        for (var j = 0u; j < TPT; j++) {
-            if (row0 + r < p.n && t0 + j < p.t) {
-                y[(t0 + j) * p.n + row0 + r] = acc[r * TPT + j];
-            }
+        if (row0 + r < p.n && tok < p.t) {
+            y[tok * p.n + row0 + r] = acc[r];
         }
     }
 }

@@ -191,7 +191,7 @@ fn w8(row: u32, u: u32) -> W8 {
 }
 #endif
 
-// Block-native access for the GEMV kernel (BLOCKS): `bdot(row, b, xs)` is the dot product of the
+// Block-native access for the GEMV and GEMM kernels (BLOCKS): `bdot(row, b, xs)` is the dot product of the
 // 32 weights of block b of `row` with xs (those 32 activations as eight vec4), its scale (and
 // min) decoded once per block and its quants read as whole words. Each weight is still formed
 // exactly as in decode.wgsl (an exact product of a small integer and an f16, at most one
@@ -279,62 +279,3 @@ fn bdot(row: u32, b: u32, xs: array<vec4<f32>, 8>) -> f32 {
 }
 #endif
 
-// Block-native access for the GEMM kernel (BLOCKS): `bweights(row, b)` is the 32 weights of
-// block b of `row` as eight vec4 (weights 4i .. 4i+3 in element i), formed with the very
-// expressions of `bdot` above, so that one decode serves several tokens.
-
-#ifdef B_Q4_1
-fn bweights(row: u32, b: u32) -> array<vec4<f32>, 8> {
-    let at = (row * (p.k / 32u) + b) * 5u;
-    let dm = src[at];
-    let d = half_in(dm, 0u);
-    let m = half_in(dm, 1u);
-    var w: array<vec4<f32>, 8>;
-    for (var i = 0u; i < 4u; i++) {
-        let q = vec4<u32>(src[at + 1u + i]);
-        w[i] = vec4<f32>((q >> LOW4) & vec4<u32>(15u)) * d + m;
-        w[4u + i] = vec4<f32>((q >> HIGH4) & vec4<u32>(15u)) * d + m;
-    }
-    return w;
-}
-#endif
-
-#ifdef B_Q4_0
-fn bweights(row: u32, b: u32) -> array<vec4<f32>, 8> {
-    let g = row * (p.k / 32u) + b;
-    let at = (g * 9u) >> 1u;
-    let odd = (g & 1u) == 1u;
-    var words: array<u32, 5>;
-    for (var i = 0u; i < 5u; i++) {
-        words[i] = src[at + i];
-    }
-    let d = half_in(words[0], select(0u, 1u, odd));
-    var w: array<vec4<f32>, 8>;
-    for (var i = 0u; i < 4u; i++) {
-        let q = vec4<u32>(select((words[i] >> 16u) | (words[i + 1u] << 16u), words[i + 1u], odd));
-        w[i] = vec4<f32>(vec4<i32>((q >> LOW4) & vec4<u32>(15u)) - vec4<i32>(8)) * d;
-        w[4u + i] = vec4<f32>(vec4<i32>((q >> HIGH4) & vec4<u32>(15u)) - vec4<i32>(8)) * d;
-    }
-    return w;
-}
-#endif
-
-#ifdef B_Q8_0
-fn bweights(row: u32, b: u32) -> array<vec4<f32>, 8> {
-    let g = row * (p.k / 32u) + b;
-    let at = (g * 17u) >> 1u;
-    let odd = (g & 1u) == 1u;
-    var words: array<u32, 9>;
-    for (var i = 0u; i < 9u; i++) {
-        words[i] = src[at + i];
-    }
-    let d = half_in(words[0], select(0u, 1u, odd));
-    let up = vec4<u32>(24u, 16u, 8u, 0u);
-    var w: array<vec4<f32>, 8>;
-    for (var i = 0u; i < 8u; i++) {
-        let q = vec4<u32>(select((words[i] >> 16u) | (words[i + 1u] << 16u), words[i + 1u], odd));
-        w[i] = vec4<f32>(bitcast<vec4<i32>>(q << up) >> vec4<u32>(24u)) * d;
-    }
-    return w;
-}
-#endif

@@ -69,8 +69,9 @@ impl GemvConfig {
     }
 }
 /// Launch shape of the block-native GEMM kernel (formats with [`WeightFormat::gemv_block`], at
-/// F32): `wg` invocations per workgroup, each owning `rows` whole rows x `tokens` tokens.
-/// `tokens` 0 selects the tiled kernel instead, for comparison.
+/// F32): `wg` invocations per workgroup, each owning `rows` whole rows of one token; `tokens`
+/// adjacent invocations take adjacent tokens of the same rows (it must divide `wg`). `tokens` 0
+/// selects the tiled kernel instead, for comparison.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GemmConfig {
     pub wg: u32,
@@ -78,7 +79,10 @@ pub struct GemmConfig {
     pub tokens: u32,
 }
 
-const GEMM_BLOCKS: GemmConfig = GemmConfig { wg: 64, rows: 2, tokens: 4 };
+/// Eight tokens fill one 8-lane SIMD group of llvmpipe with the same weight words, and eight
+/// rows share each lane's x loads; on lavapipe this ran 4-10x faster than the tiled kernel and
+/// 2-3x faster than rows across lanes with several tokens per invocation (bench/NOTES.md).
+const GEMM_BLOCKS: GemmConfig = GemmConfig { wg: 64, rows: 8, tokens: 8 };
 
 impl GemmConfig {
     /// The default launch shape for `format` (ignored by formats without a block kernel).
@@ -255,15 +259,15 @@ pub async fn gemm_tuned(
     let t = check_operands("gemm", w, x, y)?;
     check_precision(ctx, "gemm", precision)?;
     let GemmConfig { wg, rows, tokens } = config;
-    if !wg.is_power_of_two() || rows == 0 {
-        return Err(Error::Shape { op: "gemm", message: format!("workgroup {wg}, rows {rows}") });
+    if !wg.is_power_of_two() || rows == 0 || (tokens > 0 && wg % tokens != 0) {
+        return Err(Error::Shape { op: "gemm", message: format!("workgroup {wg}, rows {rows}, tokens {tokens}") });
     }
     let pipeline = ctx.pipeline(&QGEMM_SHADER, &gemm_defines(&w.format, precision, config)).await?;
     let mut tensors = vec![&w.data, x, y];
     tensors.extend(w.tensors().into_iter().skip(1));
     if gemm_block(&w.format, precision, config).is_some() {
         let chunks = t.div_ceil(tokens);
-        let row_groups = (w.rows as u32).div_ceil(wg * rows);
+        let row_groups = (w.rows as u32).div_ceil(wg / tokens * rows);
         let total = chunks.checked_mul(row_groups).ok_or_else(|| Error::Shape {
             op: "gemm",
             message: format!("{chunks} token chunks x {row_groups} row groups exceed u32"),
