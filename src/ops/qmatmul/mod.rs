@@ -79,10 +79,11 @@ pub struct GemmConfig {
     pub tokens: u32,
 }
 
-/// Eight tokens fill one 8-lane SIMD group of llvmpipe with the same weight words, and eight
+/// Eight tokens fill one 8-lane SIMD group of llvmpipe with the same weight words, and sixteen
 /// rows share each lane's x loads; on lavapipe this ran 4-10x faster than the tiled kernel and
-/// 2-3x faster than rows across lanes with several tokens per invocation (bench/NOTES.md).
-const GEMM_BLOCKS: GemmConfig = GemmConfig { wg: 64, rows: 8, tokens: 8 };
+/// 2-3x faster than rows across lanes with several tokens per invocation, and 16 rows beat 8 by
+/// 10-40% in alternating runs (bench/NOTES.md).
+const GEMM_BLOCKS: GemmConfig = GemmConfig { wg: 64, rows: 16, tokens: 8 };
 
 impl GemmConfig {
     /// The default launch shape for `format` (ignored by formats without a block kernel).
