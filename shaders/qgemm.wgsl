@@ -1,5 +1,55 @@
-// Y[t, n] = X[t, k] · W[n, k]^T for many tokens (prefill). A workgroup owns a 32-token x 32-row
-// output tile; per 32-wide step of K, half its threads dequantize the 32 x 32 W tile once
+// Y[t, n] = X[t, k] · W[n, k]^T for many tokens (prefill). Two kernels:
+//
+// - BLOCKS (GGML block formats with a `bdot` in shaders/qweight.wgsl, F32 only): every
+//   invocation owns RPT whole rows of one token and walks their 32-weight blocks like the GEMV,
+//   its x block loaded once for all RPT rows; TPT adjacent invocations take adjacent tokens of
+//   the same rows, so each SIMD group of llvmpipe reads one set of weight words. No shared
+//   memory, no barriers: on a CPU-emulated adapter invocations are SIMD lanes and barriers
+//   cost a switch between lane groups (bench/NOTES.md).
+// - otherwise: 32 x 32 shared-memory tiles, below.
+#ifdef BLOCKS
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>; // [t, k / 4]; K is 32 · blocks
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;  // [t, n]
+@group(0) @binding(${PB}) var<uniform> p: Params;
+
+const WG: u32 = ${WG}u;
+const RPT: u32 = ${RPT}u;
+const TPT: u32 = ${TPT}u;
+
+@compute @workgroup_size(${WG})
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    // Lanes next to each other take next tokens of the same rows, so a SIMD group reads the same
+    // weight words (one cache line, no spread gather) and each lane's x block serves RPT rows.
+    // Token chunks vary fastest between workgroups, so the workgroups that read the same rows
+    // of W run close together and find them in cache.
+    let g = wid.x + wid.y * p.grid_x;
+    let tok = (g % p.chunks) * TPT + lid.x % TPT;
+    let row0 = ((g / p.chunks) * (WG / TPT) + lid.x / TPT) * RPT;
+    let at = min(tok, p.t - 1u) * (p.k / 4u);
+    let nb = p.k / 32u;
+    var acc: array<f32, RPT>;
+    for (var r = 0u; r < RPT; r++) {
+        acc[r] = 0.0;
+    }
+    // Rows past n repeat row n-1 and tokens past t repeat token t-1; neither is stored, and no
+    // lane leaves the loop shape.
+    for (var b = 0u; b < nb; b++) {
+        var xs: array<vec4<f32>, 8>;
+        for (var i = 0u; i < 8u; i++) {
+            xs[i] = x[at + b * 8u + i];
+        }
+        for (var r = 0u; r < RPT; r++) {
+            acc[r] += bdot(min(row0 + r, p.n - 1u), b, xs);
+        }
+    }
+    for (var r = 0u; r < RPT; r++) {
+        if (row0 + r < p.n && tok < p.t) {
+            y[tok * p.n + row0 + r] = acc[r];
+        }
+    }
+}
+#else
+// Tiled kernel: a workgroup owns a 32-token x 32-row output tile; per 32-wide step of K, half its threads dequantize the 32 x 32 W tile once
 // (`w8`, shaders/qweight.wgsl) and the other half stage the X tile, so each weight is decoded
 // once per 32 tokens. Each of the 16 x 16 threads then computes 2 x 2 outputs. With F16 the
 // tiles are f16 and the four-term dot products f16; the running sums stay f32.
@@ -80,3 +130,4 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
         }
     }
 }
+#endif

@@ -11,7 +11,7 @@ struct Params {
     grid_x: u32, // workgroups along x of a 2-D grid of rows
     wpr: u32,    // weft: packed words per row
     gpr: u32,    // weft: groups (scales) per row
-    _pad0: u32,
+    chunks: u32, // GEMM block kernel: token chunks of TPT tokens
     _pad1: u32,
 }
 
@@ -191,7 +191,7 @@ fn w8(row: u32, u: u32) -> W8 {
 }
 #endif
 
-// Block-native access for the GEMV kernel (BLOCKS): `bdot(row, b, xs)` is the dot product of the
+// Block-native access for the GEMV and GEMM kernels (BLOCKS): `bdot(row, b, xs)` is the dot product of the
 // 32 weights of block b of `row` with xs (those 32 activations as eight vec4), its scale (and
 // min) decoded once per block and its quants read as whole words. Each weight is still formed
 // exactly as in decode.wgsl (an exact product of a small integer and an f16, at most one
@@ -278,3 +278,4 @@ fn bdot(row: u32, b: u32, xs: array<vec4<f32>, 8>) -> f32 {
     return s;
 }
 #endif
+
