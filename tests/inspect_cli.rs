@@ -9,13 +9,13 @@
 //! 0x7FC02000); torch widens the E4M3 NaN S.1111.111 to ±0x7FF00000, weft to ±0x7FC00000.
 //! The per-tensor counts print with `cargo test --test inspect_cli -- --nocapture`.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, ensure, Context};
+use common::http::{serve, ServerMode};
 use serde_json::Value;
 
 const ALL_DTYPES: [&str; 16] = [
@@ -189,48 +189,6 @@ fn an_unknown_tensor_names_close_ones() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Serves `body` with Range support to sequential connections, logging each Range header.
-fn serve(body: Vec<u8>) -> anyhow::Result<(String, Arc<Mutex<Vec<String>>>)> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    let url = format!("http://{}/model.safetensors", listener.local_addr()?);
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let seen = log.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            if let Some(range) = answer(stream, &body) {
-                seen.lock().map(|mut l| l.push(range)).ok();
-            }
-        }
-    });
-    Ok((url, log))
-}
-
-fn answer(mut stream: TcpStream, body: &[u8]) -> Option<String> {
-    let mut range = None;
-    let mut reader = BufReader::new(stream.try_clone().ok()?);
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).ok()? == 0 || line == "\r\n" {
-            break;
-        }
-        if let Some(value) = line.to_ascii_lowercase().strip_prefix("range: bytes=") {
-            range = Some(value.trim().to_string());
-        }
-    }
-    let text = range.clone()?;
-    let (start, end) = text.split_once('-')?;
-    let start: usize = start.parse().ok()?;
-    let end = end.parse::<usize>().ok()?.min(body.len() - 1);
-    let head = format!(
-        "HTTP/1.1 206 Partial Content\r\nContent-Length: {}\r\nContent-Range: bytes {start}-{end}/{}\r\nConnection: close\r\n\r\n",
-        end + 1 - start,
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).ok()?;
-    stream.write_all(body.get(start..=end)?).ok()?;
-    range
-}
-
 #[test]
 fn npy_over_http_fetches_the_header_and_that_tensor_only() -> anyhow::Result<()> {
     // A 3 MB tensor the export must not download, then the 4-value tensor it asks for.
@@ -247,14 +205,14 @@ fn npy_over_http_fetches_the_header_and_that_tensor_only() -> anyhow::Result<()>
         // Each is exact in BF16: the top half of its f32 bits.
         file.extend_from_slice(&((v.to_bits() >> 16) as u16).to_le_bytes());
     }
-    let (url, log) = serve(file.clone())?;
+    let (url, log) = serve(file.clone(), ServerMode::Ranges)?;
     let npy = Path::new(env!("CARGO_TARGET_TMPDIR")).join("over_http.npy");
     let out = weft(&["inspect", &url, "--tensor", "small", "--npy", &npy.display().to_string()])?;
     ensure!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let (shape, values) = read_npy(&npy)?;
     assert_eq!(shape, [2, 2]);
     assert_eq!(values, [1.0f32, -2.5, 0.0, 65280.0].map(f32::to_bits));
-    let ranges = log.lock().map_err(|_| anyhow::anyhow!("log poisoned"))?.clone();
+    let ranges: Vec<String> = log.lock().map_err(|_| anyhow::anyhow!("log poisoned"))?.iter().flatten().cloned().collect();
     let tensor_range = format!("{}-{}", data_start + BIG, data_start + BIG + 7);
     assert_eq!(ranges.last(), Some(&tensor_range), "{ranges:?}");
     let fetched: usize = ranges

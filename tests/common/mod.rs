@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod http;
+
 /// Builds GGUF files byte by byte, so tests can also write malformed ones.
 pub struct GgufWriter {
     pub bytes: Vec<u8>,
