@@ -13,7 +13,7 @@ use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor, ReadSlot, Uniform};
 use crate::ops::attention::{attention, AttentionShape};
 use crate::ops::elementwise::{add_inplace, bias_add, copy, copy_row, silu_mul};
 use crate::ops::norm::rms_norm;
-use crate::ops::qmatmul::{embed, gemm, gemv, Precision, QWeight};
+use crate::ops::qmatmul::{embed, matmul, Precision, QWeight};
 use crate::ops::rope::{rope_store, rope_table, step_bytes, RopeShape};
 use crate::ops::sample::{params_bytes, sample, SampleParams};
 
@@ -77,14 +77,6 @@ impl Default for EngineOptions {
     }
 }
 
-/// The matrix product for `x` [t, K]: GEMV for one token, tiled GEMM for a batch.
-async fn matmul(ctx: &GpuContext, w: &QWeight, x: &GpuTensor, y: &GpuTensor, p: Precision) -> Result<Dispatch> {
-    if x.shape.first() == Some(&1) {
-        gemv(ctx, w, x, y, p).await
-    } else {
-        gemm(ctx, w, x, y, p).await
-    }
-}
 
 /// Activation buffers sized for `max_batch` tokens, viewed at each batch's size.
 struct Buffers {
@@ -299,9 +291,9 @@ impl Llama {
         self.capture_into(ctx, &mut d, capture.as_deref_mut(), "embedding".into(), &x).await?;
         for (i, l) in w.layers.iter().enumerate() {
             d.push(rms_norm(ctx, &x, &l.attn_norm, &h, c.rms_eps).await?);
-            d.push(matmul(ctx, &l.wq, &h, &q, p).await?);
-            d.push(matmul(ctx, &l.wk, &h, &k, p).await?);
-            d.push(matmul(ctx, &l.wv, &h, &v, p).await?);
+            d.push(matmul(ctx, &l.wq, &h, &q, p, p).await?);
+            d.push(matmul(ctx, &l.wk, &h, &k, p, p).await?);
+            d.push(matmul(ctx, &l.wv, &h, &v, p, p).await?);
             for (bias, out) in [(&l.bq, &q), (&l.bk, &k), (&l.bv, &v)] {
                 if let Some(bias) = bias {
                     d.push(bias_add(ctx, out, bias).await?);
@@ -311,14 +303,14 @@ impl Llama {
             let (kc, vc) = (&self.k_cache[i], &self.v_cache[i]);
             d.push(rope_store(ctx, rs, &q3, &k3, &v3, kc, vc, &self.rope, &self.step).await?);
             d.push(attention(ctx, shape, &q3, kc, vc, &a3, scale, &self.step).await?);
-            d.push(matmul(ctx, &l.wo, &attn, &o, p).await?);
+            d.push(matmul(ctx, &l.wo, &attn, &o, p, p).await?);
             self.capture_into(ctx, &mut d, capture.as_deref_mut(), format!("blk.{i}.attn_out"), &o).await?;
             d.push(add_inplace(ctx, &x, &o).await?);
             d.push(rms_norm(ctx, &x, &l.ffn_norm, &h, c.rms_eps).await?);
-            d.push(matmul(ctx, &l.gate, &h, &gate, p).await?);
-            d.push(matmul(ctx, &l.up, &h, &up, p).await?);
+            d.push(matmul(ctx, &l.gate, &h, &gate, p, p).await?);
+            d.push(matmul(ctx, &l.up, &h, &up, p, p).await?);
             d.push(silu_mul(ctx, &gate, &up, &act).await?);
-            d.push(matmul(ctx, &l.down, &act, &down, p).await?);
+            d.push(matmul(ctx, &l.down, &act, &down, p, p).await?);
             self.capture_into(ctx, &mut d, capture.as_deref_mut(), format!("blk.{i}.mlp_out"), &down).await?;
             d.push(add_inplace(ctx, &x, &down).await?);
             self.capture_into(ctx, &mut d, capture.as_deref_mut(), format!("blk.{i}.residual"), &x).await?;
@@ -328,13 +320,13 @@ impl Llama {
             let logits = b.logits.view(&[t, c.vocab])?;
             d.push(rms_norm(ctx, &x, &w.out_norm, &h, c.rms_eps).await?);
             self.capture_into(ctx, &mut d, capture.as_deref_mut(), "final_norm".into(), &h).await?;
-            d.push(matmul(ctx, head, &h, &logits, p).await?);
+            d.push(matmul(ctx, head, &h, &logits, p, p).await?);
             self.capture_into(ctx, &mut d, capture, "logits".into(), &logits).await?;
         } else {
             let logits = b.logits.view(&[1, c.vocab])?;
             d.push(copy_row(ctx, &x, t - 1, &b.last).await?);
             d.push(rms_norm(ctx, &b.last, &w.out_norm, &b.last_norm, c.rms_eps).await?);
-            d.push(matmul(ctx, head, &b.last_norm, &logits, p).await?);
+            d.push(matmul(ctx, head, &b.last_norm, &logits, p, p).await?);
             let flat = b.logits.view(&[c.vocab])?;
             d.push(sample(ctx, &flat, &self.tokens, &self.chosen, &self.sampling, &self.step).await?);
         }

@@ -195,6 +195,14 @@ fn check_precision(ctx: &GpuContext, op: &'static str, precision: Precision) -> 
     Ok(())
 }
 
+/// Binding order every kernel of this family shares: packed data, the two activation tensors,
+/// then the weight's scales and zero points where it has them.
+fn bindings<'a>(w: &'a QWeight, input: &'a GpuTensor, output: &'a GpuTensor) -> Vec<&'a GpuTensor> {
+    let mut tensors = vec![&w.data, input, output];
+    tensors.extend(w.tensors().into_iter().skip(1));
+    tensors
+}
+
 fn params(w: &QWeight, t: u32, grid_x: u32) -> [u32; 8] {
     let (wpr, gpr) = w.row_layout();
     [w.rows as u32, w.cols as u32, t, grid_x, wpr, gpr, 0, 0]
@@ -230,8 +238,7 @@ pub async fn gemv_tuned(
     let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
     let per_group = config.rows_per_group(w.format.gemv_block().is_some());
     let [gx, gy, _] = grid((w.rows as u32).div_ceil(per_group), max);
-    let mut tensors = vec![&w.data, x, y];
-    tensors.extend(w.tensors().into_iter().skip(1));
+    let tensors = bindings(w, x, y);
     let p = params(w, t, gx);
     ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&p)), [gx, gy, t])
 }
@@ -264,8 +271,7 @@ pub async fn gemm_tuned(
         return Err(Error::Shape { op: "gemm", message: format!("workgroup {wg}, rows {rows}, tokens {tokens}") });
     }
     let pipeline = ctx.pipeline(&QGEMM_SHADER, &gemm_defines(&w.format, precision, config)).await?;
-    let mut tensors = vec![&w.data, x, y];
-    tensors.extend(w.tensors().into_iter().skip(1));
+    let tensors = bindings(w, x, y);
     if gemm_block(&w.format, precision, config).is_some() {
         let chunks = t.div_ceil(tokens);
         let row_groups = (w.rows as u32).div_ceil(wg / tokens * rows);
@@ -288,12 +294,23 @@ pub async fn gemm_tuned(
 /// formats with a block kernel (F32 only; on lavapipe it ran 3-6x faster than the f16 tiled
 /// kernel), else at [`Precision::best`] (see [`Precision`] for why GEMV does not use f16).
 pub async fn qmatmul(ctx: &GpuContext, w: &QWeight, x: &GpuTensor, y: &GpuTensor) -> Result<Dispatch> {
+    let gemm_precision = if w.format.gemv_block().is_some() { Precision::F32 } else { Precision::best(ctx) };
+    matmul(ctx, w, x, y, Precision::F32, gemm_precision).await
+}
+
+/// [`gemv`] for up to [`GEMV_MAX_TOKENS`] tokens, [`gemm`] beyond, each at the given precision.
+pub async fn matmul(
+    ctx: &GpuContext,
+    w: &QWeight,
+    x: &GpuTensor,
+    y: &GpuTensor,
+    gemv_precision: Precision,
+    gemm_precision: Precision,
+) -> Result<Dispatch> {
     if x.shape.first().is_some_and(|&t| t <= GEMV_MAX_TOKENS) {
-        gemv(ctx, w, x, y, Precision::F32).await
-    } else if w.format.gemv_block().is_some() {
-        gemm(ctx, w, x, y, Precision::F32).await
+        gemv(ctx, w, x, y, gemv_precision).await
     } else {
-        gemm(ctx, w, x, y, Precision::best(ctx)).await
+        gemm(ctx, w, x, y, gemm_precision).await
     }
 }
 
@@ -317,8 +334,7 @@ pub async fn embed(ctx: &GpuContext, w: &QWeight, ids: &GpuTensor, out: &GpuTens
     let pipeline = ctx.pipeline(&QEMBED_SHADER, &embed_defines(&w.format)).await?;
     let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
     let groups = grid(units.div_ceil(EMBED_WG).max(1), max);
-    let mut tensors = vec![&w.data, ids, out];
-    tensors.extend(w.tensors().into_iter().skip(1));
+    let tensors = bindings(w, ids, out);
     let p = params(w, t as u32, groups[0]);
     ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&p)), groups)
 }
