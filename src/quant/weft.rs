@@ -182,7 +182,6 @@ pub fn quantize(quant: WeftQuant, x: &[f32], rows: usize, cols: usize) -> Result
             message: format!("[{rows}, {cols}] does not match {} values", x.len()),
         });
     }
-    let g = quant.group as usize;
     let (gpr, wpg) = (quant.groups_per_row(cols), quant.words_per_group());
     let mut m = QuantMatrix {
         quant,
@@ -192,9 +191,55 @@ pub fn quantize(quant: WeftQuant, x: &[f32], rows: usize, cols: usize) -> Result
         scales: vec![0; rows * gpr],
         zeros: if quant.scheme == Scheme::Asym { vec![0; rows * gpr] } else { Vec::new() },
     };
+    if rows == 0 || gpr == 0 {
+        return Ok(m);
+    }
+    let row_words = gpr * wpg;
+    let threads = worker_threads(rows * cols);
+    let rows_per = rows.div_ceil(threads).max(1);
+    let asym = quant.scheme == Scheme::Asym;
+    let mut zeros_chunks: Vec<&mut [u16]> =
+        if asym { m.zeros.chunks_mut(rows_per * gpr).collect() } else { Vec::new() };
+    let jobs = m.words.chunks_mut(rows_per * row_words).zip(m.scales.chunks_mut(rows_per * gpr)).enumerate();
+    let mut work: Vec<(usize, &mut [u32], &mut [u16], Option<&mut [u16]>)> = Vec::new();
+    for (i, (words, scales)) in jobs.rev() {
+        let zeros = if asym { zeros_chunks.pop() } else { None };
+        work.push((i * rows_per, words, scales, zeros));
+    }
+    let run = |(r0, words, scales, zeros): (usize, &mut [u32], &mut [u16], Option<&mut [u16]>)| {
+        let n = scales.len() / gpr;
+        quantize_rows(quant, &x[r0 * cols..(r0 + n) * cols], cols, words, scales, zeros);
+    };
+    #[cfg(not(target_arch = "wasm32"))]
+    if work.len() > 1 {
+        std::thread::scope(|s| {
+            for job in work.drain(..) {
+                s.spawn(move || run(job));
+            }
+        });
+    }
+    work.into_iter().for_each(run);
+    Ok(m)
+}
+
+/// Threads for quantizing `weights` values: rows are independent, so large matrices spread over
+/// the cores natively; the browser build has no threads.
+fn worker_threads(weights: usize) -> usize {
+    #[cfg(not(target_arch = "wasm32"))]
+    if weights >= 1 << 20 {
+        return std::thread::available_parallelism().map_or(1, |n| n.get()).min(64);
+    }
+    let _ = weights;
+    1
+}
+
+/// Quantizes whole rows `x` [n, cols] into their words, scales and zeros.
+fn quantize_rows(quant: WeftQuant, x: &[f32], cols: usize, words: &mut [u32], scales: &mut [u16], mut zeros: Option<&mut [u16]>) {
+    let g = quant.group as usize;
+    let (gpr, wpg) = (quant.groups_per_row(cols), quant.words_per_group());
     let mut group_vals = vec![0f32; g];
     let mut qs = vec![0u32; g];
-    for r in 0..rows {
+    for r in 0..scales.len() / gpr {
         for gi in 0..gpr {
             let start = gi * g;
             let end = (start + g).min(cols);
@@ -202,19 +247,18 @@ pub fn quantize(quant: WeftQuant, x: &[f32], rows: usize, cols: usize) -> Result
             group_vals[..end - start].copy_from_slice(&x[r * cols + start..r * cols + end]);
             let (scale, zero) = best_params(quant, &group_vals[..end - start]);
             let gidx = r * gpr + gi;
-            m.scales[gidx] = scale.to_bits();
-            if quant.scheme == Scheme::Asym {
-                m.zeros[gidx] = zero.to_bits();
+            scales[gidx] = scale.to_bits();
+            if let Some(z) = zeros.as_deref_mut() {
+                z[gidx] = zero.to_bits();
             }
             let z = if quant.scheme == Scheme::Sym { quant.sym_zero() } else { zero.to_f32() };
             assign(quant, &group_vals, scale.to_f32(), z, &mut qs);
-            let words = &mut m.words[gidx * wpg..(gidx + 1) * wpg];
+            let out = &mut words[gidx * wpg..(gidx + 1) * wpg];
             for (j, &q) in qs.iter().enumerate() {
-                put_q(words, quant.bits, j, q);
+                put_q(out, quant.bits, j, q);
             }
         }
     }
-    Ok(m)
 }
 
 /// Nearest level for each value under (scale, zero); padding values (beyond the row) are 0.0.
@@ -330,6 +374,24 @@ fn best_params(quant: WeftQuant, x: &[f32]) -> (f16, f16) {
 mod tests {
     use super::*;
     use crate::selftest::random_f32;
+
+    #[test]
+    fn threaded_quantization_equals_one_pass_over_all_rows() {
+        // 1,037 rows of 1,100 columns: over the threading threshold, rows not divisible by the
+        // thread count, a ragged last group.
+        let (rows, cols) = (1037, 1100);
+        let x = random_f32(11, rows * cols);
+        for quant in [WeftQuant::parse("q3_g64_asym").unwrap(), WeftQuant::parse("q4_g32_sym").unwrap()] {
+            let m = quantize(quant, &x, rows, cols).unwrap();
+            let (gpr, wpg) = (quant.groups_per_row(cols), quant.words_per_group());
+            let mut words = vec![0; rows * gpr * wpg];
+            let mut scales = vec![0; rows * gpr];
+            let mut zeros = vec![0; if quant.scheme == Scheme::Asym { rows * gpr } else { 0 }];
+            let z = if quant.scheme == Scheme::Asym { Some(&mut zeros[..]) } else { None };
+            quantize_rows(quant, &x, cols, &mut words, &mut scales, z);
+            assert_eq!((m.words, m.scales, m.zeros), (words, scales, zeros), "{}", quant.name());
+        }
+    }
 
     fn all_formats() -> Vec<WeftQuant> {
         let mut v = Vec::new();
