@@ -5,6 +5,7 @@ mod buffer;
 mod caps;
 mod pipeline;
 mod readback;
+mod timing;
 pub mod shader;
 
 pub use buffer::{DType, GpuTensor, Uniform};

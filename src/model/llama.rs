@@ -129,6 +129,19 @@ pub struct Llama {
     pos: usize,
 }
 
+/// Where a decode step's time goes (see [`Llama::profile_step`]).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct StepProfile {
+    pub dispatches: usize,
+    /// CPU: recording the step's dispatches and submitting them (median).
+    pub record_submit_ms: f64,
+    /// From submission to the result being readable on the CPU (median).
+    pub wait_ms: f64,
+    /// GPU time per pipeline, summed over the step: (name, µs, dispatches). Empty without
+    /// timestamp queries.
+    pub kernels_us: Vec<(String, f64, usize)>,
+}
+
 /// Milliseconds from a monotonic clock (profiling only).
 #[cfg(not(target_arch = "wasm32"))]
 fn web_time_now() -> f64 {
@@ -436,6 +449,45 @@ impl Llama {
         }
         by_name.sort_by(|a, b| b.1.total_cmp(&a.1));
         Ok(by_name)
+    }
+
+    /// A decode step's cost, split: CPU time to record and submit it, the wait for its result,
+    /// and (with timestamp queries) each kernel's GPU time summed by pipeline.
+    pub async fn profile_step(&self, ctx: &GpuContext, reps: usize) -> Result<StepProfile> {
+        ctx.write_uniform(&self.step, &step_bytes(self.pos as u32, 1));
+        let refs: Vec<&Dispatch> = self.decode.dispatches.iter().collect();
+        let (mut record, mut wait) = (Vec::new(), Vec::new());
+        for _ in 0..reps.max(1) {
+            let t0 = web_time_now();
+            ctx.run(&refs);
+            let t1 = web_time_now();
+            ctx.read_u32(&self.chosen).await?;
+            record.push(t1 - t0);
+            wait.push(web_time_now() - t1);
+        }
+        let mut kernels: Vec<(String, f64, usize)> = Vec::new();
+        if let Some(ns) = ctx.time_dispatches(&refs).await? {
+            for (d, ns) in self.decode.dispatches.iter().zip(ns) {
+                match kernels.iter_mut().find(|(n, _, _)| n == d.name()) {
+                    Some(e) => {
+                        e.1 += ns / 1e3;
+                        e.2 += 1;
+                    }
+                    None => kernels.push((d.name().to_string(), ns / 1e3, 1)),
+                }
+            }
+            kernels.sort_by(|a, b| b.1.total_cmp(&a.1));
+        }
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        Ok(StepProfile {
+            dispatches: refs.len(),
+            record_submit_ms: median(&mut record),
+            wait_ms: median(&mut wait),
+            kernels_us: kernels,
+        })
     }
 
     /// Logits for every token of `ids` (appended to the cache), [len, vocab], read back in

@@ -9,7 +9,7 @@ pub mod load;
 pub mod names;
 
 pub use config::{Arch, LlamaConfig};
-pub use llama::{EngineOptions, Llama};
+pub use llama::{EngineOptions, Llama, StepProfile};
 pub use load::{Phase, Progress, WeightOptions};
 
 use crate::error::{Error, Result};

@@ -9,7 +9,7 @@ use rand::{rngs::SmallRng, Rng, SeedableRng};
 use serde::Serialize;
 use weft::gpu::GpuContext;
 use weft::loader::native::{FileReader, NativeSource};
-use weft::model::{self, EngineOptions, Llama, WeightOptions};
+use weft::model::{self, EngineOptions, Llama, StepProfile, WeightOptions};
 use weft::quant::weft::WeftQuant;
 
 pub struct Args {
@@ -19,6 +19,7 @@ pub struct Args {
     pub reps: usize,
     pub quantize: Option<String>,
     pub json: bool,
+    pub profile: bool,
 }
 
 #[derive(Serialize)]
@@ -40,6 +41,9 @@ struct Report {
     /// Weight bytes read per decoded token times decode tokens per second.
     decode_weight_gb_s: f64,
     kv_bytes_per_token: u64,
+    /// With --profile: one decode step's CPU/GPU split and per-kernel GPU time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    profile: Option<StepProfile>,
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -91,6 +95,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             ttft.push(t_prefill * 1e3);
         }
     }
+    let profile = if a.profile { Some(pollster::block_on(llama.profile_step(&ctx, 20))?) } else { None };
     let decode_median = median(&decode);
     let caps = ctx.capabilities();
     let report = Report {
@@ -110,6 +115,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         weight_bytes: llama.weights.bytes(),
         decode_weight_gb_s: llama.weights.bytes() as f64 * decode_median / 1e9,
         kv_bytes_per_token: llama.kv_bytes_per_token(),
+        profile,
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -122,6 +128,26 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         println!("ttft       {:.1} ms", report.ttft_ms_median);
         println!("weights    {:.1} MB read per decoded token -> {:.2} GB/s", report.weight_bytes as f64 / 1e6, report.decode_weight_gb_s);
         println!("kv cache   {} bytes per token", report.kv_bytes_per_token);
+        if let Some(p) = &report.profile {
+            print_profile(p);
+        }
     }
     Ok(())
+}
+
+fn print_profile(p: &StepProfile) {
+    println!(
+        "step       {} dispatches: record+submit {:.3} ms, wait for result {:.3} ms (CPU clock, median of 20)",
+        p.dispatches, p.record_submit_ms, p.wait_ms
+    );
+    if p.kernels_us.is_empty() {
+        println!("           no timestamp queries on this adapter: no per-kernel GPU time");
+        return;
+    }
+    let total: f64 = p.kernels_us.iter().map(|k| k.1).sum();
+    println!("{:<64} {:>10} {:>6} {:>7}", "kernel (GPU time per step)", "us", "count", "share");
+    for (name, us, count) in &p.kernels_us {
+        println!("{name:<64} {us:>10.1} {count:>6} {:>6.1}%", 100.0 * us / total);
+    }
+    println!("GPU total  {total:.1} us per decode step (each dispatch in its own timed pass)");
 }

@@ -120,6 +120,10 @@ mod cli {
             quantize: Option<String>,
             #[arg(long)]
             json: bool,
+            /// Also time one decode step: CPU record/submit vs wait, and each kernel's GPU time
+            /// from timestamp queries where the adapter has them.
+            #[arg(long)]
+            profile: bool,
         },
         /// Write every checkpoint of one forward pass over --ids as .npy files.
         DumpActivations {
@@ -168,8 +172,8 @@ mod cli {
             Command::Quantize { input, output, bits, group, scheme, keep } => {
                 crate::quantize::run(crate::quantize::Args { input, output, bits, group, scheme, keep })
             }
-            Command::Bench { model, prompt_len, gen, reps, quantize, json } => {
-                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, json })
+            Command::Bench { model, prompt_len, gen, reps, quantize, json, profile } => {
+                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, json, profile })
             }
             Command::Generate {
                 model,
