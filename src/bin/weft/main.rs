@@ -86,9 +86,12 @@ mod cli {
             /// Print token ids instead of text.
             #[arg(long)]
             ids: bool,
-            /// Context length the KV cache holds.
+            /// Context length the KV cache holds; past it, attention slides over the last max_seq tokens.
             #[arg(long, default_value_t = 2048)]
             max_seq: usize,
+            /// KV-cache storage: f32, f16 or q8.
+            #[arg(long, default_value = "f32")]
+            kv: weft::model::KvFormat,
         },
         /// Quantize a GGUF file or Hugging Face folder into a self-contained weft safetensors file.
         Quantize {
@@ -118,6 +121,9 @@ mod cli {
             /// Quantize float weights at load to this weft format, e.g. q4_g32_asym.
             #[arg(long)]
             quantize: Option<String>,
+            /// KV-cache storage: f32, f16 or q8.
+            #[arg(long, default_value = "f32")]
+            kv: weft::model::KvFormat,
             #[arg(long)]
             json: bool,
         },
@@ -168,8 +174,8 @@ mod cli {
             Command::Quantize { input, output, bits, group, scheme, keep } => {
                 crate::quantize::run(crate::quantize::Args { input, output, bits, group, scheme, keep })
             }
-            Command::Bench { model, prompt_len, gen, reps, quantize, json } => {
-                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, json })
+            Command::Bench { model, prompt_len, gen, reps, quantize, kv, json } => {
+                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, kv, json })
             }
             Command::Generate {
                 model,
@@ -183,6 +189,7 @@ mod cli {
                 chat,
                 ids,
                 max_seq,
+                kv,
             } => crate::generate::run(crate::generate::Args {
                 model,
                 prompt,
@@ -198,6 +205,7 @@ mod cli {
                 chat,
                 ids,
                 max_seq,
+                kv,
             }),
         }
     }
