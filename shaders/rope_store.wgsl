@@ -3,8 +3,9 @@
 // cos/sin come from a table computed on the CPU in f64, so large positions lose no accuracy
 // to a GPU's sin/cos range reduction.
 //
-// The cache and the table are rings of max_seq slots: position pos lives in slot
-// pos % max_seq. K is rotated at its absolute position before it is stored, so a slot needs no
+// The cache and the table hold max_seq slots: the first `sinks` positions keep slots
+// 0..sinks for good (attention sinks), later positions share the other slots as a ring
+// (ring_slot). K is rotated at its absolute position before it is stored, so a slot needs no
 // re-rotation when the window slides; the engine rewrites the table row of a slot before a
 // position past max_seq uses it.
 //
@@ -20,7 +21,7 @@ struct Params {
     max_seq: u32,
     rot_dims: u32,
     row_words: u32,
-    _pad0: u32,
+    sinks: u32,
 }
 
 struct Step {
@@ -55,6 +56,13 @@ fn pair(i: u32) -> vec2<u32> {
 #else
     return vec2<u32>(2u * i, 2u * i + 1u);
 #endif
+}
+
+fn ring_slot(pos: u32) -> u32 {
+    if (pos < p.sinks) {
+        return pos;
+    }
+    return p.sinks + (pos - p.sinks) % (p.max_seq - p.sinks);
 }
 
 // Dimension d of the K row starting at `src`, rotated with table row `slot`.
@@ -102,7 +110,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let pos = step.pos + t;
-    let ring = pos % p.max_seq;
+    let ring = ring_slot(pos);
     var dims = vec2<u32>(2u * i, 2u * i + 1u);
     var cs = vec2<f32>(1.0, 0.0);
     let rotated = i < p.rot_dims / 2u;

@@ -10,7 +10,7 @@ use weft::ops::elementwise::{add_inplace, silu_mul, silu_mul_cpu, SILU_MUL_TOLER
 use weft::ops::kv::{KvFormat, KV_F16_TOLERANCE, KV_Q8_SLACK};
 use weft::ops::norm::{rms_norm, rms_norm_cpu, RMSNORM_TOLERANCE};
 use weft::ops::rope::{
-    rope_cpu, rope_row, rope_store, rope_table, step_bytes, RopeScaling, RopeShape, RopeStyle, ROPE_TOLERANCE,
+    ring_slot, rope_cpu, rope_row, rope_store, rope_table, step_bytes, RopeScaling, RopeShape, RopeStyle, ROPE_TOLERANCE,
 };
 use weft::ops::Tolerance;
 use weft::selftest::random_f32;
@@ -113,7 +113,7 @@ fn check_row(kv: KvFormat, words: &[u32], want: &[f64], what: &str) {
 fn rope_then_attention(style: RopeStyle, n_tokens: usize, pos: usize, seed: u64, kv: KvFormat) -> anyhow::Result<()> {
     let ctx = ctx();
     let (n_heads, n_kv_heads, head_dim, max_seq) = (6, 2, 64, 96);
-    let rs = RopeShape { n_tokens, n_heads, n_kv_heads, head_dim, max_seq, rot_dims: head_dim, style, kv };
+    let rs = RopeShape { n_tokens, n_heads, n_kv_heads, head_dim, max_seq, rot_dims: head_dim, style, kv, sinks: 0 };
     let table = rope_table(max_seq, head_dim, 10000.0, RopeScaling::None);
     // Earlier positions already in the cache, then this step's tokens.
     let k_cache = random_f32(seed, n_kv_heads * max_seq * head_dim);
@@ -198,16 +198,18 @@ fn prefill_attention_is_causal() -> anyhow::Result<()> {
 }
 
 /// A cache of 8 slots filled by one 8-token pass, then 12 single-token steps that wrap the ring
-/// one and a half times: each step's output against attention over the last 8 positions of
-/// the whole history (rows as the GPU stored them), the table row of each position past 8
-/// rewritten into its slot the way the engine does. Half the dimensions rotate (NEOX).
+/// more than once: each step's output against attention over the window (the first `sinks`
+/// positions and the most recent ones, 8 in all) of the whole history (rows as the GPU stored
+/// them), the table row of each position past 8 rewritten into its slot the way the engine
+/// does. Half the dimensions rotate (NEOX).
 #[test]
 fn sliding_window_attention_wraps_the_ring() -> anyhow::Result<()> {
     let ctx = ctx();
     let (n_heads, n_kv_heads, head_dim, max_seq, rot_dims, steps) = (4, 2, 16, 8, 8, 20);
     let style = RopeStyle::Neox;
     let scale = 1.0 / (head_dim as f32).sqrt();
-    for (f, kv) in KvFormat::ALL.into_iter().enumerate() {
+    let cases = KvFormat::ALL.into_iter().flat_map(|kv| [(kv, 0), (kv, 3)]);
+    for (f, (kv, sinks)) in cases.enumerate() {
         let seed = 200 + 10 * f as u64;
         let qs = random_f32(seed, steps * n_heads * head_dim);
         let ks = random_f32(seed + 1, steps * n_kv_heads * head_dim);
@@ -233,10 +235,10 @@ fn sliding_window_attention_wraps_the_ring() -> anyhow::Result<()> {
             if pos >= max_seq {
                 let mut row = vec![0f32; rot_dims];
                 rope_row(pos, rot_dims, 10000.0, RopeScaling::None, &mut row);
-                ctx.write_tensor(&ttable, (pos % max_seq) * rot_dims, bytemuck::cast_slice(&row))?;
+                ctx.write_tensor(&ttable, ring_slot(pos, max_seq, sinks) * rot_dims, bytemuck::cast_slice(&row))?;
             }
             ctx.write_uniform(&step, &step_bytes(pos as u32, t as u32));
-            let rs = RopeShape { n_tokens: t, n_heads, n_kv_heads, head_dim, max_seq, rot_dims, style, kv };
+            let rs = RopeShape { n_tokens: t, n_heads, n_kv_heads, head_dim, max_seq, rot_dims, style, kv, sinks };
             let s = AttentionShape { n_tokens: t, n_heads, n_kv_heads, head_dim, max_seq, kv };
             let rope = pollster::block_on(rope_store(ctx, rs, &tq, &tk, &tv, &tkc, &tvc, &ttable, &step))?;
             let attn = pollster::block_on(attention(ctx, s, &tq, &tkc, &tvc, &out, scale, &step))?;
@@ -247,7 +249,8 @@ fn sliding_window_attention_wraps_the_ring() -> anyhow::Result<()> {
             let rw = kv.row_words(head_dim);
             for p in pos..pos + t {
                 for h in 0..n_kv_heads {
-                    let row = (h * max_seq + p % max_seq) * rw..(h * max_seq + p % max_seq + 1) * rw;
+                    let slot = ring_slot(p, max_seq, sinks);
+                    let row = (h * max_seq + slot) * rw..(h * max_seq + slot + 1) * rw;
                     let src = (p * n_kv_heads + h) * head_dim;
                     let want_k = rope_cpu(&ks[src..src + head_dim], p, rot_dims, &full_table, style);
                     check_row(kv, &kw[row.clone()], &want_k, &format!("{kv} ring k pos {p}"));
@@ -260,10 +263,10 @@ fn sliding_window_attention_wraps_the_ring() -> anyhow::Result<()> {
             for x in q.chunks(head_dim).enumerate().map(|(i, x)| (pos + i / n_heads, x)) {
                 q_rot.extend(rope_cpu(x.1, x.0, rot_dims, &full_table, style).iter().map(|&v| v as f32));
             }
-            let want = windowed_attention_cpu(s, &q_rot, &k_hist, &v_hist, steps, pos, max_seq, scale);
+            let want = windowed_attention_cpu(s, &q_rot, &k_hist, &v_hist, steps, pos, max_seq, sinks, scale);
             let got = pollster::block_on(ctx.read_f32(&out))?;
             let dev = ATTENTION_TOLERANCE.compare(&got, &want);
-            assert!(dev.within, "{kv} window at pos {pos}: {dev:?}");
+            assert!(dev.within, "{kv} window with {sinks} sinks at pos {pos}: {dev:?}");
             pos += t;
         }
     }

@@ -79,8 +79,9 @@ fn every_kv_format_follows_the_f32_cache() -> anyhow::Result<()> {
 }
 
 /// With a context of 16, generation goes on past the cap; up to the cap it matches an engine with
-/// room for everything, and after a reset the same prompt gives the same ids again (the RoPE
-/// table rows overwritten past the cap are restored).
+/// room for everything, after a reset the same prompt gives the same ids again (the RoPE table
+/// rows overwritten past the cap are restored), and a prompt longer than the window prefilled
+/// at once predicts what decoding it token by token did.
 #[test]
 fn sliding_window_generation_continues_past_max_seq() -> anyhow::Result<()> {
     let ctx = ctx()?;
@@ -89,8 +90,10 @@ fn sliding_window_generation_continues_past_max_seq() -> anyhow::Result<()> {
     let prompt = tok.encode(PROMPT, true);
     let n = 40;
     let want = greedy(&ctx, &mut full, &prompt, n)?;
-    for kv in [KvFormat::F32, KvFormat::Q8] {
-        let (mut small, _) = load(&ctx, EngineOptions { max_seq: window, max_batch: 16, kv, ..Default::default() })?;
+    // The default 4 attention sinks with f32, a plain window with q8.
+    for (kv, sinks) in [(KvFormat::F32, 4), (KvFormat::Q8, 0)] {
+        let engine = EngineOptions { max_seq: window, max_batch: 16, kv, sinks, ..Default::default() };
+        let (mut small, _) = load(&ctx, engine)?;
         let got = greedy(&ctx, &mut small, &prompt, n)?;
         assert_eq!(small.position(), prompt.len() + n - 1);
         assert!(got.iter().all(|&id| (id as usize) < small.config.vocab));
@@ -100,7 +103,7 @@ fn sliding_window_generation_continues_past_max_seq() -> anyhow::Result<()> {
         if kv == KvFormat::F32 {
             assert_eq!(got[..within], want[..within], "ids within the cap");
         }
-        println!("{kv} window {window}: {got:?}\nfull context:   {want:?}");
+        println!("{kv} window {window}, {sinks} sinks: {got:?}\nfull context: {want:?}");
         small.reset();
         assert_eq!(greedy(&ctx, &mut small, &prompt, n)?, got, "{kv}: the same ids after a reset");
         // A prompt longer than the window runs past the cap in single-token passes and predicts

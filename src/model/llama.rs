@@ -6,13 +6,15 @@
 //! records the prepared dispatches into one compute pass, copies the sampled token id out in
 //! the same command buffer and submits once.
 //!
-//! Context: the KV cache holds `max_seq` positions as a ring (position p in slot p % max_seq).
-//! Once a sequence reaches `max_seq`, generation goes on with attention over the last `max_seq`
-//! positions (a sliding window). K is rotated at its absolute position before it is stored, so
-//! slots never need re-rotation; the RoPE table is a ring too, and the row of a position past
-//! `max_seq` is computed on the CPU (f64) and written into its slot before the pass that uses
-//! it. Past `max_seq` every pass takes one token, so that no query of a batch attends to a slot
-//! a later token of the same batch has overwritten.
+//! Context: the KV cache holds `max_seq` positions. Once a sequence reaches `max_seq`,
+//! generation goes on with attention over a sliding window of `max_seq` positions: the first
+//! `sinks` positions (attention sinks, which small models lean on: without them the text
+//! degenerates as soon as they leave the window) and the most recent `max_seq - sinks`, whose
+//! slots are a ring ([`ring_slot`]). K is rotated at its absolute position before it is
+//! stored, so slots never need re-rotation; the RoPE table has the same slots, and the row of a
+//! position past `max_seq` is computed on the CPU (f64) and written into its slot before the
+//! pass that uses it. Past `max_seq` every pass takes one token, so that no query of a batch
+//! attends to a slot a later token of the same batch has overwritten.
 
 use std::collections::HashMap;
 
@@ -23,7 +25,7 @@ use crate::ops::elementwise::{add_inplace, bias_add, copy, copy_row, silu_mul};
 use crate::ops::kv::KvFormat;
 use crate::ops::norm::rms_norm;
 use crate::ops::qmatmul::{embed, matmul, Precision, QWeight};
-use crate::ops::rope::{rope_row, rope_store, rope_table, step_bytes, RopeShape};
+use crate::ops::rope::{ring_slot, rope_row, rope_store, rope_table, step_bytes, RopeShape};
 use crate::ops::sample::{params_bytes, sample, SampleParams};
 
 use super::config::LlamaConfig;
@@ -73,6 +75,9 @@ impl Weights {
 pub struct EngineOptions {
     /// Positions the KV cache holds: the context cap, and past it the sliding attention window.
     pub max_seq: usize,
+    /// Past `max_seq`, how many of the first positions stay in the window (attention sinks);
+    /// 0 gives a plain window of the last `max_seq` positions. Capped at `max_seq / 2`.
+    pub sinks: usize,
     /// Most tokens one prefill pass processes; longer prompts run in several passes.
     pub max_batch: usize,
     /// Arithmetic of the matrix kernels. F32 by default: the f16 variant rounds weights and
@@ -85,7 +90,7 @@ pub struct EngineOptions {
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        Self { max_seq: 2048, max_batch: 64, precision: Precision::F32, kv: KvFormat::F32 }
+        Self { max_seq: 2048, max_batch: 64, precision: Precision::F32, kv: KvFormat::F32, sinks: 4 }
     }
 }
 
@@ -131,14 +136,14 @@ pub struct Llama {
     pub config: LlamaConfig,
     pub weights: Weights,
     pub options: EngineOptions,
-    k_cache: Vec<GpuTensor>, // per layer [kv_heads, max_seq, kv.row_words(head_dim)], a ring
-    v_cache: Vec<GpuTensor>, // per layer [kv_heads, max_seq, kv.row_words(head_dim)], a ring
-    rope: GpuTensor,         // [max_seq, rope_dims / 2, 2], a ring
+    k_cache: Vec<GpuTensor>, // per layer [kv_heads, max_seq, kv.row_words(head_dim)] by ring_slot
+    v_cache: Vec<GpuTensor>, // per layer [kv_heads, max_seq, kv.row_words(head_dim)] by ring_slot
+    rope: GpuTensor,         // [max_seq, rope_dims / 2, 2] by ring_slot
     /// The position whose cos/sin row each slot of `rope` holds.
     rope_slots: Vec<usize>, // [max_seq]
     /// One table row computed on the CPU, reused.
     rope_scratch: Vec<f32>, // [rope_dims]
-    tokens: GpuTensor,      // [max_seq] u32, the sequence so far, a ring
+    tokens: GpuTensor,      // [max_seq] u32, the sequence so far, position p at p % max_seq
     chosen: GpuTensor,       // [1] u32, the last sampled token
     step: Uniform,
     sampling: Uniform,
@@ -179,6 +184,7 @@ impl Llama {
                 options.max_batch
             )));
         }
+        let options = EngineOptions { sinks: options.sinks.min(options.max_seq / 2), ..options };
         let b = options.max_batch;
         if !options.kv.fits(c.head_dim) {
             return Err(Error::Model(format!("a {} KV cache cannot hold rows of head_dim {}", options.kv, c.head_dim)));
@@ -298,6 +304,7 @@ impl Llama {
             rot_dims: c.rope_dims,
             style: c.rope_style,
             kv: self.options.kv,
+            sinks: self.options.sinks,
         };
         let shape = AttentionShape {
             n_tokens: t,
@@ -396,7 +403,7 @@ impl Llama {
     fn prepare_rope(&mut self, ctx: &GpuContext, n: usize) -> Result<()> {
         let c = &self.config;
         for p in self.pos..self.pos + n {
-            let slot = p % self.options.max_seq;
+            let slot = ring_slot(p, self.options.max_seq, self.options.sinks);
             if self.rope_slots[slot] != p {
                 rope_row(p, c.rope_dims, c.rope_base, c.rope_scaling, &mut self.rope_scratch);
                 let row = c.rope_dims / 2 * 2;

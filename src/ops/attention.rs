@@ -124,8 +124,9 @@ pub fn attention_cpu(
 
 #[allow(clippy::too_many_arguments)]
 /// CPU reference of sliding-window attention over a whole history: the query at absolute
-/// position `pos + t` attends to positions `max(0, pos + t + 1 - window) ..= pos + t`, in order.
-/// `k_hist`/`v_hist` are [n_kv_heads, history, head_dim] by absolute position.
+/// position `P = pos + t` attends to positions `0..sinks` and to the last `window - sinks`
+/// positions up to P (all of `0..=P` while P < window), in order. `k_hist`/`v_hist` are
+/// [n_kv_heads, history, head_dim] by absolute position.
 pub fn windowed_attention_cpu(
     s: AttentionShape,
     q: &[f32],
@@ -134,27 +135,30 @@ pub fn windowed_attention_cpu(
     history: usize,
     pos: usize,
     window: usize,
+    sinks: usize,
     scale: f32,
 ) -> Vec<f64> {
     let hd = s.head_dim;
     let mut out = vec![0f64; s.n_tokens * s.n_heads * hd];
     for t in 0..s.n_tokens {
         let last = pos + t;
-        let first = (last + 1).saturating_sub(window);
+        let recent = (last + 1).saturating_sub(window - sinks).max(sinks.min(last + 1));
+        let positions: Vec<usize> = (0..sinks.min(recent)).chain(recent..=last).collect();
         for h in 0..s.n_heads {
             let kvh = h / (s.n_heads / s.n_kv_heads);
             let qv = &q[(t * s.n_heads + h) * hd..][..hd];
             let row = |cache: &'_ [f32], j: usize| -> Vec<f64> {
                 cache[(kvh * history + j) * hd..][..hd].iter().map(|&v| v as f64).collect()
             };
-            let scores: Vec<f64> = (first..=last)
-                .map(|j| qv.iter().zip(row(k_hist, j)).map(|(&a, b)| a as f64 * b).sum::<f64>() * scale as f64)
+            let scores: Vec<f64> = positions
+                .iter()
+                .map(|&j| qv.iter().zip(row(k_hist, j)).map(|(&a, b)| a as f64 * b).sum::<f64>() * scale as f64)
                 .collect();
             let m = scores.iter().cloned().fold(f64::MIN, f64::max);
             let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
             let z: f64 = e.iter().sum();
             let o = &mut out[(t * s.n_heads + h) * hd..][..hd];
-            for (w, j) in e.iter().zip(first..=last) {
+            for (w, &j) in e.iter().zip(&positions) {
                 for (od, vd) in o.iter_mut().zip(row(v_hist, j)) {
                     *od += w / z * vd;
                 }

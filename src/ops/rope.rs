@@ -78,11 +78,22 @@ pub struct RopeShape {
     pub rot_dims: usize,
     pub style: RopeStyle,
     pub kv: KvFormat,
+    /// Positions that keep their slots once the cache is full (attention sinks); < max_seq.
+    pub sinks: usize,
 }
 
-/// Rotates `q` in place and writes rotated `k` and plain `v` into the caches (rings of
-/// `max_seq` rows in format `s.kv`) at slots `(step.pos + t) % max_seq`; `table` is read at the
-/// same slots.
+/// The cache (and table) slot of position `pos`: the first `sinks` positions keep theirs, the
+/// rest share the other `max_seq - sinks` slots as a ring. Below max_seq, slot = pos.
+pub fn ring_slot(pos: usize, max_seq: usize, sinks: usize) -> usize {
+    if pos < sinks {
+        pos
+    } else {
+        sinks + (pos - sinks) % (max_seq - sinks)
+    }
+}
+
+/// Rotates `q` in place and writes rotated `k` and plain `v` into the caches (`max_seq` rows
+/// in format `s.kv`) at slots [`ring_slot`]`(step.pos + t)`; `table` is read at the same slots.
 #[allow(clippy::too_many_arguments)]
 pub async fn rope_store(
     ctx: &GpuContext,
@@ -108,6 +119,7 @@ pub async fn rope_store(
         && s.kv.fits(s.head_dim)
         && s.rot_dims.is_multiple_of(2)
         && s.rot_dims <= s.head_dim
+        && s.sinks < s.max_seq
         && [q, k, v, table].iter().all(|t| t.dtype == DType::F32)
         && [k_cache, v_cache].iter().all(|t| t.dtype == s.kv.dtype());
     if !ok {
@@ -131,7 +143,7 @@ pub async fn rope_store(
         s.max_seq as u32,
         s.rot_dims as u32,
         s.kv.row_words(s.head_dim) as u32,
-        0,
+        s.sinks as u32,
     ];
     ctx.dispatch_with(
         &pipeline,

@@ -19,6 +19,7 @@ pub struct Args {
     pub ids: bool,
     pub max_seq: usize,
     pub kv: KvFormat,
+    pub sinks: usize,
 }
 
 /// Opens MODEL (GGUF path or URL) with a context of `max_seq` and default engine options.
@@ -48,7 +49,7 @@ pub fn open_with(ctx: &GpuContext, location: &str, engine: EngineOptions) -> any
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let ctx = crate::cli::context()?;
-    let engine = EngineOptions { max_seq: a.max_seq, kv: a.kv, ..Default::default() };
+    let engine = EngineOptions { max_seq: a.max_seq, kv: a.kv, sinks: a.sinks, ..Default::default() };
     let (mut llama, tok) = open_with(&ctx, &a.model, engine)?;
     let text = if a.chat {
         let user = weft::tokenizer::chat::Message { role: "user".into(), content: a.prompt.clone() };
@@ -77,7 +78,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             break;
         }
         if llama.position() == llama.options.max_seq {
-            eprintln!("\n[context reached {} tokens: attention slides over the last {0} from here]", llama.options.max_seq);
+            let o = &llama.options;
+            eprintln!(
+                "\n[context reached {} tokens: attention keeps the first {} and slides over the last {} from here]",
+                o.max_seq,
+                o.sinks,
+                o.max_seq - o.sinks
+            );
         }
         next = pollster::block_on(llama.step(&ctx))?;
     }

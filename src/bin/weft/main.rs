@@ -92,6 +92,9 @@ mod cli {
             /// KV-cache storage: f32, f16 or q8.
             #[arg(long, default_value = "f32")]
             kv: weft::model::KvFormat,
+            /// Past max_seq, how many first tokens stay in the attention window (0: the last max_seq only).
+            #[arg(long, default_value_t = 4)]
+            sinks: usize,
         },
         /// Quantize a GGUF file or Hugging Face folder into a self-contained weft safetensors file.
         Quantize {
@@ -190,6 +193,7 @@ mod cli {
                 ids,
                 max_seq,
                 kv,
+                sinks,
             } => crate::generate::run(crate::generate::Args {
                 model,
                 prompt,
@@ -206,6 +210,7 @@ mod cli {
                 ids,
                 max_seq,
                 kv,
+                sinks,
             }),
         }
     }
