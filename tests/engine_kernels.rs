@@ -10,7 +10,8 @@ use weft::ops::elementwise::{add_inplace, silu_mul, silu_mul_cpu, SILU_MUL_TOLER
 use weft::ops::kv::{KvFormat, KV_F16_TOLERANCE, KV_Q8_SLACK};
 use weft::ops::norm::{rms_norm, rms_norm_cpu, RMSNORM_TOLERANCE};
 use weft::ops::rope::{
-    ring_slot, rope_cpu, rope_row, rope_store, rope_table, step_bytes, RopeScaling, RopeShape, RopeStyle, ROPE_TOLERANCE,
+    ring_slot, rope_cpu, rope_row, rope_store, rope_table, step_bytes, RopeScaling, RopeShape, RopeStyle,
+    ROPE_TOLERANCE,
 };
 use weft::ops::Tolerance;
 use weft::selftest::random_f32;
@@ -91,14 +92,20 @@ fn check_row(kv: KvFormat, words: &[u32], want: &[f64], what: &str) {
         }
         KvFormat::F16 => {
             // The f32 rotation's error, then one f16 step.
-            let tol = Tolerance { abs: ROPE_TOLERANCE.abs + KV_F16_TOLERANCE.abs, rel: ROPE_TOLERANCE.rel + KV_F16_TOLERANCE.rel };
+            let tol = Tolerance {
+                abs: ROPE_TOLERANCE.abs + KV_F16_TOLERANCE.abs,
+                rel: ROPE_TOLERANCE.rel + KV_F16_TOLERANCE.rel,
+            };
             let dev = tol.compare(&got, want);
             assert!(dev.within, "{what}: {dev:?}");
         }
         KvFormat::Q8 => {
             let absmax = want.iter().fold(0f64, |m, v| m.max(v.abs()));
             let scale = f32::from_bits(words[0]) as f64;
-            assert!((scale - absmax / 127.0).abs() <= 1e-5 * absmax / 127.0, "{what}: scale {scale} for absmax {absmax}");
+            assert!(
+                (scale - absmax / 127.0).abs() <= 1e-5 * absmax / 127.0,
+                "{what}: scale {scale} for absmax {absmax}"
+            );
             let bound = scale * (0.5 + KV_Q8_SLACK) + ROPE_TOLERANCE.abs;
             for (d, (g, w)) in got.iter().zip(want).enumerate() {
                 assert!((*g as f64 - w).abs() <= bound, "{what} dim {d}: {g} vs {w} (bound {bound:e})");
@@ -229,8 +236,16 @@ fn sliding_window_attention_wraps_the_ring() -> anyhow::Result<()> {
             let t = if pos == 0 { max_seq } else { 1 };
             let q = &qs[pos * n_heads * head_dim..(pos + t) * n_heads * head_dim];
             let tq = ctx.upload_f32("q", &[t, n_heads, head_dim], q)?;
-            let tk = ctx.upload_f32("k", &[t, n_kv_heads, head_dim], &ks[pos * n_kv_heads * head_dim..][..t * n_kv_heads * head_dim])?;
-            let tv = ctx.upload_f32("v", &[t, n_kv_heads, head_dim], &vs[pos * n_kv_heads * head_dim..][..t * n_kv_heads * head_dim])?;
+            let tk = ctx.upload_f32(
+                "k",
+                &[t, n_kv_heads, head_dim],
+                &ks[pos * n_kv_heads * head_dim..][..t * n_kv_heads * head_dim],
+            )?;
+            let tv = ctx.upload_f32(
+                "v",
+                &[t, n_kv_heads, head_dim],
+                &vs[pos * n_kv_heads * head_dim..][..t * n_kv_heads * head_dim],
+            )?;
             let out = ctx.zeros("out", &[t, n_heads, head_dim], DType::F32)?;
             if pos >= max_seq {
                 let mut row = vec![0f32; rot_dims];

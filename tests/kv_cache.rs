@@ -66,7 +66,9 @@ fn every_kv_format_follows_the_f32_cache() -> anyhow::Result<()> {
                 let scale = want.iter().map(|v| v.abs() as f64).fold(0.0, f64::max);
                 let rel = max_err / scale;
                 let tolerance = if kv == KvFormat::F16 { F16_LOGITS_TOLERANCE } else { Q8_LOGITS_TOLERANCE };
-                println!("{kv}: last-position logits max |diff| {max_err:.3e}, relative {rel:.3e} (tolerance {tolerance:e})");
+                println!(
+                    "{kv}: last-position logits max |diff| {max_err:.3e}, relative {rel:.3e} (tolerance {tolerance:e})"
+                );
                 assert!(rel <= tolerance, "{kv}: logits relative deviation {rel:.3e} > {tolerance:e}");
                 // On lavapipe all 20 ids agree for both formats. f16 is asserted in full; q8's
                 // larger logit error could flip a near tie on another GPU, so only its first 5.

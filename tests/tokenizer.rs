@@ -104,7 +104,12 @@ fn sentencepiece_ids_match_hugging_face_tokenizers() -> anyhow::Result<()> {
         let ids = tok.encode(&case.text, false);
         if ids != case.ids {
             let at = ids.iter().zip(&case.ids).position(|(a, b)| a != b).unwrap_or(ids.len().min(case.ids.len()));
-            let piece = |v: &[u32]| v[at..(at + 6).min(v.len())].iter().map(|&i| tok.token(i).unwrap_or("?").to_string()).collect::<Vec<_>>();
+            let piece = |v: &[u32]| {
+                v[at..(at + 6).min(v.len())]
+                    .iter()
+                    .map(|&i| tok.token(i).unwrap_or("?").to_string())
+                    .collect::<Vec<_>>()
+            };
             panic!(
                 "{:?}...: first difference at id {at}: weft {:?} tokenizers {:?}",
                 &case.text[..case.text.len().min(40)],

@@ -119,9 +119,9 @@ impl KvFormat {
     pub fn decode_row(self, words: &[u32], head_dim: usize) -> Vec<f32> {
         match self {
             KvFormat::F32 => words[..head_dim].iter().map(|&w| f32::from_bits(w)).collect(),
-            KvFormat::F16 => (0..head_dim)
-                .map(|d| half::f16::from_bits((words[d / 2] >> (16 * (d % 2))) as u16).to_f32())
-                .collect(),
+            KvFormat::F16 => {
+                (0..head_dim).map(|d| half::f16::from_bits((words[d / 2] >> (16 * (d % 2))) as u16).to_f32()).collect()
+            }
             KvFormat::Q8 => {
                 let scale = f32::from_bits(words[0]);
                 (0..head_dim).map(|d| ((words[1 + d / 4] >> (8 * (d % 4))) as u8 as i8) as f32 * scale).collect()

@@ -55,7 +55,11 @@ pub struct TokenizerSpec {
 }
 
 enum Kind {
-    ByteBpe { pre: PreTokenizer, merges: bpe::Merges, byte_ids: Box<[Option<u32>; 256]> },
+    ByteBpe {
+        pre: PreTokenizer,
+        merges: bpe::Merges,
+        byte_ids: Box<[Option<u32>; 256]>,
+    },
     SentencePiece {
         scores: Vec<f32>,
         byte_tokens: Box<[Option<u32>; 256]>,
