@@ -2,6 +2,14 @@
 // One workgroup per (head, token). The context is walked in tiles of WG positions with an
 // online softmax (running max and sum), so any context length fits in fixed shared memory.
 // GQA: query head h reads KV head h / (n_heads / n_kv_heads).
+//
+// The cache is a ring of max_seq slots (position pos in slot pos % max_seq). A query at
+// position P attends to the last min(P + 1, max_seq) positions: before the ring wraps those are
+// slots 0..P, after it every slot, so slot j is read for j < n_ctx either way (the softmax
+// does not depend on the order it visits positions in). Past max_seq the engine runs one
+// token per pass, so no query sees a slot a later token of its own pass overwrote.
+// Cache rows (src/ops/kv.rs): f32 values; KV_F16: pack2x16float pairs; KV_Q8: an f32 scale word
+// then four signed bytes per word, lowest byte first.
 
 struct Params {
     n_tokens: u32,
@@ -10,7 +18,7 @@ struct Params {
     head_dim: u32,
     max_seq: u32,
     scale: f32,
-    _pad0: u32,
+    row_words: u32,
     _pad1: u32,
 }
 
@@ -21,9 +29,19 @@ struct Step {
     _pad1: u32,
 }
 
+#ifdef KV_F16
+alias Word = u32;
+#else
+#ifdef KV_Q8
+alias Word = u32;
+#else
+alias Word = f32;
+#endif
+#endif
+
 @group(0) @binding(0) var<storage, read> q: array<f32>;          // [n_tokens, n_heads, head_dim]
-@group(0) @binding(1) var<storage, read> k_cache: array<f32>;    // [n_kv_heads, max_seq, head_dim]
-@group(0) @binding(2) var<storage, read> v_cache: array<f32>;    // [n_kv_heads, max_seq, head_dim]
+@group(0) @binding(1) var<storage, read> k_cache: array<Word>;   // [n_kv_heads, max_seq, row_words]
+@group(0) @binding(2) var<storage, read> v_cache: array<Word>;   // [n_kv_heads, max_seq, row_words]
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;  // [n_tokens, n_heads, head_dim]
 @group(0) @binding(4) var<uniform> p: Params;
 @group(0) @binding(5) var<uniform> step: Step;
@@ -37,6 +55,58 @@ const LOWEST: f32 = -3.40282347e38;
 var<workgroup> qs: array<f32, MAX_HEAD_DIM>;
 var<workgroup> probs: array<f32, WG>;
 var<workgroup> partial: array<f32, WG>;
+
+// The scaled query (in qs) dotted with the K row starting at word `row`.
+fn k_dot(row: u32) -> f32 {
+    var s = 0.0;
+#ifdef KV_F16
+    for (var w = 0u; w < p.head_dim / 2u; w++) {
+        let kk = unpack2x16float(k_cache[row + w]);
+        s += qs[2u * w] * kk.x + qs[2u * w + 1u] * kk.y;
+    }
+#else
+#ifdef KV_Q8
+    for (var w = 0u; w < p.head_dim / 4u; w++) {
+        let word = bitcast<i32>(k_cache[row + 1u + w]);
+        let kk = vec4<f32>(
+            f32(extractBits(word, 0u, 8u)),
+            f32(extractBits(word, 8u, 8u)),
+            f32(extractBits(word, 16u, 8u)),
+            f32(extractBits(word, 24u, 8u)),
+        );
+        s += dot(vec4<f32>(qs[4u * w], qs[4u * w + 1u], qs[4u * w + 2u], qs[4u * w + 3u]), kk);
+    }
+    s *= bitcast<f32>(k_cache[row]);
+#else
+    for (var d = 0u; d < p.head_dim; d++) {
+        s += qs[d] * k_cache[row + d];
+    }
+#endif
+#endif
+    return s;
+}
+
+// What multiplies every value of the V row at `row`: its Q8 scale, else 1.
+fn v_scale(row: u32) -> f32 {
+#ifdef KV_Q8
+    return bitcast<f32>(v_cache[row]);
+#else
+    return 1.0;
+#endif
+}
+
+// Dimension d of the V row at `row`, before v_scale.
+fn v_value(row: u32, d: u32) -> f32 {
+#ifdef KV_F16
+    return unpack2x16float(v_cache[row + d / 2u])[d % 2u];
+#else
+#ifdef KV_Q8
+    return f32(extractBits(bitcast<i32>(v_cache[row + 1u + d / 4u]), 8u * (d % 4u), 8u));
+#else
+    return v_cache[row + d];
+#endif
+#endif
+}
 
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
@@ -57,16 +127,12 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     var m = LOWEST;
     var l = 0.0;
     var acc = array<f32, DIMS>(0.0, 0.0, 0.0, 0.0);
-    let kv_base = kvh * p.max_seq * p.head_dim;
+    let kv_base = kvh * p.max_seq * p.row_words;
     for (var start = 0u; start < n_ctx; start += WG) {
         let j = start + lane;
         var s = LOWEST;
         if (j < n_ctx) {
-            let row = kv_base + j * p.head_dim;
-            s = 0.0;
-            for (var d = 0u; d < p.head_dim; d++) {
-                s += qs[d] * k_cache[row + d];
-            }
+            s = k_dot(kv_base + j * p.row_words);
         }
         partial[lane] = s;
         workgroupBarrier();
@@ -82,8 +148,11 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         if (j < n_ctx) {
             pj = exp(s - m_new);
         }
-        probs[lane] = pj;
         partial[lane] = pj;
+        if (j < n_ctx) {
+            pj *= v_scale(kv_base + j * p.row_words);
+        }
+        probs[lane] = pj;
         workgroupBarrier();
         for (var r = WG / 2u; r > 0u; r = r >> 1u) {
             if (lane < r) {
@@ -99,7 +168,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
             if (d < p.head_dim) {
                 var sum = acc[i] * correction;
                 for (var jj = 0u; jj < count; jj++) {
-                    sum += probs[jj] * v_cache[kv_base + (start + jj) * p.head_dim + d];
+                    sum += probs[jj] * v_value(kv_base + (start + jj) * p.row_words, d);
                 }
                 acc[i] = sum;
             }

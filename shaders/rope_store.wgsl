@@ -3,7 +3,15 @@
 // cos/sin come from a table computed on the CPU in f64, so large positions lose no accuracy
 // to a GPU's sin/cos range reduction.
 //
+// The cache and the table hold max_seq slots: the first `sinks` positions keep slots
+// 0..sinks for good (attention sinks), later positions share the other slots as a ring
+// (ring_slot). K is rotated at its absolute position before it is stored, so a slot needs no
+// re-rotation when the window slides; the engine rewrites the table row of a slot before a
+// position past max_seq uses it.
+//
 // Pair layout: NORM rotates (2i, 2i+1) (GGUF llama); NEOX rotates (i, i + rot/2) (HF, Qwen2).
+// Cache rows (src/ops/kv.rs): f32 values; KV_F16: pack2x16float pairs; KV_Q8: an f32 scale word
+// (absmax / 127) then four round(x / scale) bytes per word, lowest byte first.
 
 struct Params {
     n_tokens: u32,
@@ -12,8 +20,8 @@ struct Params {
     head_dim: u32,
     max_seq: u32,
     rot_dims: u32,
-    _pad0: u32,
-    _pad1: u32,
+    row_words: u32,
+    sinks: u32,
 }
 
 struct Step {
@@ -23,12 +31,22 @@ struct Step {
     _pad1: u32,
 }
 
-@group(0) @binding(0) var<storage, read_write> q: array<f32>;        // [n_tokens, n_heads, head_dim]
-@group(0) @binding(1) var<storage, read> k: array<f32>;              // [n_tokens, n_kv_heads, head_dim]
-@group(0) @binding(2) var<storage, read> v: array<f32>;              // [n_tokens, n_kv_heads, head_dim]
-@group(0) @binding(3) var<storage, read_write> k_cache: array<f32>;  // [n_kv_heads, max_seq, head_dim]
-@group(0) @binding(4) var<storage, read_write> v_cache: array<f32>;  // [n_kv_heads, max_seq, head_dim]
-@group(0) @binding(5) var<storage, read> cos_sin: array<f32>;        // [max_seq, rot_dims / 2, 2]
+#ifdef KV_F16
+alias Word = u32;
+#else
+#ifdef KV_Q8
+alias Word = u32;
+#else
+alias Word = f32;
+#endif
+#endif
+
+@group(0) @binding(0) var<storage, read_write> q: array<f32>;         // [n_tokens, n_heads, head_dim]
+@group(0) @binding(1) var<storage, read> k: array<f32>;               // [n_tokens, n_kv_heads, head_dim]
+@group(0) @binding(2) var<storage, read> v: array<f32>;               // [n_tokens, n_kv_heads, head_dim]
+@group(0) @binding(3) var<storage, read_write> k_cache: array<Word>;  // [n_kv_heads, max_seq, row_words]
+@group(0) @binding(4) var<storage, read_write> v_cache: array<Word>;  // [n_kv_heads, max_seq, row_words]
+@group(0) @binding(5) var<storage, read> cos_sin: array<f32>;         // [max_seq, rot_dims / 2, 2]
 @group(0) @binding(6) var<uniform> p: Params;
 @group(0) @binding(7) var<uniform> step: Step;
 
@@ -38,6 +56,45 @@ fn pair(i: u32) -> vec2<u32> {
 #else
     return vec2<u32>(2u * i, 2u * i + 1u);
 #endif
+}
+
+fn ring_slot(pos: u32) -> u32 {
+    if (pos < p.sinks) {
+        return pos;
+    }
+    return p.sinks + (pos - p.sinks) % (p.max_seq - p.sinks);
+}
+
+// Dimension d of the K row starting at `src`, rotated with table row `slot`.
+fn rotated_k(src: u32, d: u32, slot: u32) -> f32 {
+    let half_rot = p.rot_dims / 2u;
+    if (d >= p.rot_dims) {
+        return k[src + d];
+    }
+#ifdef NEOX
+    let i = d % half_rot;
+#else
+    let i = d / 2u;
+#endif
+    let dims = pair(i);
+    let at = (slot * half_rot + i) * 2u;
+    let c = cos_sin[at];
+    let s = cos_sin[at + 1u];
+    let x0 = k[src + dims.x];
+    let x1 = k[src + dims.y];
+    if (d == dims.x) {
+        return x0 * c - x1 * s;
+    }
+    return x0 * s + x1 * c;
+}
+
+// One signed byte of round(x / scale), in the low 8 bits.
+fn quant_byte(x: f32, scale: f32) -> u32 {
+    if (scale <= 0.0) {
+        return 0u;
+    }
+    let qv = clamp(round(x / scale), -127.0, 127.0);
+    return bitcast<u32>(i32(qv)) & 0xffu;
 }
 
 @compute @workgroup_size(64)
@@ -53,15 +110,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let pos = step.pos + t;
-    if (pos >= p.max_seq) {
-        return;
-    }
+    let ring = ring_slot(pos);
     var dims = vec2<u32>(2u * i, 2u * i + 1u);
     var cs = vec2<f32>(1.0, 0.0);
     let rotated = i < p.rot_dims / 2u;
     if (rotated) {
         dims = pair(i);
-        let at = (pos * (p.rot_dims / 2u) + i) * 2u;
+        let at = (ring * (p.rot_dims / 2u) + i) * 2u;
         cs = vec2<f32>(cos_sin[at], cos_sin[at + 1u]);
     } else {
         // Dimensions past rot_dims pass through unrotated, two per thread.
@@ -73,15 +128,50 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         let x1 = q[base + dims.y];
         q[base + dims.x] = x0 * cs.x - x1 * cs.y;
         q[base + dims.y] = x0 * cs.y + x1 * cs.x;
-    } else {
-        let h = slot - p.n_heads;
-        let src = (t * p.n_kv_heads + h) * p.head_dim;
-        let dst = (h * p.max_seq + pos) * p.head_dim;
-        let x0 = k[src + dims.x];
-        let x1 = k[src + dims.y];
-        k_cache[dst + dims.x] = x0 * cs.x - x1 * cs.y;
-        k_cache[dst + dims.y] = x0 * cs.y + x1 * cs.x;
-        v_cache[dst + dims.x] = v[src + dims.x];
-        v_cache[dst + dims.y] = v[src + dims.y];
+        return;
     }
+    let h = slot - p.n_heads;
+    let src = (t * p.n_kv_heads + h) * p.head_dim;
+    let dst = (h * p.max_seq + ring) * p.row_words;
+#ifdef KV_F16
+    // Thread i packs dimensions (2i, 2i + 1): one word of each row.
+    let kw = vec2<f32>(rotated_k(src, 2u * i, ring), rotated_k(src, 2u * i + 1u, ring));
+    k_cache[dst + i] = pack2x16float(kw);
+    v_cache[dst + i] = pack2x16float(vec2<f32>(v[src + 2u * i], v[src + 2u * i + 1u]));
+#else
+#ifdef KV_Q8
+    // The row's scale needs its absmax: the first thread of the row writes all of it.
+    if (i != 0u) {
+        return;
+    }
+    var k_max = 0.0;
+    var v_max = 0.0;
+    for (var d = 0u; d < p.head_dim; d++) {
+        k_max = max(k_max, abs(rotated_k(src, d, ring)));
+        v_max = max(v_max, abs(v[src + d]));
+    }
+    let k_scale = k_max / 127.0;
+    let v_scale = v_max / 127.0;
+    k_cache[dst] = bitcast<u32>(k_scale);
+    v_cache[dst] = bitcast<u32>(v_scale);
+    for (var w = 0u; w < p.head_dim / 4u; w++) {
+        var kq = 0u;
+        var vq = 0u;
+        for (var b = 0u; b < 4u; b++) {
+            let d = 4u * w + b;
+            kq = kq | (quant_byte(rotated_k(src, d, ring), k_scale) << (8u * b));
+            vq = vq | (quant_byte(v[src + d], v_scale) << (8u * b));
+        }
+        k_cache[dst + 1u + w] = kq;
+        v_cache[dst + 1u + w] = vq;
+    }
+#else
+    let x0 = k[src + dims.x];
+    let x1 = k[src + dims.y];
+    k_cache[dst + dims.x] = x0 * cs.x - x1 * cs.y;
+    k_cache[dst + dims.y] = x0 * cs.y + x1 * cs.x;
+    v_cache[dst + dims.x] = v[src + dims.x];
+    v_cache[dst + dims.y] = v[src + dims.y];
+#endif
+#endif
 }

@@ -23,7 +23,7 @@ struct Step {
 }
 
 @group(0) @binding(0) var<storage, read_write> logits: array<f32>;  // [vocab]
-@group(0) @binding(1) var<storage, read_write> tokens: array<u32>;  // [max_seq] the sequence so far
+@group(0) @binding(1) var<storage, read_write> tokens: array<u32>;  // [max_seq] ring: position i in slot i % max_seq
 @group(0) @binding(2) var<storage, read_write> chosen: array<u32>;  // [4] token id, then unused
 @group(0) @binding(3) var<uniform> p: Params;
 @group(0) @binding(4) var<uniform> step: Step;
@@ -97,13 +97,13 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
     let hi_i = min(lo_i + chunk, p.vocab);
 
     // Repetition penalty, once per distinct token in the window.
-    let window = min(p.window, end);
+    let window = min(min(p.window, end), p.max_seq);
     if (p.repeat_penalty != 1.0 && lane < window) {
         let first = end - window;
-        let tok = tokens[first + lane];
+        let tok = tokens[(first + lane) % p.max_seq];
         var seen = false;
         for (var j = 0u; j < lane; j++) {
-            seen = seen || tokens[first + j] == tok;
+            seen = seen || tokens[(first + j) % p.max_seq] == tok;
         }
         if (!seen && tok < p.vocab) {
             let l = logits[tok];
@@ -138,9 +138,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
         }
         if (lane == 0u) {
             chosen[0] = red_u[0];
-            if (end < p.max_seq) {
-                tokens[end] = red_u[0];
-            }
+            tokens[end % p.max_seq] = red_u[0];
         }
         return;
     }
@@ -268,8 +266,6 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
             id = red_u[0] - 1u;
         }
         chosen[0] = id;
-        if (end < p.max_seq) {
-            tokens[end] = id;
-        }
+        tokens[end % p.max_seq] = id;
     }
 }

@@ -119,3 +119,43 @@ fn same_seed_same_token_different_seed_varies() -> anyhow::Result<()> {
     assert!(picks.len() > 8, "{picks:?}");
     Ok(())
 }
+
+/// Past max_seq the token history is a ring (position i in slot i % max_seq): the repetition
+/// penalty reads the last `min(window, max_seq)` positions through it, and the chosen token
+/// lands in the slot of its position.
+#[test]
+fn repetition_penalty_reads_the_history_ring() -> anyhow::Result<()> {
+    let ctx = ctx();
+    let ring = 8;
+    let vocab = 40;
+    // 13 positions: slots hold positions 5..13 once the ring has wrapped.
+    let history: Vec<u32> = (0..13).map(|i| (i * 7 % vocab) as u32).collect();
+    let mut slots = vec![0u32; ring];
+    for (pos, &tok) in history.iter().enumerate() {
+        slots[pos % ring] = tok;
+    }
+    let mut l = logits(300, vocab);
+    // Every token of the history a little above the rest, so the penalty decides the choice.
+    for &t in &history {
+        l[t as usize] = 5.0 + t as f32 * 0.01;
+    }
+    for window in [4u32, 64] {
+        let p = SampleParams { repeat_penalty: 3.0, penalty_window: window, ..Default::default() };
+        let tl = ctx.upload_f32("logits", &[vocab], &l)?;
+        let tt = ctx.upload_u32("tokens", &[ring], &slots)?;
+        let chosen = ctx.zeros("chosen", &[4], DType::U32)?;
+        let params = ctx.uniform_block("sample params", 32);
+        ctx.write_uniform(&params, &params_bytes(&p, vocab, ring));
+        let step = ctx.uniform_block("step", 16);
+        ctx.write_uniform(&step, &step_bytes(history.len() as u32 - 1, 1));
+        let d = pollster::block_on(sample(ctx, &tl, &tt, &chosen, &params, &step))?;
+        ctx.run(&[&d]);
+        let id = pollster::block_on(ctx.read_u32(&chosen))?[0];
+        // The reference sees the linear history with the window the ring can hold.
+        let clamped = SampleParams { penalty_window: window.min(ring as u32), ..p };
+        let want = sample_cpu(&l, &history, history.len(), &clamped);
+        assert_eq!(id, want, "window {window}");
+        assert_eq!(pollster::block_on(ctx.read_u32(&tt))?[history.len() % ring], id);
+    }
+    Ok(())
+}

@@ -5,6 +5,16 @@
 //! decode step's dispatches — is made at load. A decode step writes one 16-byte uniform,
 //! records the prepared dispatches into one compute pass, copies the sampled token id out in
 //! the same command buffer and submits once.
+//!
+//! Context: the KV cache holds `max_seq` positions. Once a sequence reaches `max_seq`,
+//! generation goes on with attention over a sliding window of `max_seq` positions: the first
+//! `sinks` positions (attention sinks, which small models lean on: without them the text
+//! degenerates as soon as they leave the window) and the most recent `max_seq - sinks`, whose
+//! slots are a ring ([`ring_slot`]). K is rotated at its absolute position before it is
+//! stored, so slots never need re-rotation; the RoPE table has the same slots, and the row of a
+//! position past `max_seq` is computed on the CPU (f64) and written into its slot before the
+//! pass that uses it. Past `max_seq` every pass takes one token, so that no query of a batch
+//! attends to a slot a later token of the same batch has overwritten.
 
 use std::collections::HashMap;
 
@@ -12,9 +22,10 @@ use crate::error::{Error, Result};
 use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor, ReadSlot, Uniform};
 use crate::ops::attention::{attention, AttentionShape};
 use crate::ops::elementwise::{add_inplace, bias_add, copy, copy_row, silu_mul};
+use crate::ops::kv::KvFormat;
 use crate::ops::norm::rms_norm;
 use crate::ops::qmatmul::{embed, matmul, Precision, QWeight};
-use crate::ops::rope::{rope_store, rope_table, step_bytes, RopeShape};
+use crate::ops::rope::{ring_slot, rope_row, rope_store, rope_table, step_bytes, RopeShape};
 use crate::ops::sample::{params_bytes, sample, SampleParams};
 
 use super::config::LlamaConfig;
@@ -62,19 +73,30 @@ impl Weights {
 /// Options fixed at load.
 #[derive(Clone, Copy, Debug)]
 pub struct EngineOptions {
-    /// Positions the KV cache holds.
+    /// Positions the KV cache holds: the context cap, and past it the sliding attention window.
     pub max_seq: usize,
+    /// Past `max_seq`, how many of the first positions stay in the window (attention sinks);
+    /// 0 gives a plain window of the last `max_seq` positions. Capped at `max_seq / 2`.
+    pub sinks: usize,
     /// Most tokens one prefill pass processes; longer prompts run in several passes.
     pub max_batch: usize,
     /// Arithmetic of the matrix kernels. F32 by default: the f16 variant rounds weights and
     /// activations to 11 bits, enough to flip near-tied greedy choices against a reference.
     pub precision: Precision,
+    /// Storage of the KV cache. Every format works on every adapter: F16 stores
+    /// `pack2x16float` pairs in u32 words, so it needs no `shader-f16`.
+    pub kv: KvFormat,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        Self { max_seq: 2048, max_batch: 64, precision: Precision::F32 }
+        Self { max_seq: 2048, max_batch: 64, precision: Precision::F32, kv: KvFormat::F32, sinks: 4 }
     }
+}
+
+/// KV-cache bytes per token of context for `config` stored as `kv` (K and V, every layer).
+pub fn kv_bytes_per_token(config: &LlamaConfig, kv: KvFormat) -> u64 {
+    (2 * config.n_layers * config.n_kv_heads * kv.row_bytes(config.head_dim)) as u64
 }
 
 
@@ -114,10 +136,14 @@ pub struct Llama {
     pub config: LlamaConfig,
     pub weights: Weights,
     pub options: EngineOptions,
-    k_cache: Vec<GpuTensor>, // per layer [kv_heads, max_seq, head_dim]
-    v_cache: Vec<GpuTensor>, // per layer [kv_heads, max_seq, head_dim]
-    rope: GpuTensor,         // [max_seq, rope_dims / 2, 2]
-    tokens: GpuTensor,       // [max_seq] u32, the sequence so far
+    k_cache: Vec<GpuTensor>, // per layer [kv_heads, max_seq, kv.row_words(head_dim)] by ring_slot
+    v_cache: Vec<GpuTensor>, // per layer [kv_heads, max_seq, kv.row_words(head_dim)] by ring_slot
+    rope: GpuTensor,         // [max_seq, rope_dims / 2, 2] by ring_slot
+    /// The position whose cos/sin row each slot of `rope` holds.
+    rope_slots: Vec<usize>, // [max_seq]
+    /// One table row computed on the CPU, reused.
+    rope_scratch: Vec<f32>, // [rope_dims]
+    tokens: GpuTensor,      // [max_seq] u32, the sequence so far, position p at p % max_seq
     chosen: GpuTensor,       // [1] u32, the last sampled token
     step: Uniform,
     sampling: Uniform,
@@ -171,13 +197,17 @@ impl Llama {
                 options.max_batch
             )));
         }
+        let options = EngineOptions { sinks: options.sinks.min(options.max_seq / 2), ..options };
         let b = options.max_batch;
-        let cache_shape = [c.n_kv_heads, options.max_seq, c.head_dim];
+        if !options.kv.fits(c.head_dim) {
+            return Err(Error::Model(format!("a {} KV cache cannot hold rows of head_dim {}", options.kv, c.head_dim)));
+        }
+        let cache_shape = [c.n_kv_heads, options.max_seq, options.kv.row_words(c.head_dim)];
         let mut k_cache = Vec::with_capacity(c.n_layers);
         let mut v_cache = Vec::with_capacity(c.n_layers);
         for i in 0..c.n_layers {
-            k_cache.push(zeros(ctx, &format!("k cache {i}"), &cache_shape)?);
-            v_cache.push(zeros(ctx, &format!("v cache {i}"), &cache_shape)?);
+            k_cache.push(ctx.zeros(&format!("k cache {i}"), &cache_shape, options.kv.dtype())?);
+            v_cache.push(ctx.zeros(&format!("v cache {i}"), &cache_shape, options.kv.dtype())?);
         }
         let table = rope_table(options.max_seq, c.rope_dims, c.rope_base, c.rope_scaling);
         let rope = ctx.upload_f32("rope table", &[options.max_seq, c.rope_dims / 2, 2], &table)?;
@@ -198,6 +228,7 @@ impl Llama {
             logits: zeros(ctx, "logits", &[b, c.vocab])?,
             ids: ctx.zeros("ids", &[b], DType::U32)?,
         };
+        let rope_scratch = vec![0.0; c.rope_dims];
         let mut model = Self {
             tokens: ctx.zeros("tokens", &[options.max_seq], DType::U32)?,
             chosen: ctx.zeros("chosen", &[1], DType::U32)?,
@@ -210,6 +241,8 @@ impl Llama {
             k_cache,
             v_cache,
             rope,
+            rope_slots: (0..options.max_seq).collect(),
+            rope_scratch,
             buffers,
             decode: Graph { dispatches: Vec::new() },
             prefill: HashMap::new(),
@@ -243,7 +276,7 @@ impl Llama {
 
     /// KV-cache bytes per token of context.
     pub fn kv_bytes_per_token(&self) -> u64 {
-        (2 * self.config.n_layers * self.config.kv_dim() * 4) as u64
+        kv_bytes_per_token(&self.config, self.options.kv)
     }
 
     pub fn set_sampling(&self, ctx: &GpuContext, params: &SampleParams) {
@@ -283,6 +316,8 @@ impl Llama {
             max_seq: self.options.max_seq,
             rot_dims: c.rope_dims,
             style: c.rope_style,
+            kv: self.options.kv,
+            sinks: self.options.sinks,
         };
         let shape = AttentionShape {
             n_tokens: t,
@@ -290,6 +325,7 @@ impl Llama {
             n_kv_heads: c.n_kv_heads,
             head_dim: c.head_dim,
             max_seq: self.options.max_seq,
+            kv: self.options.kv,
         };
         let scale = 1.0 / (c.head_dim as f32).sqrt();
         let w = &self.weights;
@@ -364,20 +400,47 @@ impl Llama {
         Ok(())
     }
 
-    fn check_room(&self, n: usize) -> Result<()> {
-        if self.pos + n > self.options.max_seq {
-            return Err(Error::Model(format!(
-                "{} tokens in the cache plus {n} more exceed the context of {} (load with a larger max_seq or reset)",
-                self.pos, self.options.max_seq
-            )));
+    /// Tokens the next pass takes out of `remaining`: up to `max_batch` while the positions stay
+    /// below `max_seq` (no slot is reused), one at a time past it.
+    fn pass_len(&self, remaining: usize) -> usize {
+        let room = self.options.max_seq.saturating_sub(self.pos);
+        if room == 0 {
+            1
+        } else {
+            remaining.min(self.options.max_batch).min(room)
+        }
+    }
+
+    /// Makes the RoPE table's slots for positions `pos .. pos + n` hold those positions' rows.
+    /// Only positions past `max_seq` (or again below it after a reset) write anything.
+    fn prepare_rope(&mut self, ctx: &GpuContext, n: usize) -> Result<()> {
+        let c = &self.config;
+        for p in self.pos..self.pos + n {
+            let slot = ring_slot(p, self.options.max_seq, self.options.sinks);
+            if self.rope_slots[slot] != p {
+                rope_row(p, c.rope_dims, c.rope_base, c.rope_scaling, &mut self.rope_scratch);
+                let row = c.rope_dims / 2 * 2;
+                ctx.write_tensor(&self.rope, slot * row, bytemuck::cast_slice(&self.rope_scratch[..row]))?;
+                self.rope_slots[slot] = p;
+            }
         }
         Ok(())
     }
 
-    fn write_ids(&self, ctx: &GpuContext, ids: &[u32]) -> Result<()> {
+    /// Queues a pass's ids, the step uniform and the RoPE rows it needs. `ids` never crosses
+    /// the end of the rings (see [`Self::pass_len`]).
+    fn write_ids(&mut self, ctx: &GpuContext, ids: &[u32]) -> Result<()> {
         ctx.write_tensor(&self.buffers.ids, 0, bytemuck::cast_slice(ids))?;
-        ctx.write_tensor(&self.tokens, self.pos, bytemuck::cast_slice(ids))?;
+        ctx.write_tensor(&self.tokens, self.pos % self.options.max_seq, bytemuck::cast_slice(ids))?;
         ctx.write_uniform(&self.step, &step_bytes(self.pos as u32, ids.len() as u32));
+        self.prepare_rope(ctx, ids.len())
+    }
+
+    /// Positions fit the step uniform's u32.
+    fn check_position(&self, n: usize) -> Result<()> {
+        if self.pos + n > u32::MAX as usize {
+            return Err(Error::Model(format!("{} positions exceed the engine's u32 positions", self.pos + n)));
+        }
         Ok(())
     }
 
@@ -387,10 +450,12 @@ impl Llama {
         if ids.is_empty() {
             return Err(Error::Model("an empty prompt".into()));
         }
-        self.check_room(ids.len())?;
+        self.check_position(ids.len())?;
         let mut next = 0;
-        for chunk in ids.chunks(self.options.max_batch) {
-            let t = chunk.len();
+        let mut done = 0;
+        while done < ids.len() {
+            let t = self.pass_len(ids.len() - done);
+            let chunk = &ids[done..done + t];
             if !self.prefill.contains_key(&t) {
                 let graph = self.build(ctx, t, false, false, None).await?;
                 self.prefill.insert(t, graph);
@@ -400,14 +465,16 @@ impl Llama {
             let refs: Vec<&Dispatch> = graph.dispatches.iter().collect();
             next = ctx.run_and_read_u32(&refs, &self.chosen, &self.slot).await?[0];
             self.pos += t;
+            done += t;
         }
         Ok(next)
     }
 
     /// One decode step: feeds the last sampled token and returns the next.
     pub async fn step(&mut self, ctx: &GpuContext) -> Result<u32> {
-        self.check_room(1)?;
+        self.check_position(1)?;
         ctx.write_uniform(&self.step, &step_bytes(self.pos as u32, 1));
+        self.prepare_rope(ctx, 1)?;
         let refs: Vec<&Dispatch> = self.decode.dispatches.iter().collect();
         let next = ctx.run_and_read_u32(&refs, &self.chosen, &self.slot).await?[0];
         self.pos += 1;
@@ -498,13 +565,19 @@ impl Llama {
         ids: &[u32],
         mut capture: Option<&mut Checkpoints>,
     ) -> Result<Vec<f32>> {
-        self.check_room(ids.len())?;
-        if capture.is_some() && ids.len() > self.options.max_batch {
-            return Err(Error::Model(format!("a debug pass takes at most {} tokens", self.options.max_batch)));
+        self.check_position(ids.len())?;
+        if capture.is_some() && self.pass_len(ids.len()) < ids.len() {
+            return Err(Error::Model(format!(
+                "a debug pass takes at most {} tokens, within the first {} positions",
+                self.options.max_batch, self.options.max_seq
+            )));
         }
         let mut out = Vec::with_capacity(ids.len() * self.config.vocab);
-        for chunk in ids.chunks(self.options.max_batch) {
-            let t = chunk.len();
+        let mut done = 0;
+        while done < ids.len() {
+            let t = self.pass_len(ids.len() - done);
+            let chunk = &ids[done..done + t];
+            done += t;
             let graph = self.build(ctx, t, false, true, capture.as_deref_mut()).await?;
             self.write_ids(ctx, chunk)?;
             ctx.run(&graph.dispatches.iter().collect::<Vec<_>>());

@@ -9,7 +9,8 @@ pub mod load;
 pub mod names;
 
 pub use config::{Arch, LlamaConfig};
-pub use llama::{EngineOptions, Llama, StepProfile};
+pub use crate::ops::kv::KvFormat;
+pub use llama::{kv_bytes_per_token, EngineOptions, Llama, StepProfile};
 pub use load::{Phase, Progress, WeightOptions};
 
 use crate::error::{Error, Result};

@@ -4,6 +4,7 @@ use crate::error::{Error, Result};
 use crate::gpu::shader::{Defines, ShaderSource};
 use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor, Uniform};
 
+use super::kv::{all_defines, KvFormat};
 use super::Tolerance;
 
 pub const ATTENTION_SHADER: ShaderSource =
@@ -15,7 +16,7 @@ pub const ATTENTION_TOLERANCE: Tolerance = Tolerance { abs: 2e-6, rel: 1e-4 };
 pub const MAX_HEAD_DIM: usize = 256;
 
 pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
-    vec![(ATTENTION_SHADER, Defines::new())]
+    all_defines(Defines::new()).into_iter().map(|d| (ATTENTION_SHADER, d)).collect()
 }
 
 /// Attention shapes.
@@ -26,9 +27,11 @@ pub struct AttentionShape {
     pub n_kv_heads: usize,
     pub head_dim: usize,
     pub max_seq: usize,
+    pub kv: KvFormat,
 }
 
-/// `out[t, h] = softmax(q[t, h] · K[..pos+t]^T · scale) · V[..pos+t]` with `pos` from `step`.
+/// `out[t, h] = softmax(q[t, h] · K^T · scale) · V` over the last `min(pos + t + 1, max_seq)`
+/// positions, with `pos` from `step`; the caches are rings of `max_seq` rows in format `s.kv`.
 #[allow(clippy::too_many_arguments)]
 pub async fn attention(
     ctx: &GpuContext,
@@ -41,7 +44,7 @@ pub async fn attention(
     step: &Uniform,
 ) -> Result<Dispatch> {
     let qs = [s.n_tokens, s.n_heads, s.head_dim];
-    let cache = [s.n_kv_heads, s.max_seq, s.head_dim];
+    let cache = [s.n_kv_heads, s.max_seq, s.kv.row_words(s.head_dim)];
     let ok = q.shape == qs
         && out.shape == qs
         && k_cache.shape == cache
@@ -49,7 +52,9 @@ pub async fn attention(
         && s.n_kv_heads > 0
         && s.n_heads.is_multiple_of(s.n_kv_heads)
         && s.head_dim <= MAX_HEAD_DIM
-        && [q, k_cache, v_cache, out].iter().all(|t| t.dtype == DType::F32);
+        && s.kv.fits(s.head_dim)
+        && [q, out].iter().all(|t| t.dtype == DType::F32)
+        && [k_cache, v_cache].iter().all(|t| t.dtype == s.kv.dtype());
     if !ok {
         return Err(Error::Shape {
             op: "attention",
@@ -59,7 +64,7 @@ pub async fn attention(
             ),
         });
     }
-    let pipeline = ctx.pipeline(&ATTENTION_SHADER, &Defines::new()).await?;
+    let pipeline = ctx.pipeline(&ATTENTION_SHADER, &s.kv.defines(Defines::new())).await?;
     let params: [u32; 8] = [
         s.n_tokens as u32,
         s.n_heads as u32,
@@ -67,7 +72,7 @@ pub async fn attention(
         s.head_dim as u32,
         s.max_seq as u32,
         scale.to_bits(),
-        0,
+        s.kv.row_words(s.head_dim) as u32,
         0,
     ];
     ctx.dispatch_with(
@@ -79,7 +84,8 @@ pub async fn attention(
     )
 }
 
-/// CPU reference in f64. `k_cache`/`v_cache` are [n_kv_heads, max_seq, head_dim].
+/// CPU reference in f64. `k_cache`/`v_cache` are [n_kv_heads, max_seq, head_dim] f32 values (a
+/// quantized cache decoded with [`KvFormat::decode_cache`]), attended in slot order.
 pub fn attention_cpu(
     s: AttentionShape,
     q: &[f32],
@@ -109,6 +115,52 @@ pub fn attention_cpu(
                 let vr = &v_cache[(kvh * s.max_seq + j) * hd..][..hd];
                 for d in 0..hd {
                     o[d] += w / z * vr[d] as f64;
+                }
+            }
+        }
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+/// CPU reference of sliding-window attention over a whole history: the query at absolute
+/// position `P = pos + t` attends to positions `0..sinks` and to the last `window - sinks`
+/// positions up to P (all of `0..=P` while P < window), in order. `k_hist`/`v_hist` are
+/// [n_kv_heads, history, head_dim] by absolute position.
+pub fn windowed_attention_cpu(
+    s: AttentionShape,
+    q: &[f32],
+    k_hist: &[f32],
+    v_hist: &[f32],
+    history: usize,
+    pos: usize,
+    window: usize,
+    sinks: usize,
+    scale: f32,
+) -> Vec<f64> {
+    let hd = s.head_dim;
+    let mut out = vec![0f64; s.n_tokens * s.n_heads * hd];
+    for t in 0..s.n_tokens {
+        let last = pos + t;
+        let recent = (last + 1).saturating_sub(window - sinks).max(sinks.min(last + 1));
+        let positions: Vec<usize> = (0..sinks.min(recent)).chain(recent..=last).collect();
+        for h in 0..s.n_heads {
+            let kvh = h / (s.n_heads / s.n_kv_heads);
+            let qv = &q[(t * s.n_heads + h) * hd..][..hd];
+            let row = |cache: &'_ [f32], j: usize| -> Vec<f64> {
+                cache[(kvh * history + j) * hd..][..hd].iter().map(|&v| v as f64).collect()
+            };
+            let scores: Vec<f64> = positions
+                .iter()
+                .map(|&j| qv.iter().zip(row(k_hist, j)).map(|(&a, b)| a as f64 * b).sum::<f64>() * scale as f64)
+                .collect();
+            let m = scores.iter().cloned().fold(f64::MIN, f64::max);
+            let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
+            let z: f64 = e.iter().sum();
+            let o = &mut out[(t * s.n_heads + h) * hd..][..hd];
+            for (w, &j) in e.iter().zip(&positions) {
+                for (od, vd) in o.iter_mut().zip(row(v_hist, j)) {
+                    *od += w / z * vd;
                 }
             }
         }

@@ -4,6 +4,7 @@
 pub mod attention;
 pub mod dequant;
 pub mod elementwise;
+pub mod kv;
 pub mod matmul;
 pub mod norm;
 pub mod qmatmul;

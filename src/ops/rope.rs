@@ -4,6 +4,7 @@ use crate::error::{Error, Result};
 use crate::gpu::shader::{Defines, ShaderSource};
 use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor, Uniform};
 
+use super::kv::{all_defines, KvFormat};
 use super::Tolerance;
 
 pub const ROPE_SHADER: ShaderSource =
@@ -30,7 +31,11 @@ pub enum RopeScaling {
 }
 
 pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
-    vec![(ROPE_SHADER, Defines::new()), (ROPE_SHADER, Defines::new().set("NEOX", 1))]
+    [Defines::new(), Defines::new().set("NEOX", 1)]
+        .into_iter()
+        .flat_map(all_defines)
+        .map(|d| (ROPE_SHADER, d))
+        .collect()
 }
 
 /// The per-step uniform every position-dependent kernel reads: [pos, n_tokens, 0, 0].
@@ -40,21 +45,26 @@ pub fn step_bytes(pos: u32, n_tokens: u32) -> [u8; 16] {
 
 /// cos/sin for every position and rotated pair, [max_seq, rot_dims / 2, 2], computed in f64.
 pub fn rope_table(max_seq: usize, rot_dims: usize, base: f32, scaling: RopeScaling) -> Vec<f32> {
-    let half = rot_dims / 2;
-    let mut table = Vec::with_capacity(max_seq * half * 2);
+    let mut table = vec![0f32; max_seq * rot_dims];
+    for (pos, row) in table.chunks_mut(rot_dims.max(1)).enumerate() {
+        rope_row(pos, rot_dims, base, scaling, row);
+    }
+    table
+}
+
+/// One row of the table, [rot_dims / 2, 2], for `pos` into `out` (no allocation: the engine
+/// writes the row of each position past the ring's length before a step uses it).
+pub fn rope_row(pos: usize, rot_dims: usize, base: f32, scaling: RopeScaling, out: &mut [f32]) {
     let pos_scale = match scaling {
         RopeScaling::None => 1.0,
         RopeScaling::Linear { factor } => 1.0 / factor as f64,
     };
-    for pos in 0..max_seq {
-        for i in 0..half {
-            let inv_freq = (base as f64).powf(-2.0 * i as f64 / rot_dims as f64);
-            let theta = pos as f64 * pos_scale * inv_freq;
-            table.push(theta.cos() as f32);
-            table.push(theta.sin() as f32);
-        }
+    for (i, cs) in out.chunks_exact_mut(2).take(rot_dims / 2).enumerate() {
+        let inv_freq = (base as f64).powf(-2.0 * i as f64 / rot_dims as f64);
+        let theta = pos as f64 * pos_scale * inv_freq;
+        cs[0] = theta.cos() as f32;
+        cs[1] = theta.sin() as f32;
     }
-    table
 }
 
 /// Shapes of one attention layer's rotary step.
@@ -67,10 +77,23 @@ pub struct RopeShape {
     pub max_seq: usize,
     pub rot_dims: usize,
     pub style: RopeStyle,
+    pub kv: KvFormat,
+    /// Positions that keep their slots once the cache is full (attention sinks); < max_seq.
+    pub sinks: usize,
 }
 
-/// Rotates `q` in place and writes rotated `k` and plain `v` into the caches at positions
-/// `step.pos ..`.
+/// The cache (and table) slot of position `pos`: the first `sinks` positions keep theirs, the
+/// rest share the other `max_seq - sinks` slots as a ring. Below max_seq, slot = pos.
+pub fn ring_slot(pos: usize, max_seq: usize, sinks: usize) -> usize {
+    if pos < sinks {
+        pos
+    } else {
+        sinks + (pos - sinks) % (max_seq - sinks)
+    }
+}
+
+/// Rotates `q` in place and writes rotated `k` and plain `v` into the caches (`max_seq` rows
+/// in format `s.kv`) at slots [`ring_slot`]`(step.pos + t)`; `table` is read at the same slots.
 #[allow(clippy::too_many_arguments)]
 pub async fn rope_store(
     ctx: &GpuContext,
@@ -85,7 +108,7 @@ pub async fn rope_store(
 ) -> Result<Dispatch> {
     let shape_err = |message: String| Error::Shape { op: "rope_store", message };
     let kv = [s.n_tokens, s.n_kv_heads, s.head_dim];
-    let cache = [s.n_kv_heads, s.max_seq, s.head_dim];
+    let cache = [s.n_kv_heads, s.max_seq, s.kv.row_words(s.head_dim)];
     let ok = q.shape == [s.n_tokens, s.n_heads, s.head_dim]
         && k.shape == kv
         && v.shape == kv
@@ -93,19 +116,22 @@ pub async fn rope_store(
         && v_cache.shape == cache
         && table.shape == [s.max_seq, s.rot_dims / 2, 2]
         && s.head_dim.is_multiple_of(2)
+        && s.kv.fits(s.head_dim)
         && s.rot_dims.is_multiple_of(2)
         && s.rot_dims <= s.head_dim
-        && [q, k, v, k_cache, v_cache, table].iter().all(|t| t.dtype == DType::F32);
+        && s.sinks < s.max_seq
+        && [q, k, v, table].iter().all(|t| t.dtype == DType::F32)
+        && [k_cache, v_cache].iter().all(|t| t.dtype == s.kv.dtype());
     if !ok {
         return Err(shape_err(format!(
             "{s:?} does not fit q {:?} k {:?} v {:?} caches {:?} table {:?}",
             q.shape, k.shape, v.shape, k_cache.shape, table.shape
         )));
     }
-    let defines = match s.style {
+    let defines = s.kv.defines(match s.style {
         RopeStyle::Norm => Defines::new(),
         RopeStyle::Neox => Defines::new().set("NEOX", 1),
-    };
+    });
     let pipeline = ctx.pipeline(&ROPE_SHADER, &defines).await?;
     let threads = s.n_tokens * (s.n_heads + s.n_kv_heads) * s.head_dim / 2;
     let groups = u32::try_from(threads.div_ceil(64)).map_err(|_| shape_err("too many tokens".into()))?;
@@ -116,8 +142,8 @@ pub async fn rope_store(
         s.head_dim as u32,
         s.max_seq as u32,
         s.rot_dims as u32,
-        0,
-        0,
+        s.kv.row_words(s.head_dim) as u32,
+        s.sinks as u32,
     ];
     ctx.dispatch_with(
         &pipeline,

@@ -59,7 +59,8 @@ pub fn params_bytes(params: &SampleParams, vocab: usize, max_seq: usize) -> [u8;
 }
 
 /// Samples from `logits` [vocab] (modified in place by the penalty) and writes the token id to
-/// `chosen[0]` and to `tokens[step.pos + step.n_tokens]`. `params` is a uniform block written
+/// `chosen[0]` and to `tokens[(step.pos + step.n_tokens) % max_seq]` (a ring the repetition penalty
+/// reads back over). `params` is a uniform block written
 /// with [`params_bytes`].
 pub async fn sample(
     ctx: &GpuContext,

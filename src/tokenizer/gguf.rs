@@ -30,6 +30,7 @@ impl Tokenizer {
             // SentencePiece models add BOS and a leading space unless told otherwise.
             add_bos: opt_bool("tokenizer.ggml.add_bos_token", model == "llama"),
             add_space_prefix: opt_bool("tokenizer.ggml.add_space_prefix", model == "llama"),
+            space_prefix_if_missing: false,
             chat_template: meta.get_str("tokenizer.chat_template").ok().map(str::to_string),
             model,
         };

@@ -1,4 +1,5 @@
-//! A tokenizer from a Hugging Face `tokenizer.json` (byte-level BPE models).
+//! A tokenizer from a Hugging Face `tokenizer.json`: byte-level BPE models, and
+//! SentencePiece-style BPE (Llama 2 family: a Metaspace pre-tokenizer, byte fallback).
 
 use serde_json::Value;
 
@@ -80,6 +81,9 @@ impl Tokenizer {
         let pre = root.get("pre_tokenizer").filter(|p| !p.is_null()).ok_or_else(|| bad("no pre_tokenizer"))?;
         let id_of = |text: &str| tokens.iter().position(|t| t == text).map(|i| i as u32);
         let eos = ["<|im_end|>", "<|endoftext|>", "</s>", "<|end_of_text|>"].iter().find_map(|t| id_of(t));
+        if pre.get("type").and_then(Value::as_str) == Some("Metaspace") {
+            return sentencepiece(model, pre, tokens, types, &merges, eos, chat_template);
+        }
         Tokenizer::new(TokenizerSpec {
             model: "gpt2".into(),
             pre: Some(pre_tokenizer_name(pre)?.into()),
@@ -92,4 +96,63 @@ impl Tokenizer {
             ..Default::default()
         })
     }
+}
+
+/// A Metaspace BPE model as weft's SentencePiece tokenizer. SentencePiece merges by token score;
+/// a BPE file has merge ranks instead, so a token made by merge k scores -k (earlier merges
+/// win), the way a SentencePiece model scores pieces in the order training made them.
+fn sentencepiece(
+    model: &Value,
+    pre: &Value,
+    tokens: Vec<String>,
+    mut types: Vec<i32>,
+    merges: &[String],
+    eos: Option<u32>,
+    chat_template: Option<String>,
+) -> Result<Tokenizer> {
+    if pre.get("replacement").and_then(Value::as_str).is_some_and(|r| r != "\u{2581}") {
+        return Err(bad("a Metaspace replacement other than U+2581 is not supported"));
+    }
+    let ids: std::collections::HashMap<&str, usize> = tokens.iter().enumerate().map(|(i, t)| (t.as_str(), i)).collect();
+    let mut scores = vec![f32::NEG_INFINITY; tokens.len()];
+    for (rank, merge) in merges.iter().enumerate() {
+        let merged = merge.replacen(' ', "", 1);
+        if let Some(&id) = ids.get(merged.as_str()) {
+            if scores[id] == f32::NEG_INFINITY {
+                scores[id] = -(rank as f32);
+            }
+        }
+    }
+    // Single characters never come out of a merge; below every merged token.
+    let floor = -(merges.len() as f32) - 1.0;
+    for s in scores.iter_mut().filter(|s| **s == f32::NEG_INFINITY) {
+        *s = floor;
+    }
+    if model.get("byte_fallback").and_then(Value::as_bool).unwrap_or(false) {
+        for (t, ty) in tokens.iter().zip(types.iter_mut()) {
+            if super::byte_token_value(t).is_some() {
+                *ty = token_type::BYTE;
+            }
+        }
+    }
+    let id_of = |text: &str| ids.get(text).map(|&i| i as u32);
+    let unknown = model.get("unk_token").and_then(Value::as_str).and_then(id_of);
+    // prepend_scheme "first" (or the older add_prefix_space) puts U+2581 before the text.
+    let prepend = match pre.get("prepend_scheme").and_then(Value::as_str) {
+        Some(scheme) => scheme != "never",
+        None => pre.get("add_prefix_space").and_then(Value::as_bool).unwrap_or(true),
+    };
+    Tokenizer::new(TokenizerSpec {
+        model: "llama".into(),
+        bos: id_of("<s>"),
+        eos: eos.or_else(|| id_of("</s>")),
+        unknown,
+        tokens,
+        token_types: types,
+        scores,
+        add_space_prefix: prepend,
+        space_prefix_if_missing: true,
+        chat_template,
+        ..Default::default()
+    })
 }

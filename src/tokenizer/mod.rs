@@ -47,12 +47,25 @@ pub struct TokenizerSpec {
     pub unknown: Option<u32>,
     pub add_bos: bool,
     pub add_space_prefix: bool,
+    /// The space prefix only where the text does not already start with a space (Hugging
+    /// Face's Metaspace with prepend_scheme "first"); llama.cpp's GGUF rule prefixes always.
+    #[serde(default)]
+    pub space_prefix_if_missing: bool,
     pub chat_template: Option<String>,
 }
 
 enum Kind {
-    ByteBpe { pre: PreTokenizer, merges: bpe::Merges, byte_ids: Box<[Option<u32>; 256]> },
-    SentencePiece { scores: Vec<f32>, byte_tokens: Box<[Option<u32>; 256]>, add_space_prefix: bool },
+    ByteBpe {
+        pre: PreTokenizer,
+        merges: bpe::Merges,
+        byte_ids: Box<[Option<u32>; 256]>,
+    },
+    SentencePiece {
+        scores: Vec<f32>,
+        byte_tokens: Box<[Option<u32>; 256]>,
+        add_space_prefix: bool,
+        space_prefix_if_missing: bool,
+    },
 }
 
 pub struct Tokenizer {
@@ -162,6 +175,7 @@ impl Tokenizer {
                     scores: spec.scores,
                     byte_tokens,
                     add_space_prefix: spec.add_space_prefix,
+                    space_prefix_if_missing: spec.space_prefix_if_missing,
                 };
                 (kind, bytes)
             }
@@ -258,9 +272,9 @@ impl Tokenizer {
                     out.extend(symbols);
                 }
             }
-            Kind::SentencePiece { scores, byte_tokens, add_space_prefix } => {
+            Kind::SentencePiece { scores, byte_tokens, add_space_prefix, space_prefix_if_missing } => {
                 let mut s = String::with_capacity(text.len() + 3);
-                if *add_space_prefix && at_start {
+                if *add_space_prefix && at_start && !(*space_prefix_if_missing && text.starts_with(' ')) {
                     s.push('\u{2581}');
                 }
                 s.push_str(&text.replace(' ', "\u{2581}"));

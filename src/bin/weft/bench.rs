@@ -9,7 +9,7 @@ use rand::{rngs::SmallRng, Rng, SeedableRng};
 use serde::Serialize;
 use weft::gpu::GpuContext;
 use weft::loader::native::{FileReader, NativeSource};
-use weft::model::{self, EngineOptions, Llama, StepProfile, WeightOptions};
+use weft::model::{self, EngineOptions, KvFormat, Llama, StepProfile, WeightOptions};
 use weft::quant::weft::WeftQuant;
 
 pub struct Args {
@@ -18,6 +18,7 @@ pub struct Args {
     pub gen: usize,
     pub reps: usize,
     pub quantize: Option<String>,
+    pub kv: KvFormat,
     pub json: bool,
     pub profile: bool,
 }
@@ -40,7 +41,10 @@ struct Report {
     weight_bytes: u64,
     /// Weight bytes read per decoded token times decode tokens per second.
     decode_weight_gb_s: f64,
+    kv: KvFormat,
     kv_bytes_per_token: u64,
+    /// KV bytes per token of this model under every format, from the engine's layout.
+    kv_bytes_per_token_by_format: Vec<(KvFormat, u64)>,
     /// With --profile: one decode step's CPU/GPU split and per-kernel GPU time.
     #[serde(skip_serializing_if = "Option::is_none")]
     profile: Option<StepProfile>,
@@ -70,7 +74,7 @@ fn open(ctx: &GpuContext, location: &str, engine: EngineOptions, weights: Weight
 pub fn run(a: Args) -> anyhow::Result<()> {
     let ctx = crate::cli::context()?;
     let quantize = a.quantize.as_deref().map(WeftQuant::parse).transpose()?;
-    let engine = EngineOptions { max_seq: a.prompt_len + a.gen + 1, max_batch: a.prompt_len.clamp(1, 128), ..Default::default() };
+    let engine = EngineOptions { max_seq: a.prompt_len + a.gen + 1, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, ..Default::default() };
     let started = Instant::now();
     let mut llama = open(&ctx, &a.model, engine, WeightOptions { quantize })?;
     let load_s = started.elapsed().as_secs_f64();
@@ -114,7 +118,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         ttft_ms: ttft,
         weight_bytes: llama.weights.bytes(),
         decode_weight_gb_s: llama.weights.bytes() as f64 * decode_median / 1e9,
+        kv: a.kv,
         kv_bytes_per_token: llama.kv_bytes_per_token(),
+        kv_bytes_per_token_by_format: KvFormat::ALL
+            .iter()
+            .map(|&k| (k, model::kv_bytes_per_token(&llama.config, k)))
+            .collect(),
         profile,
     };
     if a.json {
@@ -127,7 +136,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         println!("decode     {:.1} tok/s (median of {}; {} tokens)", report.decode_tok_s_median, a.reps, a.gen);
         println!("ttft       {:.1} ms", report.ttft_ms_median);
         println!("weights    {:.1} MB read per decoded token -> {:.2} GB/s", report.weight_bytes as f64 / 1e6, report.decode_weight_gb_s);
-        println!("kv cache   {} bytes per token", report.kv_bytes_per_token);
+        println!("kv cache   {} bytes per token ({})", report.kv_bytes_per_token, report.kv);
+        let all: Vec<String> =
+            report.kv_bytes_per_token_by_format.iter().map(|(k, b)| format!("{k} {b}")).collect();
+        println!("kv formats {} bytes per token", all.join(", "));
         if let Some(p) = &report.profile {
             print_profile(p);
         }

@@ -6,7 +6,7 @@ use std::time::Instant;
 use anyhow::Context;
 use weft::gpu::GpuContext;
 use weft::loader::native::NativeSource;
-use weft::model::{self, EngineOptions, Llama, WeightOptions};
+use weft::model::{self, EngineOptions, KvFormat, Llama, WeightOptions};
 use weft::ops::sample::SampleParams;
 use weft::tokenizer::{TextStream, Tokenizer};
 
@@ -18,13 +18,19 @@ pub struct Args {
     pub chat: bool,
     pub ids: bool,
     pub max_seq: usize,
+    pub kv: KvFormat,
+    pub sinks: usize,
+}
+
+/// Opens MODEL (GGUF path or URL) with a context of `max_seq` and default engine options.
+pub fn open(ctx: &GpuContext, location: &str, max_seq: usize) -> anyhow::Result<(Llama, Tokenizer)> {
+    open_with(ctx, location, EngineOptions { max_seq, ..Default::default() })
 }
 
 /// Opens MODEL (GGUF path or URL) with a progress line on stderr.
-pub fn open(ctx: &GpuContext, location: &str, max_seq: usize) -> anyhow::Result<(Llama, Tokenizer)> {
+pub fn open_with(ctx: &GpuContext, location: &str, engine: EngineOptions) -> anyhow::Result<(Llama, Tokenizer)> {
     let reader = NativeSource::open(location)?;
     let started = Instant::now();
-    let engine = EngineOptions { max_seq, ..Default::default() };
     let mut report = |p: model::Progress| {
         eprint!(
             "\r{:?}: {}/{} groups, {:.1}/{:.1} MB   ",
@@ -43,7 +49,8 @@ pub fn open(ctx: &GpuContext, location: &str, max_seq: usize) -> anyhow::Result<
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let ctx = crate::cli::context()?;
-    let (mut llama, tok) = open(&ctx, &a.model, a.max_seq)?;
+    let engine = EngineOptions { max_seq: a.max_seq, kv: a.kv, sinks: a.sinks, ..Default::default() };
+    let (mut llama, tok) = open_with(&ctx, &a.model, engine)?;
     let text = if a.chat {
         let user = weft::tokenizer::chat::Message { role: "user".into(), content: a.prompt.clone() };
         tok.chat_format().render(&[user])?
@@ -67,8 +74,17 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             write!(out, "{}", stream.push(&tok, next)?)?;
         }
         out.flush()?;
-        if produced.len() >= a.max_tokens || Some(next) == tok.eos || llama.position() + 1 >= llama.options.max_seq {
+        if produced.len() >= a.max_tokens || Some(next) == tok.eos {
             break;
+        }
+        if llama.position() == llama.options.max_seq {
+            let o = &llama.options;
+            eprintln!(
+                "\n[context reached {} tokens: attention keeps the first {} and slides over the last {} from here]",
+                o.max_seq,
+                o.sinks,
+                o.max_seq - o.sinks
+            );
         }
         next = pollster::block_on(llama.step(&ctx))?;
     }

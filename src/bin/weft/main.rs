@@ -86,9 +86,15 @@ mod cli {
             /// Print token ids instead of text.
             #[arg(long)]
             ids: bool,
-            /// Context length the KV cache holds.
+            /// Context length the KV cache holds; past it, attention slides over the last max_seq tokens.
             #[arg(long, default_value_t = 2048)]
             max_seq: usize,
+            /// KV-cache storage: f32, f16 or q8.
+            #[arg(long, default_value = "f32")]
+            kv: weft::model::KvFormat,
+            /// Past max_seq, how many first tokens stay in the attention window (0: the last max_seq only).
+            #[arg(long, default_value_t = 4)]
+            sinks: usize,
         },
         /// Quantize a GGUF file or Hugging Face folder into a self-contained weft safetensors file.
         Quantize {
@@ -118,6 +124,9 @@ mod cli {
             /// Quantize float weights at load to this weft format, e.g. q4_g32_asym.
             #[arg(long)]
             quantize: Option<String>,
+            /// KV-cache storage: f32, f16 or q8.
+            #[arg(long, default_value = "f32")]
+            kv: weft::model::KvFormat,
             #[arg(long)]
             json: bool,
             /// Also time one decode step: CPU record/submit vs wait, and each kernel's GPU time
@@ -172,8 +181,8 @@ mod cli {
             Command::Quantize { input, output, bits, group, scheme, keep } => {
                 crate::quantize::run(crate::quantize::Args { input, output, bits, group, scheme, keep })
             }
-            Command::Bench { model, prompt_len, gen, reps, quantize, json, profile } => {
-                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, json, profile })
+            Command::Bench { model, prompt_len, gen, reps, quantize, kv, json, profile } => {
+                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, kv, json, profile })
             }
             Command::Generate {
                 model,
@@ -187,6 +196,8 @@ mod cli {
                 chat,
                 ids,
                 max_seq,
+                kv,
+                sinks,
             } => crate::generate::run(crate::generate::Args {
                 model,
                 prompt,
@@ -202,6 +213,8 @@ mod cli {
                 chat,
                 ids,
                 max_seq,
+                kv,
+                sinks,
             }),
         }
     }

@@ -1,0 +1,123 @@
+//! The SmolLM2 engine with each KV-cache format and with a sliding window: greedy ids for a
+//! fixed prompt, last-position logits against the f32 cache, and generation past max_seq.
+
+use std::path::Path;
+
+use weft::gpu::{BackendChoice, GpuContext};
+use weft::loader::native::NativeSource;
+use weft::model::{self, EngineOptions, KvFormat, Llama, WeightOptions};
+use weft::tokenizer::Tokenizer;
+
+const MODEL: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+const PROMPT: &str = "The capital of France is";
+/// Greedy continuation of PROMPT (no chat template) with the f32 cache.
+const F32_IDS: [u32; 20] = [7042, 30, 198, 198, 504, 2988, 314, 42, 216, 34, 32, 33, 40, 29, 32, 33, 29, 34, 34, 216];
+
+/// Last-position logits with the f16 cache against the f32 cache: max |diff| / max |f32 logit|.
+/// Each K/V value carries one f16 rounding (2^-11 relative), through 30 blocks.
+const F16_LOGITS_TOLERANCE: f64 = 2e-3;
+/// The same for the q8 cache: each value is off by up to absmax / 254 of its row.
+const Q8_LOGITS_TOLERANCE: f64 = 4e-2;
+
+fn ctx() -> anyhow::Result<GpuContext> {
+    Ok(pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?)
+}
+
+fn load(ctx: &GpuContext, engine: EngineOptions) -> anyhow::Result<(Llama, Tokenizer)> {
+    anyhow::ensure!(Path::new(MODEL).exists(), "{MODEL} missing: run scripts/fetch-model.sh");
+    let reader = NativeSource::open(MODEL)?;
+    Ok(pollster::block_on(model::open(ctx, &reader, engine, WeightOptions::default(), &mut |_| {}))?)
+}
+
+fn greedy(ctx: &GpuContext, llama: &mut Llama, prompt: &[u32], n: usize) -> anyhow::Result<Vec<u32>> {
+    let mut ids = vec![pollster::block_on(llama.prefill(ctx, prompt))?];
+    while ids.len() < n {
+        ids.push(pollster::block_on(llama.step(ctx))?);
+    }
+    Ok(ids)
+}
+
+/// The logits of the prompt's last position, from an empty cache.
+fn last_logits(ctx: &GpuContext, llama: &mut Llama, prompt: &[u32]) -> anyhow::Result<Vec<f32>> {
+    llama.reset();
+    let all = pollster::block_on(llama.logits(ctx, prompt, None))?;
+    Ok(all[(prompt.len() - 1) * llama.config.vocab..].to_vec())
+}
+
+#[test]
+fn every_kv_format_follows_the_f32_cache() -> anyhow::Result<()> {
+    let ctx = ctx()?;
+    let mut reference = None;
+    for kv in KvFormat::ALL {
+        let (mut llama, tok) = load(&ctx, EngineOptions { max_seq: 64, max_batch: 16, kv, ..Default::default() })?;
+        let prompt = tok.encode(PROMPT, true);
+        let ids = greedy(&ctx, &mut llama, &prompt, F32_IDS.len())?;
+        let logits = last_logits(&ctx, &mut llama, &prompt)?;
+        let same = ids.iter().zip(&F32_IDS).take_while(|(a, b)| a == b).count();
+        println!("{kv}: {} B/token, ids {ids:?}, {same} of {} equal to f32", llama.kv_bytes_per_token(), F32_IDS.len());
+        match kv {
+            KvFormat::F32 => {
+                assert_eq!(ids, F32_IDS, "f32 cache");
+                reference = Some(logits);
+            }
+            KvFormat::F16 | KvFormat::Q8 => {
+                let want = reference.as_ref().expect("f32 runs first");
+                let max_err = logits.iter().zip(want).map(|(a, b)| (a - b).abs() as f64).fold(0.0, f64::max);
+                let scale = want.iter().map(|v| v.abs() as f64).fold(0.0, f64::max);
+                let rel = max_err / scale;
+                let tolerance = if kv == KvFormat::F16 { F16_LOGITS_TOLERANCE } else { Q8_LOGITS_TOLERANCE };
+                println!(
+                    "{kv}: last-position logits max |diff| {max_err:.3e}, relative {rel:.3e} (tolerance {tolerance:e})"
+                );
+                assert!(rel <= tolerance, "{kv}: logits relative deviation {rel:.3e} > {tolerance:e}");
+                // On lavapipe all 20 ids agree for both formats. f16 is asserted in full; q8's
+                // larger logit error could flip a near tie on another GPU, so only its first 5.
+                let checked = if kv == KvFormat::F16 { F32_IDS.len() } else { 5 };
+                assert_eq!(ids[..checked], F32_IDS[..checked], "{kv}: greedy ids");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// With a context of 16, generation goes on past the cap; up to the cap it matches an engine with
+/// room for everything, after a reset the same prompt gives the same ids again (the RoPE table
+/// rows overwritten past the cap are restored), and a prompt longer than the window prefilled
+/// at once predicts what decoding it token by token did.
+#[test]
+fn sliding_window_generation_continues_past_max_seq() -> anyhow::Result<()> {
+    let ctx = ctx()?;
+    let window = 16;
+    let (mut full, tok) = load(&ctx, EngineOptions { max_seq: 64, max_batch: 16, ..Default::default() })?;
+    let prompt = tok.encode(PROMPT, true);
+    let n = 40;
+    let want = greedy(&ctx, &mut full, &prompt, n)?;
+    // The default 4 attention sinks with f32, a plain window with q8.
+    for (kv, sinks) in [(KvFormat::F32, 4), (KvFormat::Q8, 0)] {
+        let engine = EngineOptions { max_seq: window, max_batch: 16, kv, sinks, ..Default::default() };
+        let (mut small, _) = load(&ctx, engine)?;
+        let got = greedy(&ctx, &mut small, &prompt, n)?;
+        assert_eq!(small.position(), prompt.len() + n - 1);
+        assert!(got.iter().all(|&id| (id as usize) < small.config.vocab));
+        // Token i is predicted at position prompt.len() - 1 + i: within the cap the window holds
+        // everything, so it must agree with the large cache.
+        let within = window - prompt.len() + 1;
+        if kv == KvFormat::F32 {
+            assert_eq!(got[..within], want[..within], "ids within the cap");
+        }
+        println!("{kv} window {window}, {sinks} sinks: {got:?}\nfull context: {want:?}");
+        small.reset();
+        assert_eq!(greedy(&ctx, &mut small, &prompt, n)?, got, "{kv}: the same ids after a reset");
+        // A prompt longer than the window runs past the cap in single-token passes and predicts
+        // what decoding the same tokens one step at a time did.
+        let long: Vec<u32> = prompt.iter().chain(&got[..n - 1]).copied().collect();
+        small.reset();
+        let next = pollster::block_on(small.prefill(&ctx, &long))?;
+        assert_eq!(small.position(), long.len());
+        println!("{kv}: prefill of {} tokens predicts {next}; decoding predicted {}", long.len(), got[n - 1]);
+        if kv == KvFormat::F32 {
+            assert_eq!(next, got[n - 1], "windowed prefill against windowed decode");
+        }
+    }
+    Ok(())
+}
