@@ -19,7 +19,7 @@ struct Params {
     max_seq: u32,
     scale: f32,
     row_words: u32,
-    _pad1: u32,
+    chunk_len: u32, // SPLIT: context positions per workgroup, a multiple of WG
 }
 
 struct Step {
@@ -42,7 +42,13 @@ alias Word = f32;
 @group(0) @binding(0) var<storage, read> q: array<f32>;          // [n_tokens, n_heads, head_dim]
 @group(0) @binding(1) var<storage, read> k_cache: array<Word>;   // [n_kv_heads, max_seq, row_words]
 @group(0) @binding(2) var<storage, read> v_cache: array<Word>;   // [n_kv_heads, max_seq, row_words]
+#ifdef SPLIT
+// Per chunk of the context: running max, sum and unnormalised output, merged by
+// shaders/attention_combine.wgsl. Chunks past the context write a zero sum.
+@group(0) @binding(3) var<storage, read_write> partials: array<f32>; // [n_tokens, n_heads, chunks, head_dim + 2]
+#else
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;  // [n_tokens, n_heads, head_dim]
+#endif
 @group(0) @binding(4) var<uniform> p: Params;
 @group(0) @binding(5) var<uniform> step: Step;
 
@@ -128,10 +134,17 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     var l = 0.0;
     var acc = array<f32, DIMS>(0.0, 0.0, 0.0, 0.0);
     let kv_base = kvh * p.max_seq * p.row_words;
-    for (var start = 0u; start < n_ctx; start += WG) {
+#ifdef SPLIT
+    let first = wid.z * p.chunk_len;
+    let limit = min(first + p.chunk_len, n_ctx);
+#else
+    let first = 0u;
+    let limit = n_ctx;
+#endif
+    for (var start = first; start < limit; start += WG) {
         let j = start + lane;
         var s = LOWEST;
-        if (j < n_ctx) {
+        if (j < limit) {
             s = k_dot(kv_base + j * p.row_words);
         }
         partial[lane] = s;
@@ -145,11 +158,11 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         let m_new = max(m, partial[0]);
         workgroupBarrier();
         var pj = 0.0;
-        if (j < n_ctx) {
+        if (j < limit) {
             pj = exp(s - m_new);
         }
         partial[lane] = pj;
-        if (j < n_ctx) {
+        if (j < limit) {
             pj *= v_scale(kv_base + j * p.row_words);
         }
         probs[lane] = pj;
@@ -162,7 +175,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         }
         let correction = exp(m - m_new);
         l = l * correction + partial[0];
-        let count = min(WG, n_ctx - start);
+        let count = min(WG, limit - start);
         for (var i = 0u; i < DIMS; i++) {
             let d = lane + i * WG;
             if (d < p.head_dim) {
@@ -176,6 +189,21 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         m = m_new;
         workgroupBarrier();
     }
+#ifdef SPLIT
+    let stride = p.head_dim + 2u;
+    let chunks = (p.max_seq + p.chunk_len - 1u) / p.chunk_len;
+    let at = ((t * p.n_heads + h) * chunks + wid.z) * stride;
+    if (lane == 0u) {
+        partials[at] = m;
+        partials[at + 1u] = l;
+    }
+    for (var i = 0u; i < DIMS; i++) {
+        let d = lane + i * WG;
+        if (d < p.head_dim) {
+            partials[at + 2u + d] = acc[i];
+        }
+    }
+#else
     let inv = 1.0 / l;
     for (var i = 0u; i < DIMS; i++) {
         let d = lane + i * WG;
@@ -183,4 +211,5 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
             out[q_base + d] = acc[i] * inv;
         }
     }
+#endif
 }

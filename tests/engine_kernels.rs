@@ -5,7 +5,10 @@
 use std::sync::OnceLock;
 
 use weft::gpu::{BackendChoice, DType, GpuContext, GpuTensor};
-use weft::ops::attention::{attention, attention_cpu, windowed_attention_cpu, AttentionShape, ATTENTION_TOLERANCE};
+use weft::ops::attention::{
+    attention, attention_cpu, attention_split, partials_shape, windowed_attention_cpu, AttentionShape, ATTENTION_TOLERANCE,
+    SPLIT_CHUNK,
+};
 use weft::ops::elementwise::{add_inplace, silu_mul, silu_mul_cpu, SILU_MUL_TOLERANCE};
 use weft::ops::kv::{KvFormat, KV_F16_TOLERANCE, KV_Q8_SLACK};
 use weft::ops::norm::{rms_norm, rms_norm_cpu, RMSNORM_TOLERANCE};
@@ -144,7 +147,13 @@ fn rope_then_attention(style: RopeStyle, n_tokens: usize, pos: usize, seed: u64,
     let s = AttentionShape { n_tokens, n_heads, n_kv_heads, head_dim, max_seq, kv };
     let scale = 1.0 / (head_dim as f32).sqrt();
     let attn = pollster::block_on(attention(ctx, s, &tq, &tkc, &tvc, &out, scale, &step))?;
-    ctx.run(&[&rope, &attn]);
+    // The split form (chunks of 64 positions over a 96-slot cache: one chunk empty while the
+    // context is short) reads the same cache after the same store.
+    let partials = ctx.upload_f32("partials", &partials_shape(&s, SPLIT_CHUNK), &random_f32(seed + 5, partials_shape(&s, SPLIT_CHUNK).iter().product()))?;
+    let out_split = ctx.zeros("out split", &[n_tokens, n_heads, head_dim], DType::F32)?;
+    let [split, merge] =
+        pollster::block_on(attention_split(ctx, s, &tq, &tkc, &tvc, &partials, &out_split, scale, &step, SPLIT_CHUNK))?;
+    ctx.run(&[&rope, &attn, &split, &merge]);
 
     let mut q_rot = Vec::new();
     for t in 0..n_tokens {
@@ -182,6 +191,9 @@ fn rope_then_attention(style: RopeStyle, n_tokens: usize, pos: usize, seed: u64,
     let got = pollster::block_on(ctx.read_f32(&out))?;
     let dev = ATTENTION_TOLERANCE.compare(&got, &want);
     assert!(dev.within, "{kv} {style:?} T={n_tokens} pos={pos}: {dev:?}");
+    let got = pollster::block_on(ctx.read_f32(&out_split))?;
+    let dev = ATTENTION_TOLERANCE.compare(&got, &want);
+    assert!(dev.within, "split {kv} {style:?} T={n_tokens} pos={pos}: {dev:?}");
     Ok(())
 }
 

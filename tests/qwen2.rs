@@ -42,12 +42,22 @@ fn qwen2_tokenizer_matches_hugging_face() -> anyhow::Result<()> {
 
 #[test]
 fn qwen2_greedy_continuation_matches_transformers() -> anyhow::Result<()> {
+    greedy_matches(None)
+}
+
+/// Decode attention split over context chunks (what GPUs run) gives the same continuation.
+#[test]
+fn qwen2_greedy_with_split_decode_attention() -> anyhow::Result<()> {
+    greedy_matches(Some(true))
+}
+
+fn greedy_matches(split_attention: Option<bool>) -> anyhow::Result<()> {
     let r = reference()?;
     let ctx = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
     let reader = FileReader::open(format!("{DIR}/model.safetensors"))?;
     let config = std::fs::read_to_string(format!("{DIR}/config.json"))?;
     let tokenizer = std::fs::read_to_string(format!("{DIR}/tokenizer.json"))?;
-    let engine = EngineOptions { max_seq: 64, max_batch: 8, ..Default::default() };
+    let engine = EngineOptions { max_seq: 64, max_batch: 8, split_attention, ..Default::default() };
     let (mut llama, _) = pollster::block_on(model::open_safetensors(
         &ctx,
         &reader,

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 
 use crate::error::{Error, Result};
 use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor, ReadSlot, Uniform};
-use crate::ops::attention::{attention, AttentionShape};
+use crate::ops::attention::{attention, attention_split, partials_shape, split_pays, AttentionShape, SPLIT_CHUNK};
 use crate::ops::elementwise::{add_inplace, bias_add, copy, copy_row, silu_mul};
 use crate::ops::kv::KvFormat;
 use crate::ops::norm::rms_norm;
@@ -86,11 +86,21 @@ pub struct EngineOptions {
     /// Storage of the KV cache. Every format works on every adapter: F16 stores
     /// `pack2x16float` pairs in u32 words, so it needs no `shader-f16`.
     pub kv: KvFormat,
+    /// Decode attention split across workgroups by context chunks (flash-decoding). `None`
+    /// decides by adapter: split on GPUs, not on CPU-emulated adapters.
+    pub split_attention: Option<bool>,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        Self { max_seq: 2048, max_batch: 64, precision: Precision::F32, kv: KvFormat::F32, sinks: 4 }
+        Self {
+            max_seq: 2048,
+            max_batch: 64,
+            precision: Precision::F32,
+            kv: KvFormat::F32,
+            sinks: 4,
+            split_attention: None,
+        }
     }
 }
 
@@ -117,6 +127,7 @@ struct Buffers {
     last_norm: GpuTensor, // [1, dim]
     logits: GpuTensor,   // [B, vocab]
     ids: GpuTensor,      // [B] u32
+    partials: GpuTensor, // [1, n_heads, chunks, head_dim + 2] split decode attention
 }
 
 /// Named snapshots taken during a debug pass: embedding, per block attention output, MLP
@@ -197,8 +208,18 @@ impl Llama {
                 options.max_batch
             )));
         }
-        let options = EngineOptions { sinks: options.sinks.min(options.max_seq / 2), ..options };
+        let split = options.split_attention.unwrap_or_else(|| split_pays(ctx));
+        let options =
+            EngineOptions { sinks: options.sinks.min(options.max_seq / 2), split_attention: Some(split), ..options };
         let b = options.max_batch;
+        let decode_shape = AttentionShape {
+            n_tokens: 1,
+            n_heads: c.n_heads,
+            n_kv_heads: c.n_kv_heads,
+            head_dim: c.head_dim,
+            max_seq: options.max_seq,
+            kv: options.kv,
+        };
         if !options.kv.fits(c.head_dim) {
             return Err(Error::Model(format!("a {} KV cache cannot hold rows of head_dim {}", options.kv, c.head_dim)));
         }
@@ -227,6 +248,7 @@ impl Llama {
             last_norm: zeros(ctx, "last norm", &[1, c.dim])?,
             logits: zeros(ctx, "logits", &[b, c.vocab])?,
             ids: ctx.zeros("ids", &[b], DType::U32)?,
+            partials: zeros(ctx, "attention partials", &partials_shape(&decode_shape, SPLIT_CHUNK))?,
         };
         let rope_scratch = vec![0.0; c.rope_dims];
         let mut model = Self {
@@ -351,7 +373,12 @@ impl Llama {
             let (q3, k3, v3, a3) = (heads(&q, c.n_heads)?, heads(&k, c.n_kv_heads)?, heads(&v, c.n_kv_heads)?, heads(&attn, c.n_heads)?);
             let (kc, vc) = (&self.k_cache[i], &self.v_cache[i]);
             d.push(rope_store(ctx, rs, &q3, &k3, &v3, kc, vc, &self.rope, &self.step).await?);
-            d.push(attention(ctx, shape, &q3, kc, vc, &a3, scale, &self.step).await?);
+            if t == 1 && self.options.split_attention == Some(true) {
+                let b = &self.buffers.partials;
+                d.extend(attention_split(ctx, shape, &q3, kc, vc, b, &a3, scale, &self.step, SPLIT_CHUNK).await?);
+            } else {
+                d.push(attention(ctx, shape, &q3, kc, vc, &a3, scale, &self.step).await?);
+            }
             d.push(matmul(ctx, &l.wo, &attn, &o, p, p).await?);
             self.capture_into(ctx, &mut d, capture.as_deref_mut(), format!("blk.{i}.attn_out"), &o).await?;
             d.push(add_inplace(ctx, &x, &o).await?);

@@ -9,6 +9,12 @@ use super::Tolerance;
 
 pub const ATTENTION_SHADER: ShaderSource =
     ShaderSource { name: "attention", source: include_str!("../../shaders/attention.wgsl") };
+pub const ATTENTION_COMBINE_SHADER: ShaderSource =
+    ShaderSource { name: "attention_combine", source: include_str!("../../shaders/attention_combine.wgsl") };
+
+/// Context positions one workgroup of split attention covers: one 64-position tile, so a
+/// decode step at context n runs n / 64 workgroups per head instead of one.
+pub const SPLIT_CHUNK: usize = 64;
 
 /// Dot products of head_dim terms, an online softmax and a weighted sum over the context.
 pub const ATTENTION_TOLERANCE: Tolerance = Tolerance { abs: 2e-6, rel: 1e-4 };
@@ -16,7 +22,27 @@ pub const ATTENTION_TOLERANCE: Tolerance = Tolerance { abs: 2e-6, rel: 1e-4 };
 pub const MAX_HEAD_DIM: usize = 256;
 
 pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
-    all_defines(Defines::new()).into_iter().map(|d| (ATTENTION_SHADER, d)).collect()
+    let mut v: Vec<_> = all_defines(Defines::new()).into_iter().map(|d| (ATTENTION_SHADER, d)).collect();
+    v.extend(all_defines(Defines::new().set("SPLIT", 1)).into_iter().map(|d| (ATTENTION_SHADER, d)));
+    v.push((ATTENTION_COMBINE_SHADER, Defines::new()));
+    v
+}
+
+/// Whether decode attention should split the context across workgroups on this adapter: a GPU
+/// with many compute units idles on one workgroup per head, while a CPU-emulated adapter has
+/// only its cores to fill and pays for the second dispatch.
+pub fn split_pays(ctx: &GpuContext) -> bool {
+    !ctx.capabilities().is_software
+}
+
+/// Chunks of `chunk_len` positions that cover `max_seq`.
+pub fn split_chunks(max_seq: usize, chunk_len: usize) -> usize {
+    max_seq.div_ceil(chunk_len.max(1))
+}
+
+/// Shape of split attention's partial results: [n_tokens, n_heads, chunks, head_dim + 2].
+pub fn partials_shape(s: &AttentionShape, chunk_len: usize) -> [usize; 4] {
+    [s.n_tokens, s.n_heads, split_chunks(s.max_seq, chunk_len), s.head_dim + 2]
 }
 
 /// Attention shapes.
@@ -43,6 +69,75 @@ pub async fn attention(
     scale: f32,
     step: &Uniform,
 ) -> Result<Dispatch> {
+    check(&s, q, k_cache, v_cache, out)?;
+    let pipeline = ctx.pipeline(&ATTENTION_SHADER, &s.kv.defines(Defines::new())).await?;
+    ctx.dispatch_with(
+        &pipeline,
+        &[q, k_cache, v_cache, out],
+        Some(bytemuck::cast_slice(&params(&s, scale, 0))),
+        &[step],
+        [s.n_heads as u32, s.n_tokens as u32, 1],
+    )
+}
+
+/// The same attention with the context split into chunks of `chunk_len` positions (a multiple
+/// of 64), each chunk's softmax statistics in `partials` ([`partials_shape`]), merged by a
+/// second dispatch: flash-decoding, for steps with few tokens on GPUs with many compute units.
+#[allow(clippy::too_many_arguments)]
+pub async fn attention_split(
+    ctx: &GpuContext,
+    s: AttentionShape,
+    q: &GpuTensor,
+    k_cache: &GpuTensor,
+    v_cache: &GpuTensor,
+    partials: &GpuTensor,
+    out: &GpuTensor,
+    scale: f32,
+    step: &Uniform,
+    chunk_len: usize,
+) -> Result<[Dispatch; 2]> {
+    check(&s, q, k_cache, v_cache, out)?;
+    let shape = partials_shape(&s, chunk_len);
+    if chunk_len == 0 || !chunk_len.is_multiple_of(64) || partials.shape != shape || partials.dtype != DType::F32 {
+        return Err(Error::Shape {
+            op: "attention_split",
+            message: format!("chunks of {chunk_len} positions need partials {shape:?}, got {}", partials.label_shape()),
+        });
+    }
+    let pipeline = ctx.pipeline(&ATTENTION_SHADER, &s.kv.defines(Defines::new().set("SPLIT", 1))).await?;
+    let chunks = shape[2] as u32;
+    let split = ctx.dispatch_with(
+        &pipeline,
+        &[q, k_cache, v_cache, partials],
+        Some(bytemuck::cast_slice(&params(&s, scale, chunk_len as u32))),
+        &[step],
+        [s.n_heads as u32, s.n_tokens as u32, chunks],
+    )?;
+    let combine = ctx.pipeline(&ATTENTION_COMBINE_SHADER, &Defines::new()).await?;
+    let combine_params: [u32; 4] = [s.n_tokens as u32, s.n_heads as u32, s.head_dim as u32, chunks];
+    let merge = ctx.dispatch(
+        &combine,
+        &[partials, out],
+        Some(bytemuck::cast_slice(&combine_params)),
+        [s.n_heads as u32, s.n_tokens as u32, 1],
+    )?;
+    Ok([split, merge])
+}
+
+fn params(s: &AttentionShape, scale: f32, chunk_len: u32) -> [u32; 8] {
+    [
+        s.n_tokens as u32,
+        s.n_heads as u32,
+        s.n_kv_heads as u32,
+        s.head_dim as u32,
+        s.max_seq as u32,
+        scale.to_bits(),
+        s.kv.row_words(s.head_dim) as u32,
+        chunk_len,
+    ]
+}
+
+fn check(s: &AttentionShape, q: &GpuTensor, k_cache: &GpuTensor, v_cache: &GpuTensor, out: &GpuTensor) -> Result<()> {
     let qs = [s.n_tokens, s.n_heads, s.head_dim];
     let cache = [s.n_kv_heads, s.max_seq, s.kv.row_words(s.head_dim)];
     let ok = q.shape == qs
@@ -64,24 +159,7 @@ pub async fn attention(
             ),
         });
     }
-    let pipeline = ctx.pipeline(&ATTENTION_SHADER, &s.kv.defines(Defines::new())).await?;
-    let params: [u32; 8] = [
-        s.n_tokens as u32,
-        s.n_heads as u32,
-        s.n_kv_heads as u32,
-        s.head_dim as u32,
-        s.max_seq as u32,
-        scale.to_bits(),
-        s.kv.row_words(s.head_dim) as u32,
-        0,
-    ];
-    ctx.dispatch_with(
-        &pipeline,
-        &[q, k_cache, v_cache, out],
-        Some(bytemuck::cast_slice(&params)),
-        &[step],
-        [s.n_heads as u32, s.n_tokens as u32, 1],
-    )
+    Ok(())
 }
 
 /// CPU reference in f64. `k_cache`/`v_cache` are [n_kv_heads, max_seq, head_dim] f32 values (a
