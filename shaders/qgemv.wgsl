@@ -1,10 +1,10 @@
 // y[t, n] = W[n, k] · x[t, k] for few tokens (decode). Two kernels:
 //
-// - BLOCKS (GGML block formats with a `bdot` in shaders/qweight.wgsl): every invocation owns
-//   RPT whole rows and walks their 32-weight blocks, loading the block's activations as eight
-//   vec4 once for all its rows. No shared memory, no barriers: on a CPU-emulated adapter
-//   invocations are SIMD lanes, and a shared-memory tree costs a barrier round per level, so
-//   fat independent invocations win (bench/NOTES.md).
+// - BLOCKS (formats with a `bdot` in shaders/qblock.wgsl): every invocation owns RPT whole
+//   rows and walks their 32-weight chunks, loading the chunk's activations as eight vec4 once
+//   for all its rows (`xblock`, which also declares x). No shared memory, no barriers: on a
+//   CPU-emulated adapter invocations are SIMD lanes, and a shared-memory tree costs a barrier
+//   round per level, so fat independent invocations win (bench/NOTES.md).
 // - otherwise: ROWS rows per workgroup, its WG threads striding over K eight weights at a time
 //   (weights from `w8`), each x unit loaded once for all ROWS rows, then a shared-memory tree
 //   reduction per row.
@@ -21,26 +21,20 @@ enable f16;
 const WG: u32 = ${WG}u;
 
 #ifdef BLOCKS
-@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>; // [t, k / 4]; K is 32 · blocks
-
 const RPT: u32 = ${RPT}u;
 
 @compute @workgroup_size(${WG})
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let row0 = ((wid.x + wid.y * p.grid_x) * WG + lid.x) * RPT;
     let tok = wid.z;
-    let nb = p.k / 32u;
-    let xrow = tok * nb * 8u;
+    let nb = nblocks();
     var acc: array<f32, RPT>;
     for (var r = 0u; r < RPT; r++) {
         acc[r] = 0.0;
     }
     // Rows past n repeat row n-1 and are never stored: no lane leaves the loop shape.
     for (var b = 0u; b < nb; b++) {
-        var xs: array<vec4<f32>, 8>;
-        for (var i = 0u; i < 8u; i++) {
-            xs[i] = x[xrow + b * 8u + i];
-        }
+        let xs = xblock(tok, b);
         for (var r = 0u; r < RPT; r++) {
             acc[r] += bdot(min(row0 + r, p.n - 1u), b, xs);
         }

@@ -19,10 +19,11 @@ fn ctx() -> &'static GpuContext {
 }
 
 /// (n, k, t) per format: K ragged where the format allows it (not a multiple of 8 or of the
-/// group), n odd, t from 1 past the 32-token GEMM tile.
+/// group; 100 is a multiple of 4 but not of 32, which the block kernels read as vec4), n odd, t
+/// from 1 past the 32-token GEMM tile.
 fn shapes(format: WeightFormat) -> Vec<(usize, usize, usize)> {
     match format.k_multiple() {
-        1 => vec![(7, 203, 1), (33, 77, 3), (5, 8, 70)],
+        1 => vec![(7, 203, 1), (33, 77, 3), (5, 8, 70), (9, 100, 2)],
         32 => vec![(7, 96, 1), (33, 320, 3), (5, 64, 70)],
         _ => vec![(7, 256, 1), (33, 512, 3), (5, 256, 70)],
     }

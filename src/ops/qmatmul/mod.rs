@@ -31,6 +31,7 @@ macro_rules! q_shader {
             source: concat!(
                 include_str!(concat!("../../../shaders/", $file)),
                 include_str!("../../../shaders/qweight.wgsl"),
+                include_str!("../../../shaders/qblock.wgsl"),
                 include_str!("../../../shaders/decode.wgsl"),
             ),
         }
@@ -118,10 +119,15 @@ impl Precision {
     }
 }
 
-fn gemv_defines(format: &WeightFormat, precision: Precision, c: GemvConfig) -> Defines {
+/// The block kernels read x as vec4 unless K is not a multiple of 4 (weft rows may be ragged).
+fn x_defines(d: Defines, k: usize) -> Defines {
+    if k.is_multiple_of(4) { d } else { d.set("XSCALAR", 1) }
+}
+
+fn gemv_defines(format: &WeightFormat, precision: Precision, c: GemvConfig, k: usize) -> Defines {
     let d = format.defines().set("WG", c.wg).set("PB", 3 + format.weight_bindings() - 1);
     let d = match format.gemv_block() {
-        Some(path) => d.set("BLOCKS", 1).set(path, 1).set("RPT", c.rows),
+        Some(path) => x_defines(d.set("BLOCKS", 1).set(path, 1).set("RPT", c.rows), k),
         None => d.set("ROWS", c.rows),
     };
     if precision == Precision::F16 { d.set("F16", 1) } else { d }
@@ -132,10 +138,11 @@ fn gemm_block(format: &WeightFormat, precision: Precision, c: GemmConfig) -> Opt
     format.gemv_block().filter(|_| precision == Precision::F32 && c.tokens > 0)
 }
 
-fn gemm_defines(format: &WeightFormat, precision: Precision, c: GemmConfig) -> Defines {
+fn gemm_defines(format: &WeightFormat, precision: Precision, c: GemmConfig, k: usize) -> Defines {
     let d = format.defines().set("PB", 3 + format.weight_bindings() - 1);
     if let Some(path) = gemm_block(format, precision, c) {
-        return d.set("BLOCKS", 1).set(path, 1).set("WG", c.wg).set("RPT", c.rows).set("TPT", c.tokens);
+        let d = d.set("BLOCKS", 1).set(path, 1).set("WG", c.wg).set("RPT", c.rows).set("TPT", c.tokens);
+        return x_defines(d, k);
     }
     match precision {
         Precision::F16 => d.set("F16", 1).set("ELEM", "f16"),
@@ -152,9 +159,12 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
     let mut formats = WeightFormat::all();
     formats.push(WeightFormat::F32);
     for f in &formats {
+        // K = 4: vec4 activations; K = 3: one float at a time (ragged weft rows).
         for precision in [Precision::F32, Precision::F16] {
-            all.push((QGEMV_SHADER, gemv_defines(f, precision, GemvConfig::for_format(f))));
-            all.push((QGEMM_SHADER, gemm_defines(f, precision, GemmConfig::for_format(f))));
+            for k in [4, 3] {
+                all.push((QGEMV_SHADER, gemv_defines(f, precision, GemvConfig::for_format(f), k)));
+                all.push((QGEMM_SHADER, gemm_defines(f, precision, GemmConfig::for_format(f), k)));
+            }
         }
         all.push((QEMBED_SHADER, embed_defines(f)));
     }
@@ -234,7 +244,7 @@ pub async fn gemv_tuned(
     if !wg.is_power_of_two() || rows == 0 {
         return Err(Error::Shape { op: "gemv", message: format!("workgroup {wg}, rows {rows}") });
     }
-    let pipeline = ctx.pipeline(&QGEMV_SHADER, &gemv_defines(&w.format, precision, config)).await?;
+    let pipeline = ctx.pipeline(&QGEMV_SHADER, &gemv_defines(&w.format, precision, config, w.cols)).await?;
     let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
     let per_group = config.rows_per_group(w.format.gemv_block().is_some());
     let [gx, gy, _] = grid((w.rows as u32).div_ceil(per_group), max);
@@ -270,7 +280,7 @@ pub async fn gemm_tuned(
     if !wg.is_power_of_two() || rows == 0 || (tokens > 0 && wg % tokens != 0) {
         return Err(Error::Shape { op: "gemm", message: format!("workgroup {wg}, rows {rows}, tokens {tokens}") });
     }
-    let pipeline = ctx.pipeline(&QGEMM_SHADER, &gemm_defines(&w.format, precision, config)).await?;
+    let pipeline = ctx.pipeline(&QGEMM_SHADER, &gemm_defines(&w.format, precision, config, w.cols)).await?;
     let tensors = bindings(w, x, y);
     if gemm_block(&w.format, precision, config).is_some() {
         let chunks = t.div_ceil(tokens);

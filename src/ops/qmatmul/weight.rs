@@ -92,9 +92,10 @@ impl WeightFormat {
     }
 
     /// The block-native GEMV path of this format (the `B_*` define of its `bdot` in
-    /// shaders/qweight.wgsl), if it has one.
+    /// shaders/qblock.wgsl), if it has one.
     pub fn gemv_block(&self) -> Option<&'static str> {
         match self {
+            Self::Weft(_) => Some("B_WEFT"),
             Self::Ggml(GgmlType::Q4_0) => Some("B_Q4_0"),
             Self::Ggml(GgmlType::Q4_1) => Some("B_Q4_1"),
             Self::Ggml(GgmlType::Q8_0) => Some("B_Q8_0"),
