@@ -32,6 +32,7 @@ macro_rules! q_shader {
                 include_str!(concat!("../../../shaders/", $file)),
                 include_str!("../../../shaders/qweight.wgsl"),
                 include_str!("../../../shaders/qblock.wgsl"),
+                include_str!("../../../shaders/qblock_k.wgsl"),
                 include_str!("../../../shaders/decode.wgsl"),
             ),
         }
