@@ -36,7 +36,7 @@ fn main() -> anyhow::Result<()> {
     let opt = |name: &str| -> anyhow::Result<Option<u32>> {
         Ok(match arg(&args, name, "").as_str() { "" => None, v => Some(v.parse()?) })
     };
-    let (wg, rows, tt) = (opt("--wg")?, opt("--rows")?, opt("--tt")?);
+    let (wg, rows, tt, lanes) = (opt("--wg")?, opt("--rows")?, opt("--tt")?, opt("--lanes")?);
     let tokens = opt("--tokens")?.unwrap_or(1).max(1) as usize;
     let precision = match arg(&args, "--precision", "f32").as_str() {
         "f32" => Precision::F32,
@@ -54,8 +54,12 @@ fn main() -> anyhow::Result<()> {
         for name in formats.split(',') {
             let format = WeightFormat::parse(name).ok_or_else(|| anyhow!("unknown format '{name}'"))?;
             let config = if tokens == 1 {
-                let d = GemvConfig::for_format(&format);
-                Config::Gemv(GemvConfig { wg: wg.unwrap_or(d.wg), rows: rows.unwrap_or(d.rows) })
+                let d = GemvConfig::for_adapter(caps, &format);
+                Config::Gemv(GemvConfig {
+                    wg: wg.unwrap_or(d.wg),
+                    rows: rows.unwrap_or(d.rows),
+                    lanes: lanes.unwrap_or(d.lanes),
+                })
             } else {
                 let d = GemmConfig::for_format(&format);
                 Config::Gemm(GemmConfig {

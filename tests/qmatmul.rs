@@ -77,6 +77,52 @@ fn long_rows_and_many_rows() -> anyhow::Result<()> {
 }
 
 #[test]
+fn gemv_launch_shapes_for_gpus_match_the_reference() -> anyhow::Result<()> {
+    // Rows shared by 32 lanes (the shape for GPUs), 4 lanes (within lavapipe's subgroups, so
+    // the subgroup sum where the adapter has subgroups) and 16 lanes with 2 rows each, on
+    // ragged shapes, against the same reference and tolerance as the default shape.
+    let ctx = ctx();
+    let configs = [
+        qmatmul::GemvConfig { wg: 256, rows: 1, lanes: 32 },
+        qmatmul::GemvConfig { wg: 64, rows: 1, lanes: 4 },
+        qmatmul::GemvConfig { wg: 64, rows: 2, lanes: 16 },
+    ];
+    let formats = ["Q4_0", "Q4_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "q4_g32_sym", "q3_g64_asym", "q2_g128_sym", "q8_g64_asym"];
+    let mut failures = Vec::new();
+    for (i, name) in formats.into_iter().enumerate() {
+        let format = WeightFormat::parse(name).expect("known format");
+        let (n, k, t) = match format.k_multiple() {
+            1 => (37, 1000, 2),
+            32 => (37, 1120, 2),
+            _ => (37, 1536, 2),
+        };
+        let tw = qmatmul::test_weight(format, 40 + i as u64, n, k)?;
+        let w = tw.upload(ctx, "w")?;
+        let x = random_f32(90 + i as u64, t * k);
+        let (want, scale) = qmatmul::cpu_reference(&tw.dequantize()?, &x, n, k, t);
+        let xt = ctx.upload_f32("x", &[t, k], &x)?;
+        for config in configs {
+            let y = ctx.zeros("y", &[t, n], DType::F32)?;
+            let d = pollster::block_on(qmatmul::gemv_tuned(ctx, &w, &xt, &y, Precision::F32, config))?;
+            ctx.run(&[&d]);
+            let got = pollster::block_on(ctx.read_f32(&y))?;
+            let worst = got
+                .iter()
+                .zip(&want)
+                .zip(&scale)
+                .map(|((&g, &w), &s)| (g as f64 - w).abs() / s)
+                .fold(0.0, f64::max);
+            println!("{name} {config:?}: {worst:.2e}");
+            if !(worst <= qmatmul::f32_tolerance(k)) {
+                failures.push(format!("{name} {config:?}: {worst:e}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    Ok(())
+}
+
+#[test]
 fn quantizer_output_runs_through_the_kernels() -> anyhow::Result<()> {
     // Real quantized data (not random levels): y from the packed weight matches the reference
     // product with the dequantized matrix, and approximates the unquantized product.

@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::gpu::shader::{Defines, ShaderSource};
-use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor};
+use crate::gpu::{Capabilities, DType, Dispatch, GpuContext, GpuTensor};
 
 use super::grid;
 
@@ -44,30 +44,44 @@ pub const QGEMM_SHADER: ShaderSource = q_shader!("qgemm", "qgemm.wgsl");
 pub const QEMBED_SHADER: ShaderSource = q_shader!("qembed", "qembed.wgsl");
 
 /// Launch shape of the GEMV kernel. Block formats (see [`WeightFormat::gemv_block`]): `wg`
-/// invocations per workgroup, each owning `rows` whole rows. Other formats: `wg` threads
-/// stride over K for `rows` rows per workgroup.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// invocations per workgroup, `lanes` adjacent ones sharing `rows` rows (each lane takes every
+/// `lanes`-th 32-weight chunk; their sums are then added), so a workgroup makes
+/// `wg / lanes · rows` rows. Other formats: `wg` threads stride over K for `rows` rows per
+/// workgroup (`lanes` unused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct GemvConfig {
     pub wg: u32,
     pub rows: u32,
+    pub lanes: u32,
 }
 
 /// On lavapipe four rows per workgroup of 64 threads ran 1.5-2x faster than one or two (x is
 /// loaded once for all of them, and there are fewer reductions); 128 or 256 threads were slower.
-const GEMV_STRIDED: GemvConfig = GemvConfig { wg: 64, rows: 4 };
+const GEMV_STRIDED: GemvConfig = GemvConfig { wg: 64, rows: 4, lanes: 1 };
 /// Two rows per invocation share each x load and ran 1.1-1.4x faster than one on lavapipe; 16
 /// or 128 invocations per workgroup were slower than 64 (bench/NOTES.md).
-const GEMV_BLOCKS: GemvConfig = GemvConfig { wg: 64, rows: 2 };
+const GEMV_BLOCKS: GemvConfig = GemvConfig { wg: 64, rows: 2, lanes: 1 };
+/// A GPU with a hundred or more compute units needs many workgroups even for a few thousand
+/// rows, and the lanes of a warp should read adjacent words: 32 lanes per row (a warp on NVIDIA,
+/// half a wave64 on AMD) and eight rows per 256-invocation workgroup give an 8192-row matrix
+/// 1024 workgroups, each lane walking every 32nd chunk of its row.
+const GEMV_BLOCKS_GPU: GemvConfig = GemvConfig { wg: 256, rows: 1, lanes: 32 };
 
 impl GemvConfig {
-    /// The default launch shape for `format`.
+    /// The launch shape for `format` on a CPU-emulated adapter (lavapipe's measured best).
     pub fn for_format(format: &WeightFormat) -> Self {
         if format.gemv_block().is_some() { GEMV_BLOCKS } else { GEMV_STRIDED }
     }
 
+    /// The launch shape for `format` on the adapter `caps` describes: the CPU shape on software
+    /// adapters, rows shared by 32 lanes on the others.
+    pub fn for_adapter(caps: &Capabilities, format: &WeightFormat) -> Self {
+        if format.gemv_block().is_some() && !caps.is_software { GEMV_BLOCKS_GPU } else { Self::for_format(format) }
+    }
+
     /// Rows one workgroup produces.
     fn rows_per_group(&self, blocks: bool) -> u32 {
-        if blocks { self.wg * self.rows } else { self.rows }
+        if blocks { self.wg / self.lanes * self.rows } else { self.rows }
     }
 }
 /// Launch shape of the block-native GEMM kernel (formats with [`WeightFormat::gemv_block`], at
@@ -125,10 +139,16 @@ fn x_defines(d: Defines, k: usize) -> Defines {
     if k.is_multiple_of(4) { d } else { d.set("XSCALAR", 1) }
 }
 
-fn gemv_defines(format: &WeightFormat, precision: Precision, c: GemvConfig, k: usize) -> Defines {
+/// `subgroup` is the adapter's smallest subgroup (0 without subgroups): lanes sharing a row add
+/// their sums with subgroup shuffles when one subgroup always holds them, else through shared
+/// memory.
+fn gemv_defines(format: &WeightFormat, precision: Precision, c: GemvConfig, k: usize, subgroup: u32) -> Defines {
     let d = format.defines().set("WG", c.wg).set("PB", 3 + format.weight_bindings() - 1);
     let d = match format.gemv_block() {
-        Some(path) => x_defines(d.set("BLOCKS", 1).set(path, 1).set("RPT", c.rows), k),
+        Some(path) => {
+            let d = x_defines(d.set("BLOCKS", 1).set(path, 1).set("RPT", c.rows).set("LPR", c.lanes), k);
+            if c.lanes > 1 && c.lanes <= subgroup { d.set("SG", 1) } else { d }
+        }
         None => d.set("ROWS", c.rows),
     };
     if precision == Precision::F16 { d.set("F16", 1) } else { d }
@@ -160,11 +180,15 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
     let mut formats = WeightFormat::all();
     formats.push(WeightFormat::F32);
     for f in &formats {
-        // K = 4: vec4 activations; K = 3: one float at a time (ragged weft rows).
+        // K = 4: vec4 activations; K = 3: one float at a time (ragged weft rows). The GPU
+        // shape with and without subgroups.
         for precision in [Precision::F32, Precision::F16] {
             for k in [4, 3] {
-                all.push((QGEMV_SHADER, gemv_defines(f, precision, GemvConfig::for_format(f), k)));
+                all.push((QGEMV_SHADER, gemv_defines(f, precision, GemvConfig::for_format(f), k, 0)));
                 all.push((QGEMM_SHADER, gemm_defines(f, precision, GemmConfig::for_format(f), k)));
+            }
+            for subgroup in [0, 32] {
+                all.push((QGEMV_SHADER, gemv_defines(f, precision, GEMV_BLOCKS_GPU, 4, subgroup)));
             }
         }
         all.push((QEMBED_SHADER, embed_defines(f)));
@@ -227,10 +251,11 @@ pub async fn gemv(
     y: &GpuTensor,
     precision: Precision,
 ) -> Result<Dispatch> {
-    gemv_tuned(ctx, w, x, y, precision, GemvConfig::for_format(&w.format)).await
+    gemv_tuned(ctx, w, x, y, precision, GemvConfig::for_adapter(ctx.capabilities(), &w.format)).await
 }
 
-/// [`gemv`] with an explicit launch shape, for tuning: `wg` a power of two, `rows` at least 1.
+/// [`gemv`] with an explicit launch shape, for tuning: `wg` and `lanes` powers of two, `lanes`
+/// at most `wg`, `rows` at least 1.
 pub async fn gemv_tuned(
     ctx: &GpuContext,
     w: &QWeight,
@@ -241,11 +266,15 @@ pub async fn gemv_tuned(
 ) -> Result<Dispatch> {
     let t = check_operands("gemv", w, x, y)?;
     check_precision(ctx, "gemv", precision)?;
-    let GemvConfig { wg, rows } = config;
-    if !wg.is_power_of_two() || rows == 0 {
-        return Err(Error::Shape { op: "gemv", message: format!("workgroup {wg}, rows {rows}") });
+    let GemvConfig { wg, rows, lanes } = config;
+    if !wg.is_power_of_two() || rows == 0 || !lanes.is_power_of_two() || lanes > wg {
+        return Err(Error::Shape { op: "gemv", message: format!("workgroup {wg}, rows {rows}, lanes {lanes}") });
     }
-    let pipeline = ctx.pipeline(&QGEMV_SHADER, &gemv_defines(&w.format, precision, config, w.cols)).await?;
+    // Subgroup builtins in WGSL need `enable subgroups;`, which naga's front end refuses: the
+    // browser (which compiles the text itself) gets the shared-memory sum.
+    let subgroup = if cfg!(target_arch = "wasm32") { 0 } else { ctx.capabilities().subgroup_min_size };
+    let defines = gemv_defines(&w.format, precision, config, w.cols, subgroup);
+    let pipeline = ctx.pipeline(&QGEMV_SHADER, &defines).await?;
     let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
     let per_group = config.rows_per_group(w.format.gemv_block().is_some());
     let [gx, gy, _] = grid((w.rows as u32).div_ceil(per_group), max);
