@@ -88,7 +88,7 @@ impl GemvConfig {
 /// F32): `wg` invocations per workgroup, each owning `rows` whole rows of one token; `tokens`
 /// adjacent invocations take adjacent tokens of the same rows (it must divide `wg`). `tokens` 0
 /// selects the tiled kernel instead, for comparison.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct GemmConfig {
     pub wg: u32,
     pub rows: u32,
