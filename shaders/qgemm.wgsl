@@ -40,7 +40,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     }
     for (var r = 0u; r < RPT; r++) {
         if (row0 + r < p.n && tok < p.t) {
-            y[tok * p.n + row0 + r] = acc[r];
+            y[tok * p.ny + p.row0 + row0 + r] = acc[r];
         }
     }
 }
@@ -122,7 +122,7 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
         let tok = t0 + ty + (i / 2u) * 16u;
         let row = n0 + tx + (i % 2u) * 16u;
         if (tok < p.t && row < p.n) {
-            y[tok * p.n + row] = acc[i];
+            y[tok * p.ny + p.row0 + row] = acc[i];
         }
     }
 }

@@ -80,7 +80,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
             acc[r] = row_sum(acc[r], lid.x);
         }
         if (lane == 0u && row0 + r < p.n) {
-            y[tok * p.n + row0 + r] = acc[r];
+            y[tok * p.ny + p.row0 + row0 + r] = acc[r];
         }
     }
 }
@@ -152,7 +152,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         workgroupBarrier();
     }
     if (lid.x < ROWS && row0 + lid.x < p.n) {
-        y[tok * p.n + row0 + lid.x] = partial[lid.x * WG];
+        y[tok * p.ny + p.row0 + row0 + lid.x] = partial[lid.x * WG];
     }
 }
 #endif

@@ -14,7 +14,7 @@ pub use selftest::{
     cpu_reference, f16_tolerance, f32_tolerance, self_test, test_weight, KernelReport,
     QMatmulReport, TestWeight,
 };
-pub use weight::{QWeight, WeightFormat};
+pub use weight::{QPart, QWeight, WeightFormat};
 
 use serde::Serialize;
 
@@ -232,15 +232,26 @@ fn check_precision(ctx: &GpuContext, op: &'static str, precision: Precision) -> 
 
 /// Binding order every kernel of this family shares: packed data, the two activation tensors,
 /// then the weight's scales and zero points where it has them.
-fn bindings<'a>(w: &'a QWeight, input: &'a GpuTensor, output: &'a GpuTensor) -> Vec<&'a GpuTensor> {
-    let mut tensors = vec![&w.data, input, output];
-    tensors.extend(w.tensors().into_iter().skip(1));
+fn bindings<'a>(part: &'a QPart, input: &'a GpuTensor, output: &'a GpuTensor) -> Vec<&'a GpuTensor> {
+    let mut tensors = vec![&part.data, input, output];
+    tensors.extend(part.tensors().into_iter().skip(1));
     tensors
 }
 
-fn params(w: &QWeight, t: u32, grid_x: u32) -> [u32; 8] {
+/// `Params` of shaders/qweight.wgsl for one part of `w`.
+fn params(w: &QWeight, part: &QPart, t: u32, grid_x: u32, chunks: u32) -> [u32; 12] {
     let (wpr, gpr) = w.row_layout();
-    [w.rows as u32, w.cols as u32, t, grid_x, wpr, gpr, 0, 0]
+    [part.rows as u32, w.cols as u32, t, grid_x, wpr, gpr, chunks, part.row0 as u32, w.rows as u32, 0, 0, 0]
+}
+
+/// One dispatch per part of `w`, recorded as one step.
+fn per_part(
+    w: &QWeight,
+    mut one: impl FnMut(&QPart) -> Result<Dispatch>,
+) -> Result<Dispatch> {
+    let mut all = w.parts.iter().map(&mut one).collect::<Result<Vec<_>>>()?.into_iter();
+    let first = all.next().ok_or_else(|| Error::Shape { op: "qmatmul", message: "a weight without parts".into() })?;
+    Ok(Dispatch::sequence(first, all))
 }
 
 /// y[t, n] = W[n, k] · x[t, k] at the format's default [`GemvConfig`].
@@ -277,10 +288,11 @@ pub async fn gemv_tuned(
     let pipeline = ctx.pipeline(&QGEMV_SHADER, &defines).await?;
     let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
     let per_group = config.rows_per_group(w.format.gemv_block().is_some());
-    let [gx, gy, _] = grid((w.rows as u32).div_ceil(per_group), max);
-    let tensors = bindings(w, x, y);
-    let p = params(w, t, gx);
-    ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&p)), [gx, gy, t])
+    per_part(w, |part| {
+        let [gx, gy, _] = grid((part.rows as u32).div_ceil(per_group), max);
+        let p = params(w, part, t, gx, 0);
+        ctx.dispatch(&pipeline, &bindings(part, x, y), Some(bytemuck::cast_slice(&p)), [gx, gy, t])
+    })
 }
 
 /// Y[t, n] = X[t, k] · W[n, k]^T at the format's default [`GemmConfig`]: block-native for the
@@ -311,23 +323,25 @@ pub async fn gemm_tuned(
         return Err(Error::Shape { op: "gemm", message: format!("workgroup {wg}, rows {rows}, tokens {tokens}") });
     }
     let pipeline = ctx.pipeline(&QGEMM_SHADER, &gemm_defines(&w.format, precision, config, w.cols)).await?;
-    let tensors = bindings(w, x, y);
-    if gemm_block(&w.format, precision, config).is_some() {
-        let chunks = t.div_ceil(tokens);
-        let row_groups = (w.rows as u32).div_ceil(wg / tokens * rows);
-        let total = chunks.checked_mul(row_groups).ok_or_else(|| Error::Shape {
-            op: "gemm",
-            message: format!("{chunks} token chunks x {row_groups} row groups exceed u32"),
-        })?;
-        let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
-        let groups = grid(total, max);
-        let mut p = params(w, t, groups[0]);
-        p[6] = chunks;
-        return ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&p)), groups);
-    }
-    let p = params(w, t, 0);
-    let groups = [(w.rows as u32).div_ceil(GEMM_TILE), t.div_ceil(GEMM_TILE), 1];
-    ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&p)), groups)
+    let blocks = gemm_block(&w.format, precision, config).is_some();
+    let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
+    per_part(w, |part| {
+        let tensors = bindings(part, x, y);
+        if blocks {
+            let chunks = t.div_ceil(tokens);
+            let row_groups = (part.rows as u32).div_ceil(wg / tokens * rows);
+            let total = chunks.checked_mul(row_groups).ok_or_else(|| Error::Shape {
+                op: "gemm",
+                message: format!("{chunks} token chunks x {row_groups} row groups exceed u32"),
+            })?;
+            let groups = grid(total, max);
+            let p = params(w, part, t, groups[0], chunks);
+            return ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&p)), groups);
+        }
+        let p = params(w, part, t, 0, 0);
+        let groups = [(part.rows as u32).div_ceil(GEMM_TILE), t.div_ceil(GEMM_TILE), 1];
+        ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&p)), groups)
+    })
 }
 
 /// [`gemv`] at F32 for up to [`GEMV_MAX_TOKENS`] tokens, [`gemm`] beyond: at F32 for the
@@ -374,7 +388,9 @@ pub async fn embed(ctx: &GpuContext, w: &QWeight, ids: &GpuTensor, out: &GpuTens
     let pipeline = ctx.pipeline(&QEMBED_SHADER, &embed_defines(&w.format)).await?;
     let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
     let groups = grid(units.div_ceil(EMBED_WG).max(1), max);
-    let tensors = bindings(w, ids, out);
-    let p = params(w, t as u32, groups[0]);
-    ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&p)), groups)
+    // Each part writes the rows it holds; the first also writes the zeros of ids past the end.
+    per_part(w, |part| {
+        let p = params(w, part, t as u32, groups[0], 0);
+        ctx.dispatch(&pipeline, &bindings(part, ids, out), Some(bytemuck::cast_slice(&p)), groups)
+    })
 }
