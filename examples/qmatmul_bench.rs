@@ -1,24 +1,30 @@
 //! GEMV and GEMM throughput per weight format and shape: many dispatches recorded into one
-//! submission, timed by wall clock after a warm-up, reported as GB/s of weight bytes read and
-//! GFLOP/s.
+//! submission, timed by wall clock after a warm-up, reported as µs per call, GB/s of weight
+//! bytes read and GFLOP/s, next to the device's measured copy bandwidth.
 //!
-//! cargo run --example qmatmul_bench -- [--formats Q4_K,q4_g32_sym] [--shapes 4096x4096]
-//!     [--wg 64] [--rows 2] [--tokens 1] [--tt 4] [--precision f32|f16] [--seconds 0.5]
+//! cargo run --release --example qmatmul_bench -- [--formats Q4_K,q4_g32_sym]
+//!     [--shapes 8192x8192] [--wg 256] [--rows 1] [--lanes 32] [--tokens 1] [--tt 8]
+//!     [--precision f32|f16] [--seconds 0.5] [--copy-mib 256] [--json]
 //!
 //! Shapes are NxK (output features x reduced dimension). --tokens 1 (the default) times the
-//! GEMV, more the GEMM over that many tokens. --wg and --rows override the format's default
-//! `GemvConfig` or `GemmConfig`, --tt the GEMM's tokens per invocation (one left out keeps the
-//! default). The GPU work dominates the wall time,
-//! so a debug build measures the same kernels as a release one.
+//! GEMV, more the GEMM over that many tokens. --wg, --rows and --lanes override the adapter's
+//! default `GemvConfig` (or --wg, --rows, --tt the `GemmConfig`); one left out keeps the default.
+//!
+//! Copy bandwidth: one buffer of --copy-mib MiB (capped by the adapter's buffer limits) copied
+//! into another with copy_buffer_to_buffer, many times in one submission; "copy GB/s" counts
+//! the bytes read plus the bytes written (2 x size / time), the traffic a copy moves, and
+//! "of copy" is the kernel's weight-read GB/s over it. --json prints one JSON object instead
+//! of the table.
 
 use std::time::Instant;
 
 use anyhow::{anyhow, Context};
-use weft::gpu::{BackendChoice, DType, GpuContext};
+use serde::Serialize;
+use weft::gpu::{BackendChoice, DType, GpuContext, GpuTensor};
 use weft::ops::qmatmul::{self, GemmConfig, GemvConfig, Precision, WeightFormat};
 
-const DEFAULT_FORMATS: &str =
-    "F32,F16,Q4_0,Q4_1,Q8_0,Q4_K,Q5_K,Q6_K,q4_g32_sym,q4_g128_asym,q8_g32_sym,q3_g64_sym,q2_g64_asym";
+const DEFAULT_FORMATS: &str = "F32,F16,Q4_0,Q4_1,Q8_0,Q4_K,Q5_K,Q6_K,q4_g32_sym,q4_g128_asym,q8_g32_sym,q3_g64_sym,\
+                               q2_g64_asym";
 const DEFAULT_SHAPES: &str = "4096x4096,8192x8192,1536x576,576x1536,49152x576";
 
 fn arg(args: &[String], name: &str, default: &str) -> String {
@@ -29,15 +35,61 @@ fn arg(args: &[String], name: &str, default: &str) -> String {
         .unwrap_or_else(|| default.to_string())
 }
 
+#[derive(Clone, Copy, Debug, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Config {
+    Gemv(GemvConfig),
+    Gemm(GemmConfig),
+}
+
+#[derive(Serialize)]
+struct Row {
+    format: String,
+    n: usize,
+    k: usize,
+    tokens: usize,
+    weight_bytes: u64,
+    us_per_call: f64,
+    gb_per_s: f64,
+    gflop_per_s: f64,
+    fraction_of_copy: f64,
+    config: Config,
+}
+
+#[derive(Serialize)]
+struct Copy {
+    bytes: u64,
+    us_per_copy: f64,
+    /// Bytes read plus bytes written per second.
+    read_write_gb_per_s: f64,
+}
+
+#[derive(Serialize)]
+struct Report {
+    adapter: String,
+    backend: String,
+    device_type: String,
+    subgroup_min_size: u32,
+    precision: Precision,
+    copy: Copy,
+    rows: Vec<Row>,
+    skipped: Vec<String>,
+}
+
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let formats = arg(&args, "--formats", DEFAULT_FORMATS);
     let shapes = arg(&args, "--shapes", DEFAULT_SHAPES);
     let opt = |name: &str| -> anyhow::Result<Option<u32>> {
-        Ok(match arg(&args, name, "").as_str() { "" => None, v => Some(v.parse()?) })
+        Ok(match arg(&args, name, "").as_str() {
+            "" => None,
+            v => Some(v.parse()?),
+        })
     };
-    let (wg, rows, tt) = (opt("--wg")?, opt("--rows")?, opt("--tt")?);
+    let (wg, rows, tt, lanes) = (opt("--wg")?, opt("--rows")?, opt("--tt")?, opt("--lanes")?);
     let tokens = opt("--tokens")?.unwrap_or(1).max(1) as usize;
+    let copy_mib = opt("--copy-mib")?.unwrap_or(256).max(1) as u64;
+    let json = args.iter().any(|a| a == "--json");
     let precision = match arg(&args, "--precision", "f32").as_str() {
         "f32" => Precision::F32,
         "f16" => Precision::F16,
@@ -45,17 +97,46 @@ fn main() -> anyhow::Result<()> {
     };
     let seconds: f64 = arg(&args, "--seconds", "0.5").parse()?;
     let ctx = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
-    let caps = ctx.capabilities();
-    println!("adapter: {} ({}), shader-f16 {}, {precision:?}", caps.adapter_name, caps.backend, caps.shader_f16);
-    println!("{:<14} {:>12} {:>10} {:>10} {:>9} {:>9}  config", "format", "N x K", "MB", "us/call", "GB/s", "GFLOP/s");
+    let caps = ctx.capabilities().clone();
+    let copy = copy_bandwidth(&ctx, copy_mib << 20, seconds)?;
+    if !json {
+        println!(
+            "adapter: {} ({}, {}), shader-f16 {}, subgroups {} (min size {}), {precision:?}",
+            caps.adapter_name, caps.backend, caps.device_type, caps.shader_f16, caps.subgroups, caps.subgroup_min_size
+        );
+        println!(
+            "copy: {:.1} MiB in {:.1} us: {:.2} GB/s read+write (2 x bytes / time)",
+            copy.bytes as f64 / (1 << 20) as f64,
+            copy.us_per_copy,
+            copy.read_write_gb_per_s
+        );
+        println!(
+            "{:<14} {:>12} {:>9} {:>10} {:>9} {:>8} {:>9}  config",
+            "format", "N x K", "MB", "us/call", "GB/s", "of copy", "GFLOP/s"
+        );
+    }
+    let mut report = Report {
+        adapter: caps.adapter_name.clone(),
+        backend: caps.backend.clone(),
+        device_type: caps.device_type.clone(),
+        subgroup_min_size: caps.subgroup_min_size,
+        precision,
+        copy,
+        rows: Vec::new(),
+        skipped: Vec::new(),
+    };
     for shape in shapes.split(',') {
         let (n, k) = shape.split_once('x').ok_or_else(|| anyhow!("shape '{shape}' is not NxK"))?;
         let (n, k): (usize, usize) = (n.parse()?, k.parse()?);
         for name in formats.split(',') {
             let format = WeightFormat::parse(name).ok_or_else(|| anyhow!("unknown format '{name}'"))?;
             let config = if tokens == 1 {
-                let d = GemvConfig::for_format(&format);
-                Config::Gemv(GemvConfig { wg: wg.unwrap_or(d.wg), rows: rows.unwrap_or(d.rows) })
+                let d = GemvConfig::for_adapter(&caps, &format);
+                Config::Gemv(GemvConfig {
+                    wg: wg.unwrap_or(d.wg),
+                    rows: rows.unwrap_or(d.rows),
+                    lanes: lanes.unwrap_or(d.lanes),
+                })
             } else {
                 let d = GemmConfig::for_format(&format);
                 Config::Gemm(GemmConfig {
@@ -65,26 +146,76 @@ fn main() -> anyhow::Result<()> {
                 })
             };
             match bench(&ctx, format, n, k, tokens, config, precision, seconds) {
-                Ok((bytes, secs)) => println!(
-                    "{:<14} {:>12} {:>10.1} {:>10.1} {:>9.2} {:>9.2}  {config:?}",
-                    name,
-                    format!("{n}x{k}"),
-                    bytes as f64 / 1e6,
-                    secs * 1e6,
-                    bytes as f64 / secs / 1e9,
-                    2.0 * (n * k * tokens) as f64 / secs / 1e9,
-                ),
-                Err(e) => println!("{name:<14} {:>12} skipped: {e:#}", format!("{n}x{k}")),
+                Ok((bytes, secs)) => {
+                    let gb = bytes as f64 / secs / 1e9;
+                    let row = Row {
+                        format: name.to_string(),
+                        n,
+                        k,
+                        tokens,
+                        weight_bytes: bytes,
+                        us_per_call: secs * 1e6,
+                        gb_per_s: gb,
+                        gflop_per_s: 2.0 * (n * k * tokens) as f64 / secs / 1e9,
+                        fraction_of_copy: gb / report.copy.read_write_gb_per_s,
+                        config,
+                    };
+                    if !json {
+                        println!(
+                            "{:<14} {:>12} {:>9.1} {:>10.1} {:>9.2} {:>8.3} {:>9.2}  {config:?}",
+                            row.format,
+                            format!("{n}x{k}"),
+                            bytes as f64 / 1e6,
+                            row.us_per_call,
+                            row.gb_per_s,
+                            row.fraction_of_copy,
+                            row.gflop_per_s,
+                        );
+                    }
+                    report.rows.push(row);
+                }
+                Err(e) => {
+                    let line = format!("{name} {n}x{k}: {e:#}");
+                    if !json {
+                        println!("{name:<14} {:>12} skipped: {e:#}", format!("{n}x{k}"));
+                    }
+                    report.skipped.push(line);
+                }
             }
         }
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
     }
     Ok(())
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Config {
-    Gemv(GemvConfig),
-    Gemm(GemmConfig),
+/// Waits for everything submitted so far: the queue runs in order, so mapping a small tensor
+/// written last returns after the work before it.
+fn finish(ctx: &GpuContext, marker: &GpuTensor) -> anyhow::Result<()> {
+    pollster::block_on(ctx.read_f32(marker)).context("waiting for the GPU")?;
+    Ok(())
+}
+
+/// Times copies of a `bytes` buffer (capped by the adapter's limits) into another.
+fn copy_bandwidth(ctx: &GpuContext, bytes: u64, seconds: f64) -> anyhow::Result<Copy> {
+    let limits = &ctx.capabilities().limits;
+    let bytes = bytes.min(limits.max_buffer_size).min(limits.max_storage_buffer_binding_size) / 4 * 4;
+    let words = (bytes / 4) as usize;
+    let src = ctx.upload_u32("copy src", &[words], &vec![0x3f80_0000; words])?;
+    let dst = ctx.zeros("copy dst", &[words], DType::U32)?;
+    let marker = ctx.zeros("copy marker", &[4], DType::F32)?;
+    let time = |reps: usize| -> anyhow::Result<f64> {
+        let start = Instant::now();
+        ctx.copy_repeated(&src, &dst, reps)?;
+        finish(ctx, &marker)?;
+        Ok(start.elapsed().as_secs_f64())
+    };
+    time(1)?; // warm-up: first touch of both buffers
+    let once = time(2)? / 2.0;
+    let reps = ((seconds / once.max(1e-7)) as usize).clamp(4, 10_000);
+    let per = time(reps)? / reps as f64;
+    Ok(Copy { bytes, us_per_copy: per * 1e6, read_write_gb_per_s: 2.0 * bytes as f64 / per / 1e9 })
 }
 
 /// Returns the weight bytes read per call and seconds per call.
@@ -107,15 +238,17 @@ fn bench(
         Config::Gemv(c) => pollster::block_on(qmatmul::gemv_tuned(ctx, &w, &x, &y, precision, c))?,
         Config::Gemm(c) => pollster::block_on(qmatmul::gemm_tuned(ctx, &w, &x, &y, precision, c))?,
     };
+    let marker = ctx.zeros("bench marker", &[4], DType::F32)?;
     let time = |reps: usize| -> anyhow::Result<f64> {
         let list: Vec<_> = std::iter::repeat_n(&d, reps).collect();
         let start = Instant::now();
         ctx.run(&list);
-        pollster::block_on(ctx.read_f32(&y)).context("waiting for the GPU")?;
+        finish(ctx, &marker)?;
         Ok(start.elapsed().as_secs_f64())
     };
-    let once = time(1)?; // warm-up: pipeline, first-touch of the buffers
-    let reps = ((seconds / once.max(1e-6)) as usize).clamp(3, 2000);
+    time(1)?; // warm-up: pipeline, first touch of the buffers
+    let once = time(2)? / 2.0;
+    let reps = ((seconds / once.max(1e-7)) as usize).clamp(3, 20_000);
     let total = time(reps)?;
     Ok((w.bytes(), total / reps as f64))
 }

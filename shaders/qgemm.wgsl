@@ -1,6 +1,6 @@
 // Y[t, n] = X[t, k] · W[n, k]^T for many tokens (prefill). Two kernels:
 //
-// - BLOCKS (GGML block formats with a `bdot` in shaders/qweight.wgsl, F32 only): every
+// - BLOCKS (formats with a `bdot` in shaders/qblock.wgsl, F32 only): every
 //   invocation owns RPT whole rows of one token and walks their 32-weight blocks like the GEMV,
 //   its x block loaded once for all RPT rows; TPT adjacent invocations take adjacent tokens of
 //   the same rows, so each SIMD group of llvmpipe reads one set of weight words. No shared
@@ -8,7 +8,6 @@
 //   cost a switch between lane groups (bench/NOTES.md).
 // - otherwise: 32 x 32 shared-memory tiles, below.
 #ifdef BLOCKS
-@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>; // [t, k / 4]; K is 32 · blocks
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;  // [t, n]
 @group(0) @binding(${PB}) var<uniform> p: Params;
 
@@ -25,8 +24,8 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let g = wid.x + wid.y * p.grid_x;
     let tok = (g % p.chunks) * TPT + lid.x % TPT;
     let row0 = ((g / p.chunks) * (WG / TPT) + lid.x / TPT) * RPT;
-    let at = min(tok, p.t - 1u) * (p.k / 4u);
-    let nb = p.k / 32u;
+    let xtok = min(tok, p.t - 1u);
+    let nb = nblocks();
     var acc: array<f32, RPT>;
     for (var r = 0u; r < RPT; r++) {
         acc[r] = 0.0;
@@ -34,17 +33,14 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     // Rows past n repeat row n-1 and tokens past t repeat token t-1; neither is stored, and no
     // lane leaves the loop shape.
     for (var b = 0u; b < nb; b++) {
-        var xs: array<vec4<f32>, 8>;
-        for (var i = 0u; i < 8u; i++) {
-            xs[i] = x[at + b * 8u + i];
-        }
+        let xs = xblock(xtok, b);
         for (var r = 0u; r < RPT; r++) {
             acc[r] += bdot(min(row0 + r, p.n - 1u), b, xs);
         }
     }
     for (var r = 0u; r < RPT; r++) {
         if (row0 + r < p.n && tok < p.t) {
-            y[tok * p.n + row0 + r] = acc[r];
+            y[tok * p.ny + p.row0 + row0 + r] = acc[r];
         }
     }
 }
@@ -126,7 +122,7 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
         let tok = t0 + ty + (i / 2u) * 16u;
         let row = n0 + tx + (i % 2u) * 16u;
         if (tok < p.t && row < p.n) {
-            y[tok * p.n + row] = acc[i];
+            y[tok * p.ny + p.row0 + row] = acc[i];
         }
     }
 }

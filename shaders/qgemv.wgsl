@@ -1,10 +1,12 @@
 // y[t, n] = W[n, k] · x[t, k] for few tokens (decode). Two kernels:
 //
-// - BLOCKS (GGML block formats with a `bdot` in shaders/qweight.wgsl): every invocation owns
-//   RPT whole rows and walks their 32-weight blocks, loading the block's activations as eight
-//   vec4 once for all its rows. No shared memory, no barriers: on a CPU-emulated adapter
-//   invocations are SIMD lanes, and a shared-memory tree costs a barrier round per level, so
-//   fat independent invocations win (bench/NOTES.md).
+// - BLOCKS (formats with a `bdot` in shaders/qblock.wgsl): LPR invocations share RPT rows and
+//   walk their 32-weight chunks, loading a chunk's activations as eight vec4 once for all the
+//   rows (`xblock`, which also declares x). With LPR 1 (CPU adapters) there is no shared
+//   memory and no barrier: on a CPU-emulated adapter invocations are SIMD lanes, and a
+//   shared-memory tree costs a barrier round per level, so fat independent invocations win
+//   (bench/NOTES.md). A GPU needs more workgroups than one row per invocation gives, and
+//   adjacent lanes reading adjacent words: LPR 32 with a subgroup or shared-memory sum.
 // - otherwise: ROWS rows per workgroup, its WG threads striding over K eight weights at a time
 //   (weights from `w8`), each x unit loaded once for all ROWS rows, then a shared-memory tree
 //   reduction per row.
@@ -21,33 +23,64 @@ enable f16;
 const WG: u32 = ${WG}u;
 
 #ifdef BLOCKS
-@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>; // [t, k / 4]; K is 32 · blocks
-
 const RPT: u32 = ${RPT}u;
+const LPR: u32 = ${LPR}u;
 
+#ifndef SG
+var<workgroup> part: array<f32, WG>;
+#endif
+
+// The sum of `v` over the LPR adjacent lanes that share a row (all of them get it): a butterfly
+// of subgroup shuffles where the adapter's subgroups hold at least LPR lanes (SG), else a
+// shared-memory tree.
+fn row_sum(v: f32, lid: u32) -> f32 {
+    var s = v;
+#ifdef SG
+    for (var o = LPR / 2u; o > 0u; o >>= 1u) {
+        s += subgroupShuffleXor(s, o);
+    }
+#else
+    part[lid] = s;
+    workgroupBarrier();
+    let lane = lid % LPR;
+    for (var o = LPR / 2u; o > 0u; o >>= 1u) {
+        if (lane < o) {
+            part[lid] += part[lid + o];
+        }
+        workgroupBarrier();
+    }
+    s = part[lid - lane];
+    workgroupBarrier();
+#endif
+    return s;
+}
+
+// LPR adjacent lanes share each group of RPT rows; lane j takes chunks j, j + LPR, ..., so the
+// lanes of a row read adjacent chunks (coalesced on a GPU). LPR 1 is the CPU-adapter shape: one
+// invocation walks whole rows, no reduction.
 @compute @workgroup_size(${WG})
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
-    let row0 = ((wid.x + wid.y * p.grid_x) * WG + lid.x) * RPT;
+    let lane = lid.x % LPR;
+    let row0 = ((wid.x + wid.y * p.grid_x) * (WG / LPR) + lid.x / LPR) * RPT;
     let tok = wid.z;
-    let nb = p.k / 32u;
-    let xrow = tok * nb * 8u;
+    let nb = nblocks();
     var acc: array<f32, RPT>;
     for (var r = 0u; r < RPT; r++) {
         acc[r] = 0.0;
     }
     // Rows past n repeat row n-1 and are never stored: no lane leaves the loop shape.
-    for (var b = 0u; b < nb; b++) {
-        var xs: array<vec4<f32>, 8>;
-        for (var i = 0u; i < 8u; i++) {
-            xs[i] = x[xrow + b * 8u + i];
-        }
+    for (var b = lane; b < nb; b += LPR) {
+        let xs = xblock(tok, b);
         for (var r = 0u; r < RPT; r++) {
             acc[r] += bdot(min(row0 + r, p.n - 1u), b, xs);
         }
     }
     for (var r = 0u; r < RPT; r++) {
-        if (row0 + r < p.n) {
-            y[tok * p.n + row0 + r] = acc[r];
+        if (LPR > 1u) {
+            acc[r] = row_sum(acc[r], lid.x);
+        }
+        if (lane == 0u && row0 + r < p.n) {
+            y[tok * p.ny + p.row0 + row0 + r] = acc[r];
         }
     }
 }
@@ -119,7 +152,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         workgroupBarrier();
     }
     if (lid.x < ROWS && row0 + lid.x < p.n) {
-        y[tok * p.n + row0 + lid.x] = partial[lid.x * WG];
+        y[tok * p.ny + p.row0 + row0 + lid.x] = partial[lid.x * WG];
     }
 }
 #endif

@@ -4,18 +4,25 @@
 // ASYM), or a GGML type through its DT_* decoder from shaders/decode.wgsl, either GENERIC (eight
 // calls of `decode`) or one of the W8_* paths that read a sub-block's scale once.
 
+// A weight larger than one storage binding is stored as several runs of rows, one dispatch
+// each: `n` rows of this part, which are rows row0 .. row0 + n of W, written to columns
+// row0 .. row0 + n of y [t, ny]. Row indices inside the kernels are local to the part.
 struct Params {
-    n: u32,      // rows of W: output features
+    n: u32,      // rows of this part of W: output features
     k: u32,      // columns of W: the reduced dimension
     t: u32,      // tokens
     grid_x: u32, // workgroups along x of a 2-D grid of rows
     wpr: u32,    // weft: packed words per row
     gpr: u32,    // weft: groups (scales) per row
     chunks: u32, // GEMM block kernel: token chunks of TPT tokens
+    row0: u32,   // the part's first row of W
+    ny: u32,     // rows of all of W: the row length of y
+    _pad0: u32,
     _pad1: u32,
+    _pad2: u32,
 }
 
-@group(0) @binding(0) var<storage, read> src: array<u32>; // packed W, row after row
+@group(0) @binding(0) var<storage, read> src: array<u32>; // packed rows of this part
 
 struct W8 {
     a: vec4<f32>,
@@ -190,92 +197,3 @@ fn w8(row: u32, u: u32) -> W8 {
     );
 }
 #endif
-
-// Block-native access for the GEMV and GEMM kernels (BLOCKS): `bdot(row, b, xs)` is the dot product of the
-// 32 weights of block b of `row` with xs (those 32 activations as eight vec4), its scale (and
-// min) decoded once per block and its quants read as whole words. Each weight is still formed
-// exactly as in decode.wgsl (an exact product of a small integer and an f16, at most one
-// rounding add) before it meets x; only the sum's association differs.
-
-// The f16 at bits 0-15 (h = 0) or 16-31 (h = 1) of `word`, widened exactly.
-fn half_in(word: u32, h: u32) -> f32 {
-    return bitcast<f32>(f16_bits((word >> (h * 16u)) & 0xffffu));
-}
-
-const LOW4: vec4<u32> = vec4<u32>(0u, 8u, 16u, 24u);
-const HIGH4: vec4<u32> = vec4<u32>(4u, 12u, 20u, 28u);
-
-// w · xv, at the kernel's precision for the products; the caller's sums stay f32.
-fn dot4(w: vec4<f32>, xv: vec4<f32>) -> f32 {
-#ifdef F16
-    return f32(dot(vec4<f16>(w), vec4<f16>(xv)));
-#else
-    return dot(w, xv);
-#endif
-}
-
-#ifdef B_Q4_1
-// 20 bytes = 5 words, so every block is word-aligned: d | m << 16, then 16 bytes whose low
-// nibbles are weights 0-15 and high nibbles 16-31.
-fn bdot(row: u32, b: u32, xs: array<vec4<f32>, 8>) -> f32 {
-    let at = (row * (p.k / 32u) + b) * 5u;
-    let dm = src[at];
-    let d = half_in(dm, 0u);
-    let m = half_in(dm, 1u);
-    var s = 0.0;
-    for (var i = 0u; i < 4u; i++) {
-        let q = vec4<u32>(src[at + 1u + i]);
-        s += dot4(vec4<f32>((q >> LOW4) & vec4<u32>(15u)) * d + m, xs[i]);
-        s += dot4(vec4<f32>((q >> HIGH4) & vec4<u32>(15u)) * d + m, xs[4u + i]);
-    }
-    return s;
-}
-#endif
-
-#ifdef B_Q4_0
-// 18 bytes: block g starts at byte 18g, word-aligned when g is even and two bytes into a word
-// when odd; either way its scale and 16 quant bytes lie in the five words from byte 18g / 4.
-fn bdot(row: u32, b: u32, xs: array<vec4<f32>, 8>) -> f32 {
-    let g = row * (p.k / 32u) + b;
-    let at = (g * 9u) >> 1u;
-    let odd = (g & 1u) == 1u;
-    var w: array<u32, 5>;
-    for (var i = 0u; i < 5u; i++) {
-        w[i] = src[at + i];
-    }
-    let d = half_in(w[0], select(0u, 1u, odd));
-    var s = 0.0;
-    for (var i = 0u; i < 4u; i++) {
-        let q = vec4<u32>(select((w[i] >> 16u) | (w[i + 1u] << 16u), w[i + 1u], odd));
-        let lo = vec4<i32>((q >> LOW4) & vec4<u32>(15u)) - vec4<i32>(8);
-        let hi = vec4<i32>((q >> HIGH4) & vec4<u32>(15u)) - vec4<i32>(8);
-        s += dot4(vec4<f32>(lo) * d, xs[i]);
-        s += dot4(vec4<f32>(hi) * d, xs[4u + i]);
-    }
-    return s;
-}
-#endif
-
-#ifdef B_Q8_0
-// 34 bytes: like Q4_0, block g starts word-aligned when g is even and two bytes into a word
-// when odd, and its scale and 32 quant bytes lie in the nine words from byte 34g / 4.
-fn bdot(row: u32, b: u32, xs: array<vec4<f32>, 8>) -> f32 {
-    let g = row * (p.k / 32u) + b;
-    let at = (g * 17u) >> 1u;
-    let odd = (g & 1u) == 1u;
-    var w: array<u32, 9>;
-    for (var i = 0u; i < 9u; i++) {
-        w[i] = src[at + i];
-    }
-    let d = half_in(w[0], select(0u, 1u, odd));
-    let up = vec4<u32>(24u, 16u, 8u, 0u);
-    var s = 0.0;
-    for (var i = 0u; i < 8u; i++) {
-        let q = vec4<u32>(select((w[i] >> 16u) | (w[i + 1u] << 16u), w[i + 1u], odd));
-        let v = bitcast<vec4<i32>>(q << up) >> vec4<u32>(24u);
-        s += dot4(vec4<f32>(v) * d, xs[i]);
-    }
-    return s;
-}
-#endif
-

@@ -43,6 +43,9 @@ pub struct Capabilities {
     pub is_software: bool,
     pub shader_f16: bool,
     pub subgroups: bool,
+    /// The smallest subgroup the adapter may run (0 without subgroups): a kernel that reduces
+    /// over L adjacent lanes with subgroup operations needs L at most this.
+    pub subgroup_min_size: u32,
     pub timestamp_query: bool,
     pub limits: KeyLimits,
 }
@@ -69,6 +72,7 @@ impl Capabilities {
             is_software,
             shader_f16: features.contains(wgpu::Features::SHADER_F16),
             subgroups: features.contains(wgpu::Features::SUBGROUP),
+            subgroup_min_size: if features.contains(wgpu::Features::SUBGROUP) { info.subgroup_min_size } else { 0 },
             timestamp_query: features.contains(wgpu::Features::TIMESTAMP_QUERY),
             limits: KeyLimits::from_wgpu(limits),
         }

@@ -159,6 +159,25 @@ impl GpuContext {
         }
     }
 
+    /// Copies all of `src` into `dst` (at least as large) `reps` times in one submission, for
+    /// measuring the device's copy bandwidth.
+    pub fn copy_repeated(&self, src: &GpuTensor, dst: &GpuTensor, reps: usize) -> Result<()> {
+        if dst.bytes() < src.bytes() {
+            return Err(Error::Shape {
+                op: "copy",
+                message: format!("{} does not fit in {}", src.label_shape(), dst.label_shape()),
+            });
+        }
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("weft copy") });
+        for _ in 0..reps {
+            encoder.copy_buffer_to_buffer(&src.buffer, 0, &dst.buffer, 0, src.bytes());
+        }
+        self.queue.submit([encoder.finish()]);
+        Ok(())
+    }
+
     /// Records every dispatch into one compute pass and submits once.
     pub fn run(&self, dispatches: &[&Dispatch]) {
         let mut encoder = self

@@ -139,7 +139,7 @@ impl GpuContext {
             layout: &pipeline.pipeline.get_bind_group_layout(0),
             entries: &entries,
         });
-        Ok(Dispatch { pipeline: pipeline.clone(), bind_group, workgroups, _uniform: uniform })
+        Ok(Dispatch { pipeline: pipeline.clone(), bind_group, workgroups, _uniform: uniform, then: Vec::new() })
     }
 }
 
@@ -150,6 +150,8 @@ pub struct Dispatch {
     bind_group: wgpu::BindGroup,
     workgroups: [u32; 3],
     _uniform: Option<wgpu::Buffer>,
+    /// Launches recorded right after this one, as one step (a weight stored in several parts).
+    then: Vec<Dispatch>,
 }
 
 impl Dispatch {
@@ -163,5 +165,14 @@ impl Dispatch {
         pass.set_bind_group(0, &self.bind_group, &[]);
         let [x, y, z] = self.workgroups;
         pass.dispatch_workgroups(x, y, z);
+        for d in &self.then {
+            d.record(pass);
+        }
+    }
+
+    /// One step that records `first`, then each of `rest` in order.
+    pub fn sequence(mut first: Dispatch, rest: impl IntoIterator<Item = Dispatch>) -> Dispatch {
+        first.then.extend(rest);
+        first
     }
 }

@@ -14,13 +14,13 @@ pub use selftest::{
     cpu_reference, f16_tolerance, f32_tolerance, self_test, test_weight, KernelReport,
     QMatmulReport, TestWeight,
 };
-pub use weight::{QWeight, WeightFormat};
+pub use weight::{QPart, QWeight, WeightFormat};
 
 use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::gpu::shader::{Defines, ShaderSource};
-use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor};
+use crate::gpu::{Capabilities, DType, Dispatch, GpuContext, GpuTensor};
 
 use super::grid;
 
@@ -31,6 +31,8 @@ macro_rules! q_shader {
             source: concat!(
                 include_str!(concat!("../../../shaders/", $file)),
                 include_str!("../../../shaders/qweight.wgsl"),
+                include_str!("../../../shaders/qblock.wgsl"),
+                include_str!("../../../shaders/qblock_k.wgsl"),
                 include_str!("../../../shaders/decode.wgsl"),
             ),
         }
@@ -42,37 +44,51 @@ pub const QGEMM_SHADER: ShaderSource = q_shader!("qgemm", "qgemm.wgsl");
 pub const QEMBED_SHADER: ShaderSource = q_shader!("qembed", "qembed.wgsl");
 
 /// Launch shape of the GEMV kernel. Block formats (see [`WeightFormat::gemv_block`]): `wg`
-/// invocations per workgroup, each owning `rows` whole rows. Other formats: `wg` threads
-/// stride over K for `rows` rows per workgroup.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// invocations per workgroup, `lanes` adjacent ones sharing `rows` rows (each lane takes every
+/// `lanes`-th 32-weight chunk; their sums are then added), so a workgroup makes
+/// `wg / lanes · rows` rows. Other formats: `wg` threads stride over K for `rows` rows per
+/// workgroup (`lanes` unused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct GemvConfig {
     pub wg: u32,
     pub rows: u32,
+    pub lanes: u32,
 }
 
 /// On lavapipe four rows per workgroup of 64 threads ran 1.5-2x faster than one or two (x is
 /// loaded once for all of them, and there are fewer reductions); 128 or 256 threads were slower.
-const GEMV_STRIDED: GemvConfig = GemvConfig { wg: 64, rows: 4 };
+const GEMV_STRIDED: GemvConfig = GemvConfig { wg: 64, rows: 4, lanes: 1 };
 /// Two rows per invocation share each x load and ran 1.1-1.4x faster than one on lavapipe; 16
 /// or 128 invocations per workgroup were slower than 64 (bench/NOTES.md).
-const GEMV_BLOCKS: GemvConfig = GemvConfig { wg: 64, rows: 2 };
+const GEMV_BLOCKS: GemvConfig = GemvConfig { wg: 64, rows: 2, lanes: 1 };
+/// A GPU with a hundred or more compute units needs many workgroups even for a few thousand
+/// rows, and the lanes of a warp should read adjacent words: 32 lanes per row (a warp on NVIDIA,
+/// half a wave64 on AMD) and eight rows per 256-invocation workgroup give an 8192-row matrix
+/// 1024 workgroups, each lane walking every 32nd chunk of its row.
+const GEMV_BLOCKS_GPU: GemvConfig = GemvConfig { wg: 256, rows: 1, lanes: 32 };
 
 impl GemvConfig {
-    /// The default launch shape for `format`.
+    /// The launch shape for `format` on a CPU-emulated adapter (lavapipe's measured best).
     pub fn for_format(format: &WeightFormat) -> Self {
         if format.gemv_block().is_some() { GEMV_BLOCKS } else { GEMV_STRIDED }
     }
 
+    /// The launch shape for `format` on the adapter `caps` describes: the CPU shape on software
+    /// adapters, rows shared by 32 lanes on the others.
+    pub fn for_adapter(caps: &Capabilities, format: &WeightFormat) -> Self {
+        if format.gemv_block().is_some() && !caps.is_software { GEMV_BLOCKS_GPU } else { Self::for_format(format) }
+    }
+
     /// Rows one workgroup produces.
     fn rows_per_group(&self, blocks: bool) -> u32 {
-        if blocks { self.wg * self.rows } else { self.rows }
+        if blocks { self.wg / self.lanes * self.rows } else { self.rows }
     }
 }
 /// Launch shape of the block-native GEMM kernel (formats with [`WeightFormat::gemv_block`], at
 /// F32): `wg` invocations per workgroup, each owning `rows` whole rows of one token; `tokens`
 /// adjacent invocations take adjacent tokens of the same rows (it must divide `wg`). `tokens` 0
 /// selects the tiled kernel instead, for comparison.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct GemmConfig {
     pub wg: u32,
     pub rows: u32,
@@ -118,10 +134,21 @@ impl Precision {
     }
 }
 
-fn gemv_defines(format: &WeightFormat, precision: Precision, c: GemvConfig) -> Defines {
+/// The block kernels read x as vec4 unless K is not a multiple of 4 (weft rows may be ragged).
+fn x_defines(d: Defines, k: usize) -> Defines {
+    if k.is_multiple_of(4) { d } else { d.set("XSCALAR", 1) }
+}
+
+/// `subgroup` is the adapter's smallest subgroup (0 without subgroups): lanes sharing a row add
+/// their sums with subgroup shuffles when one subgroup always holds them, else through shared
+/// memory.
+fn gemv_defines(format: &WeightFormat, precision: Precision, c: GemvConfig, k: usize, subgroup: u32) -> Defines {
     let d = format.defines().set("WG", c.wg).set("PB", 3 + format.weight_bindings() - 1);
     let d = match format.gemv_block() {
-        Some(path) => d.set("BLOCKS", 1).set(path, 1).set("RPT", c.rows),
+        Some(path) => {
+            let d = x_defines(d.set("BLOCKS", 1).set(path, 1).set("RPT", c.rows).set("LPR", c.lanes), k);
+            if c.lanes > 1 && c.lanes <= subgroup { d.set("SG", 1) } else { d }
+        }
         None => d.set("ROWS", c.rows),
     };
     if precision == Precision::F16 { d.set("F16", 1) } else { d }
@@ -132,10 +159,11 @@ fn gemm_block(format: &WeightFormat, precision: Precision, c: GemmConfig) -> Opt
     format.gemv_block().filter(|_| precision == Precision::F32 && c.tokens > 0)
 }
 
-fn gemm_defines(format: &WeightFormat, precision: Precision, c: GemmConfig) -> Defines {
+fn gemm_defines(format: &WeightFormat, precision: Precision, c: GemmConfig, k: usize) -> Defines {
     let d = format.defines().set("PB", 3 + format.weight_bindings() - 1);
     if let Some(path) = gemm_block(format, precision, c) {
-        return d.set("BLOCKS", 1).set(path, 1).set("WG", c.wg).set("RPT", c.rows).set("TPT", c.tokens);
+        let d = d.set("BLOCKS", 1).set(path, 1).set("WG", c.wg).set("RPT", c.rows).set("TPT", c.tokens);
+        return x_defines(d, k);
     }
     match precision {
         Precision::F16 => d.set("F16", 1).set("ELEM", "f16"),
@@ -152,9 +180,16 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
     let mut formats = WeightFormat::all();
     formats.push(WeightFormat::F32);
     for f in &formats {
+        // K = 4: vec4 activations; K = 3: one float at a time (ragged weft rows). The GPU
+        // shape with and without subgroups.
         for precision in [Precision::F32, Precision::F16] {
-            all.push((QGEMV_SHADER, gemv_defines(f, precision, GemvConfig::for_format(f))));
-            all.push((QGEMM_SHADER, gemm_defines(f, precision, GemmConfig::for_format(f))));
+            for k in [4, 3] {
+                all.push((QGEMV_SHADER, gemv_defines(f, precision, GemvConfig::for_format(f), k, 0)));
+                all.push((QGEMM_SHADER, gemm_defines(f, precision, GemmConfig::for_format(f), k)));
+            }
+            for subgroup in [0, 32] {
+                all.push((QGEMV_SHADER, gemv_defines(f, precision, GEMV_BLOCKS_GPU, 4, subgroup)));
+            }
         }
         all.push((QEMBED_SHADER, embed_defines(f)));
     }
@@ -197,15 +232,26 @@ fn check_precision(ctx: &GpuContext, op: &'static str, precision: Precision) -> 
 
 /// Binding order every kernel of this family shares: packed data, the two activation tensors,
 /// then the weight's scales and zero points where it has them.
-fn bindings<'a>(w: &'a QWeight, input: &'a GpuTensor, output: &'a GpuTensor) -> Vec<&'a GpuTensor> {
-    let mut tensors = vec![&w.data, input, output];
-    tensors.extend(w.tensors().into_iter().skip(1));
+fn bindings<'a>(part: &'a QPart, input: &'a GpuTensor, output: &'a GpuTensor) -> Vec<&'a GpuTensor> {
+    let mut tensors = vec![&part.data, input, output];
+    tensors.extend(part.tensors().into_iter().skip(1));
     tensors
 }
 
-fn params(w: &QWeight, t: u32, grid_x: u32) -> [u32; 8] {
+/// `Params` of shaders/qweight.wgsl for one part of `w`.
+fn params(w: &QWeight, part: &QPart, t: u32, grid_x: u32, chunks: u32) -> [u32; 12] {
     let (wpr, gpr) = w.row_layout();
-    [w.rows as u32, w.cols as u32, t, grid_x, wpr, gpr, 0, 0]
+    [part.rows as u32, w.cols as u32, t, grid_x, wpr, gpr, chunks, part.row0 as u32, w.rows as u32, 0, 0, 0]
+}
+
+/// One dispatch per part of `w`, recorded as one step.
+fn per_part(
+    w: &QWeight,
+    mut one: impl FnMut(&QPart) -> Result<Dispatch>,
+) -> Result<Dispatch> {
+    let mut all = w.parts.iter().map(&mut one).collect::<Result<Vec<_>>>()?.into_iter();
+    let first = all.next().ok_or_else(|| Error::Shape { op: "qmatmul", message: "a weight without parts".into() })?;
+    Ok(Dispatch::sequence(first, all))
 }
 
 /// y[t, n] = W[n, k] · x[t, k] at the format's default [`GemvConfig`].
@@ -216,10 +262,11 @@ pub async fn gemv(
     y: &GpuTensor,
     precision: Precision,
 ) -> Result<Dispatch> {
-    gemv_tuned(ctx, w, x, y, precision, GemvConfig::for_format(&w.format)).await
+    gemv_tuned(ctx, w, x, y, precision, GemvConfig::for_adapter(ctx.capabilities(), &w.format)).await
 }
 
-/// [`gemv`] with an explicit launch shape, for tuning: `wg` a power of two, `rows` at least 1.
+/// [`gemv`] with an explicit launch shape, for tuning: `wg` and `lanes` powers of two, `lanes`
+/// at most `wg`, `rows` at least 1.
 pub async fn gemv_tuned(
     ctx: &GpuContext,
     w: &QWeight,
@@ -230,17 +277,22 @@ pub async fn gemv_tuned(
 ) -> Result<Dispatch> {
     let t = check_operands("gemv", w, x, y)?;
     check_precision(ctx, "gemv", precision)?;
-    let GemvConfig { wg, rows } = config;
-    if !wg.is_power_of_two() || rows == 0 {
-        return Err(Error::Shape { op: "gemv", message: format!("workgroup {wg}, rows {rows}") });
+    let GemvConfig { wg, rows, lanes } = config;
+    if !wg.is_power_of_two() || rows == 0 || !lanes.is_power_of_two() || lanes > wg {
+        return Err(Error::Shape { op: "gemv", message: format!("workgroup {wg}, rows {rows}, lanes {lanes}") });
     }
-    let pipeline = ctx.pipeline(&QGEMV_SHADER, &gemv_defines(&w.format, precision, config)).await?;
+    // Subgroup builtins in WGSL need `enable subgroups;`, which naga's front end refuses: the
+    // browser (which compiles the text itself) gets the shared-memory sum.
+    let subgroup = if cfg!(target_arch = "wasm32") { 0 } else { ctx.capabilities().subgroup_min_size };
+    let defines = gemv_defines(&w.format, precision, config, w.cols, subgroup);
+    let pipeline = ctx.pipeline(&QGEMV_SHADER, &defines).await?;
     let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
     let per_group = config.rows_per_group(w.format.gemv_block().is_some());
-    let [gx, gy, _] = grid((w.rows as u32).div_ceil(per_group), max);
-    let tensors = bindings(w, x, y);
-    let p = params(w, t, gx);
-    ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&p)), [gx, gy, t])
+    per_part(w, |part| {
+        let [gx, gy, _] = grid((part.rows as u32).div_ceil(per_group), max);
+        let p = params(w, part, t, gx, 0);
+        ctx.dispatch(&pipeline, &bindings(part, x, y), Some(bytemuck::cast_slice(&p)), [gx, gy, t])
+    })
 }
 
 /// Y[t, n] = X[t, k] · W[n, k]^T at the format's default [`GemmConfig`]: block-native for the
@@ -270,24 +322,26 @@ pub async fn gemm_tuned(
     if !wg.is_power_of_two() || rows == 0 || (tokens > 0 && wg % tokens != 0) {
         return Err(Error::Shape { op: "gemm", message: format!("workgroup {wg}, rows {rows}, tokens {tokens}") });
     }
-    let pipeline = ctx.pipeline(&QGEMM_SHADER, &gemm_defines(&w.format, precision, config)).await?;
-    let tensors = bindings(w, x, y);
-    if gemm_block(&w.format, precision, config).is_some() {
-        let chunks = t.div_ceil(tokens);
-        let row_groups = (w.rows as u32).div_ceil(wg / tokens * rows);
-        let total = chunks.checked_mul(row_groups).ok_or_else(|| Error::Shape {
-            op: "gemm",
-            message: format!("{chunks} token chunks x {row_groups} row groups exceed u32"),
-        })?;
-        let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
-        let groups = grid(total, max);
-        let mut p = params(w, t, groups[0]);
-        p[6] = chunks;
-        return ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&p)), groups);
-    }
-    let p = params(w, t, 0);
-    let groups = [(w.rows as u32).div_ceil(GEMM_TILE), t.div_ceil(GEMM_TILE), 1];
-    ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&p)), groups)
+    let pipeline = ctx.pipeline(&QGEMM_SHADER, &gemm_defines(&w.format, precision, config, w.cols)).await?;
+    let blocks = gemm_block(&w.format, precision, config).is_some();
+    let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
+    per_part(w, |part| {
+        let tensors = bindings(part, x, y);
+        if blocks {
+            let chunks = t.div_ceil(tokens);
+            let row_groups = (part.rows as u32).div_ceil(wg / tokens * rows);
+            let total = chunks.checked_mul(row_groups).ok_or_else(|| Error::Shape {
+                op: "gemm",
+                message: format!("{chunks} token chunks x {row_groups} row groups exceed u32"),
+            })?;
+            let groups = grid(total, max);
+            let p = params(w, part, t, groups[0], chunks);
+            return ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&p)), groups);
+        }
+        let p = params(w, part, t, 0, 0);
+        let groups = [(part.rows as u32).div_ceil(GEMM_TILE), t.div_ceil(GEMM_TILE), 1];
+        ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&p)), groups)
+    })
 }
 
 /// [`gemv`] at F32 for up to [`GEMV_MAX_TOKENS`] tokens, [`gemm`] beyond: at F32 for the
@@ -334,7 +388,9 @@ pub async fn embed(ctx: &GpuContext, w: &QWeight, ids: &GpuTensor, out: &GpuTens
     let pipeline = ctx.pipeline(&QEMBED_SHADER, &embed_defines(&w.format)).await?;
     let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
     let groups = grid(units.div_ceil(EMBED_WG).max(1), max);
-    let tensors = bindings(w, ids, out);
-    let p = params(w, t as u32, groups[0]);
-    ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&p)), groups)
+    // Each part writes the rows it holds; the first also writes the zeros of ids past the end.
+    per_part(w, |part| {
+        let p = params(w, part, t as u32, groups[0], 0);
+        ctx.dispatch(&pipeline, &bindings(part, ids, out), Some(bytemuck::cast_slice(&p)), groups)
+    })
 }

@@ -92,12 +92,16 @@ impl WeightFormat {
     }
 
     /// The block-native GEMV path of this format (the `B_*` define of its `bdot` in
-    /// shaders/qweight.wgsl), if it has one.
+    /// shaders/qblock.wgsl), if it has one.
     pub fn gemv_block(&self) -> Option<&'static str> {
         match self {
+            Self::Weft(_) => Some("B_WEFT"),
             Self::Ggml(GgmlType::Q4_0) => Some("B_Q4_0"),
             Self::Ggml(GgmlType::Q4_1) => Some("B_Q4_1"),
             Self::Ggml(GgmlType::Q8_0) => Some("B_Q8_0"),
+            Self::Ggml(GgmlType::Q4_K) => Some("B_Q4_K"),
+            Self::Ggml(GgmlType::Q5_K) => Some("B_Q5_K"),
+            Self::Ggml(GgmlType::Q6_K) => Some("B_Q6_K"),
             _ => None,
         }
     }
@@ -113,11 +117,20 @@ impl WeightFormat {
 }
 
 /// A weight matrix W [rows, cols] on the GPU, still in its stored format: rows are output
-/// features (N), cols the reduced dimension (K).
+/// features (N), cols the reduced dimension (K). Stored as one part, or as several runs of
+/// whole rows when its packed bytes exceed what one storage binding may hold.
 pub struct QWeight {
     pub format: WeightFormat,
     pub rows: usize,
     pub cols: usize,
+    /// Consecutive row ranges covering all rows, in order.
+    pub parts: Vec<QPart>,
+}
+
+/// Rows `row0 .. row0 + rows` of a [`QWeight`] in their own buffers.
+pub struct QPart {
+    pub row0: usize,
+    pub rows: usize,
     /// Packed data as u32 words: GGML blocks row after row ([rows · bytes_per_row / 4] words,
     /// rows need not be word-aligned), or weft's [rows, words_per_row].
     pub data: GpuTensor,
@@ -125,6 +138,27 @@ pub struct QWeight {
     pub scales: Option<GpuTensor>,
     /// weft asymmetric: f16 zero points, same layout as the scales.
     pub zeros: Option<GpuTensor>,
+}
+
+impl QPart {
+    /// The storage bindings in kernel order: data, then scales and zeros where present.
+    pub fn tensors(&self) -> Vec<&GpuTensor> {
+        [Some(&self.data), self.scales.as_ref(), self.zeros.as_ref()].into_iter().flatten().collect()
+    }
+}
+
+/// The most bytes one storage binding may hold on this device.
+fn binding_limit(ctx: &GpuContext) -> u64 {
+    let limits = &ctx.capabilities().limits;
+    limits.max_storage_buffer_binding_size.min(limits.max_buffer_size) / 4 * 4
+}
+
+/// Row ranges of at most as many rows as fit the binding limit when each row takes
+/// `row_bytes` in the largest of its buffers (at least one row per part: a single row over the
+/// limit fails at upload, naming the tensor and the limit).
+fn row_ranges(ctx: &GpuContext, rows: usize, row_bytes: u64) -> Vec<(usize, usize)> {
+    let per = (binding_limit(ctx) / row_bytes.max(1)).clamp(1, rows as u64) as usize;
+    (0..rows).step_by(per).map(|r0| (r0, per.min(rows - r0))).collect()
 }
 
 impl QWeight {
@@ -151,9 +185,18 @@ impl QWeight {
                 ),
             });
         }
-        let words = pack_words(bytes);
-        let data = ctx.upload_u32(name, &[words.len()], &words)?;
-        Ok(Self { format, rows, cols, data, scales: None, zeros: None })
+        let row_bytes = bytes.len() / rows;
+        let ranges = row_ranges(ctx, rows, row_bytes as u64);
+        let parts = ranges
+            .iter()
+            .map(|&(row0, n)| {
+                let words = pack_words(&bytes[row0 * row_bytes..(row0 + n) * row_bytes]);
+                let label = part_label(name, row0, ranges.len());
+                let data = ctx.upload_u32(&label, &[words.len()], &words)?;
+                Ok(QPart { row0, rows: n, data, scales: None, zeros: None })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Self { format, rows, cols, parts })
     }
 
     /// From plain f32 values, row-major [rows, cols].
@@ -165,20 +208,30 @@ impl QWeight {
                 message: format!("{name}: [{rows}, {cols}] needs {elements} values, got {}", w.len()),
             });
         }
-        let data = ctx.upload_u32(name, &[w.len()], bytemuck::cast_slice(w))?;
-        Ok(Self { format: WeightFormat::F32, rows, cols, data, scales: None, zeros: None })
+        let ranges = row_ranges(ctx, rows, cols as u64 * 4);
+        let parts = ranges
+            .iter()
+            .map(|&(row0, n)| {
+                let values = &w[row0 * cols..(row0 + n) * cols];
+                let label = part_label(name, row0, ranges.len());
+                let data = ctx.upload_u32(&label, &[values.len()], bytemuck::cast_slice(values))?;
+                Ok(QPart { row0, rows: n, data, scales: None, zeros: None })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Self { format: WeightFormat::F32, rows, cols, parts })
     }
 
     /// From a weft [`QuantMatrix`]. A tensor larger than the adapter's storage binding limit is
-    /// [`Error::BufferTooLarge`] naming `name` and the limit.
+    /// split into runs of rows; a single row over the limit is [`Error::BufferTooLarge`] naming
+    /// `name` and the limit.
     pub fn from_weft(ctx: &GpuContext, name: &str, m: &QuantMatrix) -> Result<Self> {
         let format = WeightFormat::Weft(m.quant);
         check_shape(name, format, m.rows, m.cols)?;
-        let groups = m.rows * m.quant.groups_per_row(m.cols);
+        let (wpr, gpr) = (m.quant.words_per_row(m.cols), m.quant.groups_per_row(m.cols));
         let wants = [
-            (m.words.len(), m.rows * m.quant.words_per_row(m.cols), "packed words"),
-            (m.scales.len(), groups, "scales"),
-            (m.zeros.len(), if m.quant.scheme == Scheme::Asym { groups } else { 0 }, "zeros"),
+            (m.words.len(), m.rows * wpr, "packed words"),
+            (m.scales.len(), m.rows * gpr, "scales"),
+            (m.zeros.len(), if m.quant.scheme == Scheme::Asym { m.rows * gpr } else { 0 }, "zeros"),
         ];
         for (got, want, what) in wants {
             if got != want {
@@ -189,31 +242,31 @@ impl QWeight {
                 });
             }
         }
-        let data = ctx.upload_u32(&format!("{name}.weft_q"), &[m.words.len()], &m.words)?;
-        let halves = |label: &str, h: &[u16]| {
-            let words = pack_halves(h);
-            ctx.upload_u32(&format!("{name}.{label}"), &[words.len()], &words)
-        };
-        let scales = Some(halves("weft_scale", &m.scales)?);
-        let zeros = match m.quant.scheme {
-            Scheme::Asym => Some(halves("weft_zero", &m.zeros)?),
-            Scheme::Sym => None,
-        };
-        Ok(Self { format, rows: m.rows, cols: m.cols, data, scales, zeros })
+        let ranges = row_ranges(ctx, m.rows, (wpr as u64 * 4).max(gpr as u64 * 2));
+        let parts = ranges
+            .iter()
+            .map(|&(row0, n)| {
+                let label = part_label(name, row0, ranges.len());
+                let words = &m.words[row0 * wpr..(row0 + n) * wpr];
+                let data = ctx.upload_u32(&format!("{label}.weft_q"), &[words.len()], words)?;
+                let halves = |what: &str, h: &[u16]| {
+                    let words = pack_halves(&h[row0 * gpr..(row0 + n) * gpr]);
+                    ctx.upload_u32(&format!("{label}.{what}"), &[words.len()], &words)
+                };
+                let scales = Some(halves("weft_scale", &m.scales)?);
+                let zeros = match m.quant.scheme {
+                    Scheme::Asym => Some(halves("weft_zero", &m.zeros)?),
+                    Scheme::Sym => None,
+                };
+                Ok(QPart { row0, rows: n, data, scales, zeros })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Self { format, rows: m.rows, cols: m.cols, parts })
     }
 
     /// Bytes a full pass over the weight reads (packed data, scales, zeros).
     pub fn bytes(&self) -> u64 {
-        [Some(&self.data), self.scales.as_ref(), self.zeros.as_ref()]
-            .into_iter()
-            .flatten()
-            .map(|t| t.len() as u64 * 4)
-            .sum()
-    }
-
-    /// The storage bindings in kernel order: data, then scales and zeros where present.
-    pub(crate) fn tensors(&self) -> Vec<&GpuTensor> {
-        [Some(&self.data), self.scales.as_ref(), self.zeros.as_ref()].into_iter().flatten().collect()
+        self.parts.iter().flat_map(|p| p.tensors()).map(|t| t.len() as u64 * 4).sum()
     }
 
     /// Words each weft row occupies and groups per row (zero for other formats).
@@ -225,6 +278,11 @@ impl QWeight {
             _ => (0, 0),
         }
     }
+}
+
+/// The tensor's name, with its first row when it is stored in several parts.
+fn part_label(name: &str, row0: usize, parts: usize) -> String {
+    if parts > 1 { format!("{name}[rows {row0}..]") } else { name.to_string() }
 }
 
 /// f16 bit patterns two per little-endian word, the first in the low half.
