@@ -123,6 +123,40 @@ fn gemv_launch_shapes_for_gpus_match_the_reference() -> anyhow::Result<()> {
 }
 
 #[test]
+fn tiled_gemm_for_gpus_matches_the_reference() -> anyhow::Result<()> {
+    // The GEMM GPUs run (32x32 tiles through shared memory) for every format, on ragged shapes:
+    // rows not a multiple of the tile, tokens not a multiple of the tile, K not a multiple of
+    // the tile's K step where the format allows.
+    let ctx = ctx();
+    let tiled = qmatmul::GemmConfig { wg: 64, rows: 16, tokens: 0 };
+    let mut failures = Vec::new();
+    for (i, format) in WeightFormat::all().into_iter().enumerate() {
+        let (n, k, t) = match format.k_multiple() {
+            1 => (37, 203, 35),
+            32 => (37, 320, 35),
+            _ => (37, 512, 35),
+        };
+        let tw = qmatmul::test_weight(format, 140 + i as u64, n, k)?;
+        let w = tw.upload(ctx, "w")?;
+        let x = random_f32(190 + i as u64, t * k);
+        let (want, scale) = qmatmul::cpu_reference(&tw.dequantize()?, &x, n, k, t);
+        let xt = ctx.upload_f32("x", &[t, k], &x)?;
+        let y = ctx.zeros("y", &[t, n], DType::F32)?;
+        let d = pollster::block_on(qmatmul::gemm_tuned(ctx, &w, &xt, &y, Precision::F32, tiled))?;
+        ctx.run(&[&d]);
+        let got = pollster::block_on(ctx.read_f32(&y))?;
+        let worst =
+            got.iter().zip(&want).zip(&scale).map(|((&g, &w), &s)| (g as f64 - w).abs() / s).fold(0.0, f64::max);
+        println!("{} tiled GEMM [{n}, {k}] t={t}: {worst:.2e}", format.name());
+        if !(worst <= qmatmul::f32_tolerance(k)) {
+            failures.push(format!("{}: {worst:e}", format.name()));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    Ok(())
+}
+
+#[test]
 fn quantizer_output_runs_through_the_kernels() -> anyhow::Result<()> {
     // Real quantized data (not random levels): y from the packed weight matches the reference
     // product with the dequantized matrix, and approximates the unquantized product.

@@ -101,10 +101,23 @@ pub struct GemmConfig {
 /// 10-40% in alternating runs (bench/NOTES.md).
 const GEMM_BLOCKS: GemmConfig = GemmConfig { wg: 64, rows: 16, tokens: 8 };
 
+/// On a discrete GPU the tiled kernel (32x32 output tiles through shared memory) ran prefill
+/// 3.5x faster than the block kernel on an H100 (SmolLM2 shape, 128 tokens: 6,294 against
+/// 1,765 tok/s; bench/NOTES.md): the block kernel's few fat invocations leave most of its
+/// compute units idle.
+const GEMM_TILED: GemmConfig = GemmConfig { wg: 64, rows: 16, tokens: 0 };
+
 impl GemmConfig {
-    /// The default launch shape for `format` (ignored by formats without a block kernel).
+    /// The default launch shape for `format` on a CPU-emulated adapter (ignored by formats
+    /// without a block kernel).
     pub fn for_format(_format: &WeightFormat) -> Self {
         GEMM_BLOCKS
+    }
+
+    /// The launch shape for `format` on this adapter: block kernel on CPU-emulated adapters,
+    /// tiled elsewhere.
+    pub fn for_adapter(caps: &Capabilities, format: &WeightFormat) -> Self {
+        if caps.is_software { Self::for_format(format) } else { GEMM_TILED }
     }
 }
 
@@ -186,6 +199,7 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
             for k in [4, 3] {
                 all.push((QGEMV_SHADER, gemv_defines(f, precision, GemvConfig::for_format(f), k, 0)));
                 all.push((QGEMM_SHADER, gemm_defines(f, precision, GemmConfig::for_format(f), k)));
+                all.push((QGEMM_SHADER, gemm_defines(f, precision, GEMM_TILED, k)));
             }
             for subgroup in [0, 32] {
                 all.push((QGEMV_SHADER, gemv_defines(f, precision, GEMV_BLOCKS_GPU, 4, subgroup)));
@@ -304,7 +318,7 @@ pub async fn gemm(
     y: &GpuTensor,
     precision: Precision,
 ) -> Result<Dispatch> {
-    gemm_tuned(ctx, w, x, y, precision, GemmConfig::for_format(&w.format)).await
+    gemm_tuned(ctx, w, x, y, precision, GemmConfig::for_adapter(ctx.capabilities(), &w.format)).await
 }
 
 /// [`gemm`] with an explicit launch shape, for tuning: `wg` a power of two, `rows` at least 1.
