@@ -183,7 +183,7 @@ pub async fn load_model(url: String, options: JsValue) -> Result<Model, JsValue>
         peak = peak.max(memory);
         if let Some(f) = &opts.on_progress {
             let event = ProgressEvent { progress: p, wasm_memory_bytes: memory };
-            if let Ok(value) = serde_wasm_bindgen::to_value(&event) {
+            if let Ok(value) = to_value(&event) {
                 let _ = f.call1(&JsValue::NULL, &value);
             }
         }
@@ -241,8 +241,9 @@ where
     })
 }
 
+/// Plain objects (flattened structs would otherwise become `Map`s) with numbers for u64.
 fn to_value<T: Serialize>(value: &T) -> Result<JsValue, JsValue> {
-    serde_wasm_bindgen::to_value(value).map_err(from_js_error)
+    value.serialize(&serde_wasm_bindgen::Serializer::json_compatible()).map_err(from_js_error)
 }
 
 fn chunk(s: &mut Session, token: u32) -> Result<JsValue, JsValue> {
