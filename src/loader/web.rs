@@ -74,7 +74,13 @@ struct BodyStream {
     /// File offset of `pending[0]`.
     pos: u64,
     pending: Vec<u8>,
+    /// The last bytes served, ending at `pos`: a read may start a little before where the
+    /// previous one ended (the header parser asks past the start of the tensor data).
+    behind: Vec<u8>,
 }
+
+/// Most bytes kept behind the stream's position.
+const KEEP_BEHIND: usize = 1 << 20;
 
 pub struct WebReader {
     url: String,
@@ -272,13 +278,13 @@ impl WebReader {
             .get_reader()
             .dyn_into()
             .map_err(|e| Attempt::Fatal(self.http_error(range, Some(200), js_text(&e))))?;
-        Ok(BodyStream { reader, pos: 0, pending: Vec::new() })
+        Ok(BodyStream { reader, pos: 0, pending: Vec::new(), behind: Vec::new() })
     }
 
     /// `range` from the whole-body stream, (re)starting the download when the stream is gone
     /// or already past `range.start`.
     async fn stream_range(&self, range: &Range<u64>) -> Result<Vec<u8>, Attempt> {
-        let restart = self.body.borrow().as_ref().is_none_or(|s| s.pos > range.start);
+        let restart = self.body.borrow().as_ref().is_none_or(|s| s.pos - s.behind.len() as u64 > range.start);
         if restart {
             let response = self.send("GET", range, None).await?;
             let stream = self.body_stream(range, response)?;
@@ -290,6 +296,15 @@ impl WebReader {
         };
         let want = (range.end - range.start) as usize;
         let mut out = Vec::with_capacity(want);
+        if range.start < stream.pos {
+            let behind_start = stream.pos - stream.behind.len() as u64;
+            let a = (range.start - behind_start) as usize;
+            let b = (range.end.min(stream.pos) - behind_start) as usize;
+            out.extend_from_slice(&stream.behind[a..b]);
+            if range.end <= stream.pos {
+                return Ok(out);
+            }
+        }
         while out.len() < want {
             if stream.pending.is_empty() {
                 match self.next_chunk(stream, range).await {
@@ -313,6 +328,8 @@ impl WebReader {
             stream.pending.drain(..b);
             stream.pos += b as u64;
         }
+        let keep = out.len().min(KEEP_BEHIND);
+        stream.behind = out[out.len() - keep..].to_vec();
         Ok(out)
     }
 

@@ -250,7 +250,8 @@ test('a cached range that fails its check is fetched again, never used', async (
   const tampered = await page.evaluate(async () => {
     const cache = await caches.open('weft-model-ranges-v1');
     const keys = await cache.keys();
-    const key = keys.find((k) => k.url.includes('corrupt') && !k.url.includes('&r=0-'))!;
+    // A layer in the middle of the file.
+    const key = keys.find((k) => k.url.includes('corrupt') && Number(/&r=(\d+)-/.exec(k.url)?.[1]) > 50_000_000)!;
     const old = await cache.match(key);
     const bytes = new Uint8Array(await old!.arrayBuffer());
     bytes[bytes.length >> 1] ^= 0x55;
