@@ -284,16 +284,26 @@ impl WebReader {
     /// `range` from the whole-body stream, (re)starting the download when the stream is gone
     /// or already past `range.start`.
     async fn stream_range(&self, range: &Range<u64>) -> Result<Vec<u8>, Attempt> {
-        let restart = self.body.borrow().as_ref().is_none_or(|s| s.pos - s.behind.len() as u64 > range.start);
-        if restart {
-            let response = self.send("GET", range, None).await?;
-            let stream = self.body_stream(range, response)?;
-            *self.body.borrow_mut() = Some(stream);
-        }
-        let mut slot = self.body.borrow_mut();
-        let Some(stream) = slot.as_mut() else {
-            return Err(Attempt::Fatal(self.http_error(range, Some(200), "no body stream")));
+        // The stream is taken out while in use (no borrow across awaits) and put back only
+        // when the read succeeded; a failed stream is dropped and the next attempt restarts.
+        let held = self.body.borrow_mut().take();
+        let mut stream = match held {
+            Some(s) if s.pos - s.behind.len() as u64 <= range.start => s,
+            other => {
+                // A stream already past the range stops downloading.
+                if let Some(old) = other {
+                    let _ = old.reader.cancel();
+                }
+                let response = self.send("GET", range, None).await?;
+                self.body_stream(range, response)?
+            }
         };
+        let out = self.read_stream(&mut stream, range).await?;
+        *self.body.borrow_mut() = Some(stream);
+        Ok(out)
+    }
+
+    async fn read_stream(&self, stream: &mut BodyStream, range: &Range<u64>) -> Result<Vec<u8>, Attempt> {
         let want = (range.end - range.start) as usize;
         let mut out = Vec::with_capacity(want);
         if range.start < stream.pos {
@@ -307,13 +317,7 @@ impl WebReader {
         }
         while out.len() < want {
             if stream.pending.is_empty() {
-                match self.next_chunk(stream, range).await {
-                    Ok(chunk) => stream.pending = chunk,
-                    Err(e) => {
-                        *slot = None;
-                        return Err(e);
-                    }
-                }
+                stream.pending = self.next_chunk(stream, range).await?;
             }
             let from = range.start + out.len() as u64;
             let end = stream.pos + stream.pending.len() as u64;

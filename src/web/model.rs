@@ -225,6 +225,9 @@ fn busy() -> JsValue {
 }
 
 /// Runs `f` on the session as a promise; a second call while one runs is refused.
+// The mutable borrow held across awaits is the session's lock: every other entry point uses
+// `try_borrow*` and answers BUSY instead of panicking.
+#[allow(clippy::await_holding_refcell_ref)]
 fn run<F>(inner: &Rc<RefCell<Session>>, f: F) -> Promise
 where
     F: for<'a> FnOnce(&'a mut Session) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<JsValue, JsValue>> + 'a>>
