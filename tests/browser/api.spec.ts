@@ -23,6 +23,15 @@ test('chat, streaming, stats, aborts and a lost device through the worker API', 
     };
     const badKv = await caught(weft.loadModel(`${model}?t=api`, { kv: 'q8' as 'f32' }));
     const missing = await caught(weft.loadModel('/models/missing.gguf', { cache: false }));
+    // Aborting a load in the worker from the page.
+    const loadController = new AbortController();
+    const abortedLoad = await caught(
+      weft.loadModel(`${model}?t=api-abort`, {
+        cache: false,
+        signal: loadController.signal,
+        onProgress: (p) => p.phase === 'weights' && p.step >= 3 && loadController.abort(),
+      }),
+    );
     const phases = new Set<string>();
     let lastProgress = null;
     const m = await weft.loadModel(`${model}?t=api`, {
@@ -72,6 +81,7 @@ test('chat, streaming, stats, aborts and a lost device through the worker API', 
     for await (const c of again.generate('The capital of France is', { maxTokens: 2 })) ids.push(c.token);
     await again.dispose();
     return {
+      abortedLoad,
       badKv,
       missing,
       phases: [...phases],
@@ -89,6 +99,7 @@ test('chat, streaming, stats, aborts and a lost device through the worker API', 
   }, MODEL);
   console.log(JSON.stringify({ ...r, stats: undefined }, null, 1));
   console.log(`stats: ${JSON.stringify(r.stats)}`);
+  expect(r.abortedLoad?.code).toBe('LOAD_ABORTED');
   expect(r.badKv?.code).toBe('UNSUPPORTED');
   expect(r.badKv?.isError).toBe(true);
   expect(r.missing?.code).toBe('LOAD_HTTP');
