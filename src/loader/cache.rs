@@ -28,8 +28,7 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
 /// nothing is cached (a changed file could not be told apart).
 pub fn validator(etag: Option<&str>, last_modified: Option<&str>, len: u64) -> Option<String> {
     let tag = etag.map(str::trim).filter(|e| !e.is_empty()).map(|e| format!("etag:{e}"));
-    let modified =
-        last_modified.map(str::trim).filter(|m| !m.is_empty()).map(|m| format!("modified:{m}"));
+    let modified = last_modified.map(str::trim).filter(|m| !m.is_empty()).map(|m| format!("modified:{m}"));
     tag.or(modified).map(|v| format!("{v};len:{len}"))
 }
 

@@ -14,7 +14,10 @@ use serde::Serialize;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{AbortSignal, Cache, CacheStorage, Headers, ReadableStreamDefaultReader, Request, RequestCache, RequestInit, Response, ResponseInit};
+use web_sys::{
+    AbortSignal, Cache, CacheStorage, Headers, ReadableStreamDefaultReader, Request, RequestCache, RequestInit,
+    Response, ResponseInit,
+};
 
 use super::cache::{self, EntryCheck};
 use super::{check_range, parse_content_range, LoadError, RangeReader};
@@ -162,7 +165,13 @@ impl WebReader {
     }
 
     fn range_error(&self, range: &Range<u64>, status: u16, message: impl Into<String>) -> LoadError {
-        LoadError::BadRange { url: self.url.clone(), start: range.start, end: range.end, status, message: message.into() }
+        LoadError::BadRange {
+            url: self.url.clone(),
+            start: range.start,
+            end: range.end,
+            status,
+            message: message.into(),
+        }
     }
 
     /// A failed promise: an abort if the signal fired, else a network error worth retrying.
@@ -211,11 +220,14 @@ impl WebReader {
             .map_err(|e| Attempt::Fatal(self.http_error(range, None, js_text(&e))))?;
         self.stats.borrow_mut().requests += 1;
         let response = JsFuture::from(global_fetch(&request)).await.map_err(|e| self.rejected(range, None, &e))?;
-        let response: Response = response.dyn_into().map_err(|e| Attempt::Fatal(self.http_error(range, None, js_text(&e))))?;
+        let response: Response =
+            response.dyn_into().map_err(|e| Attempt::Fatal(self.http_error(range, None, js_text(&e))))?;
         let status = response.status();
         match status {
             200..=299 => Ok(response),
-            408 | 429 | 500..=599 => Err(Attempt::Retry(self.http_error(range, Some(status), format!("HTTP status {status}")))),
+            408 | 429 | 500..=599 => {
+                Err(Attempt::Retry(self.http_error(range, Some(status), format!("HTTP status {status}"))))
+            }
             _ => Err(Attempt::Fatal(self.http_error(range, Some(status), format!("HTTP status {status}")))),
         }
     }
@@ -246,11 +258,15 @@ impl WebReader {
                 return Err(Attempt::Fatal(self.range_error(
                     range,
                     status,
-                    format!("asked for bytes {}-{want_last}/{}, the server sent Content-Range '{content_range}'", range.start, self.len),
+                    format!(
+                        "asked for bytes {}-{want_last}/{}, the server sent Content-Range '{content_range}'",
+                        range.start, self.len
+                    ),
                 )))
             }
         }
-        let body = response.array_buffer().map_err(|e| Attempt::Fatal(self.http_error(range, Some(status), js_text(&e))))?;
+        let body =
+            response.array_buffer().map_err(|e| Attempt::Fatal(self.http_error(range, Some(status), js_text(&e))))?;
         let body = JsFuture::from(body).await.map_err(|e| self.rejected(range, Some(status), &e))?;
         let bytes = Uint8Array::new(&body).to_vec();
         self.stats.borrow_mut().bytes_fetched += bytes.len() as u64;
@@ -273,11 +289,10 @@ impl WebReader {
                 format!("the whole body is {} bytes but the file was {}", sent.unwrap_or(0), self.len),
             )));
         }
-        let body = response.body().ok_or_else(|| Attempt::Fatal(self.range_error(range, 200, "a 200 without a body")))?;
-        let reader: ReadableStreamDefaultReader = body
-            .get_reader()
-            .dyn_into()
-            .map_err(|e| Attempt::Fatal(self.http_error(range, Some(200), js_text(&e))))?;
+        let body =
+            response.body().ok_or_else(|| Attempt::Fatal(self.range_error(range, 200, "a 200 without a body")))?;
+        let reader: ReadableStreamDefaultReader =
+            body.get_reader().dyn_into().map_err(|e| Attempt::Fatal(self.http_error(range, Some(200), js_text(&e))))?;
         Ok(BodyStream { reader, pos: 0, pending: Vec::new(), behind: Vec::new() })
     }
 

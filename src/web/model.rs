@@ -60,7 +60,9 @@ impl LoadOptions {
     fn parse(options: &JsValue) -> Result<Self, JsValue> {
         let on_progress = match field(options, "onProgress") {
             None => None,
-            Some(f) => Some(f.dyn_into::<Function>().map_err(|_| js_error("INVALID_ARGUMENT", "onProgress must be a function"))?),
+            Some(f) => Some(
+                f.dyn_into::<Function>().map_err(|_| js_error("INVALID_ARGUMENT", "onProgress must be a function"))?,
+            ),
         };
         let signal = match field(options, "signal") {
             None => None,
@@ -79,7 +81,8 @@ impl LoadOptions {
         }
         let mut web = WebOptions { signal, ..WebOptions::default() };
         if let Some(cache) = field(options, "cache") {
-            web.cache = cache.as_bool().ok_or_else(|| js_error("INVALID_ARGUMENT", "option 'cache' must be a boolean"))?;
+            web.cache =
+                cache.as_bool().ok_or_else(|| js_error("INVALID_ARGUMENT", "option 'cache' must be a boolean"))?;
         }
         if let Some(r) = number(options, "retries")? {
             web.retries = r as u32;
@@ -230,7 +233,9 @@ fn busy() -> JsValue {
 #[allow(clippy::await_holding_refcell_ref)]
 fn run<F>(inner: &Rc<RefCell<Session>>, f: F) -> Promise
 where
-    F: for<'a> FnOnce(&'a mut Session) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<JsValue, JsValue>> + 'a>>
+    F: for<'a> FnOnce(
+            &'a mut Session,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<JsValue, JsValue>> + 'a>>
         + 'static,
 {
     let inner = inner.clone();
