@@ -102,7 +102,8 @@ const server = createServer(async (req, res) => {
     res.end(JSON.stringify(log));
     return;
   }
-  const entry = { method: req.method, path: url.pathname, query: url.search, range: req.headers.range ?? null, status: 0 };
+  const entry = { method: req.method, path: url.pathname, range: req.headers.range ?? null, status: 0 };
+  if (url.search) entry.query = url.search;
   const q = url.searchParams;
   const state = faults.get(req.url) ?? { seen: 0, dropped: false };
   faults.set(req.url, state);

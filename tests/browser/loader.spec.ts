@@ -14,11 +14,11 @@ const EMBEDDING_START = 1_785_664;
 // Greedy continuation of "The capital of France is" from the native CLI.
 const NATIVE_IDS = [7042, 30, 198, 198, 504];
 
-type Entry = { method: string; path: string; query: string; range: string | null; status: number; dropped?: number };
+type Entry = { method: string; path: string; query?: string; range: string | null; status: number; dropped?: number };
 
 async function requests(page: Page, token: string): Promise<Entry[]> {
   const all: Entry[] = await (await page.request.get('/__requests')).json();
-  return all.filter((e) => e.path === MODEL && new URLSearchParams(e.query).get('t') === token);
+  return all.filter((e) => e.path === MODEL && new URLSearchParams(e.query ?? '').get('t') === token);
 }
 
 function describe(entries: Entry[]): string {
