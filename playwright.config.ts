@@ -3,6 +3,8 @@ import { defineConfig } from '@playwright/test';
 // Headless Chromium from Debian (no browser download) with WebGPU on SwiftShader.
 export const PORT = 4173;
 export const NO_RANGE_PORT = 4174;
+// The JS API, the model and the activation fixtures, next to the pages in www/.
+const MOUNTS = '--mount /js=js --mount /models=models --mount /fixtures=tests/fixtures';
 
 export default defineConfig({
   testDir: 'tests/browser',
@@ -28,13 +30,13 @@ export default defineConfig({
   },
   webServer: [
     {
-      command: `node scripts/serve.mjs --port ${PORT} --root www`,
+      command: `node scripts/serve.mjs --port ${PORT} --root www ${MOUNTS}`,
       url: `http://127.0.0.1:${PORT}/harness.html`,
       reuseExistingServer: false,
       stdout: 'ignore',
     },
     {
-      command: `node scripts/serve.mjs --port ${NO_RANGE_PORT} --root www --no-range`,
+      command: `node scripts/serve.mjs --port ${NO_RANGE_PORT} --root www ${MOUNTS} --no-range`,
       url: `http://127.0.0.1:${NO_RANGE_PORT}/harness.html`,
       reuseExistingServer: false,
       stdout: 'ignore',

@@ -8,6 +8,13 @@
 //
 // --no-range answers every request with the whole file, like servers that ignore Range.
 // --coop adds the cross-origin isolation headers that threaded wasm needs.
+//
+// Faults for the loader tests, chosen per request by query parameters (each distinct URL, query
+// included, keeps its own count, so a test picks a fresh URL with e.g. &t=NAME):
+//   norange=1   ignore Range and send the whole file (200)
+//   fail503=K   answer the first K requests for this URL with 503
+//   drop=N      cut the connection after N body bytes, once, on the first response longer than N
+//   badrange=1  send a Content-Range that starts one byte later than the bytes sent
 import { createServer } from 'node:http';
 import { createReadStream, promises as fs } from 'node:fs';
 import path from 'node:path';
@@ -44,6 +51,8 @@ const TYPES = {
 
 const log = [];
 const MAX_LOG = 10000;
+// Per-URL fault state: requests seen, and whether the one connection drop has happened.
+const faults = new Map();
 
 function resolve(urlPath) {
   let decoded;
@@ -94,6 +103,11 @@ const server = createServer(async (req, res) => {
     return;
   }
   const entry = { method: req.method, path: url.pathname, range: req.headers.range ?? null, status: 0 };
+  if (url.search) entry.query = url.search;
+  const q = url.searchParams;
+  const state = faults.get(req.url) ?? { seen: 0, dropped: false };
+  faults.set(req.url, state);
+  state.seen += 1;
   if (log.length < MAX_LOG) log.push(entry);
   const send = (status, headers, body) => {
     entry.status = status;
@@ -121,7 +135,11 @@ const server = createServer(async (req, res) => {
     'Last-Modified': stat.mtime.toUTCString(),
     'Cache-Control': 'no-cache',
   };
-  if (opt.range) headers['Accept-Ranges'] = 'bytes';
+  const honourRange = opt.range && !q.has('norange');
+  if (honourRange) headers['Accept-Ranges'] = 'bytes';
+  if (state.seen <= Number(q.get('fail503') ?? 0)) {
+    return send(503, { 'Retry-After': '0', 'Cache-Control': 'no-store' }, 'try again\n');
+  }
   if (opt.coop) {
     headers['Cross-Origin-Opener-Policy'] = 'same-origin';
     headers['Cross-Origin-Embedder-Policy'] = 'require-corp';
@@ -129,7 +147,7 @@ const server = createServer(async (req, res) => {
   let start = 0;
   let end = stat.size - 1;
   let status = 200;
-  if (opt.range && req.headers.range) {
+  if (honourRange && req.headers.range) {
     const r = parseRange(req.headers.range, stat.size);
     if (r?.unsatisfiable) {
       return send(416, { ...headers, 'Content-Range': `bytes */${stat.size}` }, '');
@@ -137,13 +155,25 @@ const server = createServer(async (req, res) => {
     if (r) {
       ({ start, end } = r);
       status = 206;
-      headers['Content-Range'] = `bytes ${start}-${end}/${stat.size}`;
+      headers['Content-Range'] = q.has('badrange')
+        ? `bytes ${start + 1}-${end + 1}/${stat.size}`
+        : `bytes ${start}-${end}/${stat.size}`;
     }
   }
   headers['Content-Length'] = String(stat.size === 0 ? 0 : end - start + 1);
   entry.status = status;
   res.writeHead(status, headers);
   if (req.method === 'HEAD' || stat.size === 0) return res.end();
+  const dropAfter = Number(q.get('drop') ?? 0);
+  if (dropAfter > 0 && !state.dropped && end - start + 1 > dropAfter) {
+    state.dropped = true;
+    entry.dropped = dropAfter;
+    createReadStream(file, { start, end: start + dropAfter - 1 })
+      .on('error', () => res.destroy())
+      .on('end', () => res.destroy())
+      .pipe(res, { end: false });
+    return;
+  }
   createReadStream(file, { start, end })
     .on('error', () => res.destroy())
     .pipe(res);

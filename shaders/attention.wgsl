@@ -56,7 +56,8 @@ const WG: u32 = 64u;
 // Dimensions each invocation accumulates: head_dim <= WG * DIMS.
 const DIMS: u32 = 4u;
 const MAX_HEAD_DIM: u32 = 256u;
-const LOWEST: f32 = -3.40282347e38;
+// Hex: the decimal -3.40282347e38 lies just past f32's range, and Tint (unlike naga) rejects it.
+const LOWEST: f32 = -0x1.fffffep+127f;
 
 var<workgroup> qs: array<f32, MAX_HEAD_DIM>;
 var<workgroup> probs: array<f32, WG>;

@@ -29,7 +29,8 @@ struct Step {
 @group(0) @binding(4) var<uniform> step: Step;
 
 const WG: u32 = 256u;
-const LOWEST: f32 = -3.40282347e38;
+// Hex: the decimal -3.40282347e38 lies just past f32's range, and Tint (unlike naga) rejects it.
+const LOWEST: f32 = -0x1.fffffep+127f;
 const NONE: u32 = 0xffffffffu;
 
 var<workgroup> red_f: array<f32, WG>;

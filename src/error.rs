@@ -38,6 +38,9 @@ pub enum Error {
     #[error("reading back GPU buffer '{label}' failed: {message}")]
     Readback { label: String, message: String },
 
+    #[error("the GPU ran out of memory: the model needs {needed} bytes on the GPU ({message})")]
+    OutOfMemory { needed: u64, message: String },
+
     #[error("the GPU device was lost ({0}); reload the model to continue")]
     DeviceLost(String),
 

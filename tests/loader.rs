@@ -118,3 +118,121 @@ fn http_reader_rejects_a_wrong_content_range() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn content_range_forms() {
+    use weft::loader::parse_content_range;
+    assert_eq!(parse_content_range("bytes 0-99/1000"), Some((0, 99, 1000)));
+    assert_eq!(parse_content_range("bytes 5-5/6"), Some((5, 5, 6)));
+    assert_eq!(parse_content_range("bytes 0-99/*"), None);
+    assert_eq!(parse_content_range("items 0-99/1000"), None);
+    assert_eq!(parse_content_range(""), None);
+}
+
+#[test]
+fn fnv1a64_known_values() {
+    use weft::loader::cache::fnv1a64;
+    assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+    assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+    assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
+}
+
+#[test]
+fn cache_validator_prefers_etag_and_always_has_the_length() {
+    use weft::loader::cache::validator;
+    let both = validator(Some("\"abc\""), Some("Sun, 22 Nov 2026 10:00:00 GMT"), 100);
+    assert_eq!(both.as_deref(), Some("etag:\"abc\";len:100"));
+    let modified = validator(None, Some("Sun, 22 Nov 2026 10:00:00 GMT"), 100);
+    assert_eq!(modified.as_deref(), Some("modified:Sun, 22 Nov 2026 10:00:00 GMT;len:100"));
+    assert_ne!(validator(Some("\"abc\""), None, 100), validator(Some("\"abc\""), None, 101));
+    // Nothing identifies the version: nothing may be cached.
+    assert_eq!(validator(None, None, 100), None);
+    assert_eq!(validator(Some(" "), Some(""), 100), None);
+}
+
+#[test]
+fn cache_keys_separate_url_version_and_range() {
+    use weft::loader::cache::key;
+    let url = "https://example.com/m.gguf?x=1#frag";
+    let a = key(url, "etag:\"1\";len:9", &(0..4));
+    assert!(a.starts_with("https://"), "{a}");
+    // The Cache API drops fragments, so nothing of the parts may read as one.
+    assert!(!a.contains('#'), "{a}");
+    assert_ne!(a, key(url, "etag:\"2\";len:9", &(0..4)));
+    assert_ne!(a, key(url, "etag:\"1\";len:9", &(0..5)));
+    assert_ne!(a, key("https://example.com/m.gguf?x=2#frag", "etag:\"1\";len:9", &(0..4)));
+    assert_eq!(a, key(url, "etag:\"1\";len:9", &(0..4)));
+}
+
+#[test]
+fn cache_entries_are_used_only_when_length_and_hash_match() {
+    use weft::loader::cache::EntryCheck;
+    let bytes: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    let range = 1000..1000 + bytes.len() as u64;
+    let check = EntryCheck::of(&bytes);
+    let (len, hash) = check.header_values();
+    let parsed = EntryCheck::parse(Some(&len), Some(&hash)).expect("own header values parse");
+    assert_eq!(parsed, check);
+    assert!(parsed.accepts(&range, &bytes));
+
+    let mut flipped = bytes.clone();
+    flipped[2048] ^= 1;
+    assert!(!parsed.accepts(&range, &flipped), "a changed byte");
+    assert!(!parsed.accepts(&range, &bytes[..4095]), "a truncated entry");
+    assert!(!parsed.accepts(&(1000..5000), &bytes), "an entry stored for another range length");
+    assert_eq!(EntryCheck::parse(None, Some(&hash)), None);
+    assert_eq!(EntryCheck::parse(Some(&len), Some("not hex")), None);
+    assert_eq!(EntryCheck::parse(Some("-1"), Some(&hash)), None);
+}
+
+/// Records the ranges a load asks for.
+struct Recording<R> {
+    inner: R,
+    reads: RefCell<Vec<Range<u64>>>,
+}
+
+impl<R: RangeReader> RangeReader for Recording<R> {
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    async fn read_range(&self, range: Range<u64>) -> weft::Result<Vec<u8>> {
+        self.reads.borrow_mut().push(range.clone());
+        self.inner.read_range(range).await
+    }
+}
+
+/// A reader that can only stream the file (a server that ignores Range) relies on the loader
+/// asking for the weights front to back, one read per layer group; the SmolLM2 GGUF stores
+/// blk.10 before blk.2.
+#[test]
+fn weights_are_read_in_file_order_one_read_per_group() -> anyhow::Result<()> {
+    use weft::gpu::{BackendChoice, GpuContext};
+    use weft::model::{self, EngineOptions, WeightOptions};
+    const MODEL: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    anyhow::ensure!(std::path::Path::new(MODEL).exists(), "{MODEL} missing: run scripts/fetch-model.sh");
+    let ctx = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
+    let reader = Recording { inner: FileReader::open(MODEL)?, reads: RefCell::new(Vec::new()) };
+    let engine = EngineOptions { max_seq: 16, max_batch: 4, ..Default::default() };
+    let mut groups = 0;
+    pollster::block_on(model::open(&ctx, &reader, engine, WeightOptions::default(), &mut |p| {
+        if p.phase == model::Phase::Weights {
+            groups = p.steps;
+        }
+    }))?;
+    let reads = reader.reads.into_inner();
+    let header = weft::format::detect_and_parse(&std::fs::read(MODEL)?, None)?;
+    let data_start = header.tensors().iter().map(|t| t.range.start).min().unwrap_or(0);
+    // Header reads come first and may run past the start of the data; the rest are the weights.
+    let weights: Vec<&Range<u64>> = reads.iter().filter(|r| r.start >= data_start).collect();
+    assert_eq!(groups, 32, "embedding, 30 layers, output norm");
+    assert_eq!(weights.len(), groups, "{reads:?}");
+    for pair in weights.windows(2) {
+        assert!(pair[0].end <= pair[1].start, "{:?} then {:?}", pair[0], pair[1]);
+    }
+    Ok(())
+}

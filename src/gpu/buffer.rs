@@ -116,19 +116,26 @@ impl GpuContext {
             });
         }
         self.check_size(label, bytes.len() as u64)?;
-        // wgpu rejects zero-sized storage bindings; an empty tensor still gets one word.
-        let padded;
-        let contents = if bytes.is_empty() {
-            padded = [0u8; 4];
-            &padded[..]
-        } else {
-            bytes
-        };
-        let buffer = self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+        // wgpu rejects zero-sized storage bindings; an empty tensor still gets one word. Copies
+        // are in whole words.
+        let size = (bytes.len() as u64).div_ceil(4).max(1) * 4;
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
-            contents,
+            size,
             usage: USAGE,
+            mapped_at_creation: false,
         });
+        // write_buffer rather than a buffer mapped at creation: in the browser a mapped range is
+        // a second copy of the tensor in wasm memory, while writeBuffer reads the bytes in place.
+        let whole = bytes.len() / 4 * 4;
+        if whole > 0 {
+            self.queue.write_buffer(&buffer, 0, &bytes[..whole]);
+        }
+        if whole < bytes.len() {
+            let mut tail = [0u8; 4];
+            tail[..bytes.len() - whole].copy_from_slice(&bytes[whole..]);
+            self.queue.write_buffer(&buffer, whole as u64, &tail);
+        }
         Ok(GpuTensor { buffer, shape: shape.to_vec(), dtype })
     }
 

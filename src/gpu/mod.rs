@@ -178,6 +178,23 @@ impl GpuContext {
         Ok(())
     }
 
+    /// Collects out-of-memory errors until the guard is popped: the browser reports a failed
+    /// allocation asynchronously rather than from `create_buffer`.
+    pub fn watch_out_of_memory(&self) -> wgpu::ErrorScopeGuard {
+        self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory)
+    }
+
+    /// Why the device was lost, once it has been.
+    pub fn lost_reason(&self) -> Option<String> {
+        self.health.lost.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Destroys the device, as a driver reset would: every later call fails with
+    /// [`Error::DeviceLost`]. For testing recovery.
+    pub fn destroy_device(&self) {
+        self.device.destroy();
+    }
+
     /// Records every dispatch into one compute pass and submits once.
     pub fn run(&self, dispatches: &[&Dispatch]) {
         let mut encoder = self

@@ -4,8 +4,11 @@
 //! local-file and an HTTP(S) implementation in [`native`]; the browser implements the same trait
 //! with `fetch` and `Range` headers.
 
+pub mod cache;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod native;
+#[cfg(target_arch = "wasm32")]
+pub mod web;
 
 use std::ops::Range;
 
@@ -25,8 +28,16 @@ pub enum LoadError {
     #[error("cannot read '{path}': {message}")]
     File { path: String, message: String },
 
+    /// A failed request: no response (`status` None) or an error status.
     #[error("GET {url} bytes {start}..{end}: {message}")]
     Http { url: String, start: u64, end: u64, status: Option<u16>, message: String },
+
+    /// A response whose `Content-Range`, total length or body length is not what was asked for.
+    #[error("GET {url} bytes {start}..{end} (status {status}): {message}")]
+    BadRange { url: String, start: u64, end: u64, status: u16, message: String },
+
+    #[error("loading {url} was aborted")]
+    Aborted { url: String },
 
     #[error("{source_name}: bytes {start}..{end} lie outside the {len}-byte file")]
     OutOfRange { source_name: String, start: u64, end: u64, len: u64 },
@@ -102,4 +113,12 @@ pub fn check_range(source_name: &str, range: &Range<u64>, len: u64) -> Result<()
         });
     }
     Ok(())
+}
+
+/// `bytes START-END/TOTAL` (END inclusive); an unknown total (`*`) is not accepted.
+pub fn parse_content_range(value: &str) -> Option<(u64, u64, u64)> {
+    let rest = value.trim().strip_prefix("bytes")?.trim_start();
+    let (span, total) = rest.split_once('/')?;
+    let (start, end) = span.split_once('-')?;
+    Some((start.trim().parse().ok()?, end.trim().parse().ok()?, total.trim().parse().ok()?))
 }

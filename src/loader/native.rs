@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::{check_range, LoadError, RangeReader, INITIAL_HEADER_READ};
+use super::{check_range, parse_content_range, LoadError, RangeReader, INITIAL_HEADER_READ};
 use crate::Result;
 
 /// A file path or an `http://` / `https://` URL.
@@ -272,25 +272,4 @@ fn slice_of(bytes: &[u8], range: &Range<u64>) -> Option<Vec<u8>> {
     let start = usize::try_from(range.start).ok()?;
     let end = usize::try_from(range.end).ok()?;
     bytes.get(start..end).map(<[u8]>::to_vec)
-}
-
-/// `bytes START-END/TOTAL` (END inclusive); an unknown total (`*`) is not accepted.
-fn parse_content_range(value: &str) -> Option<(u64, u64, u64)> {
-    let rest = value.trim().strip_prefix("bytes")?.trim_start();
-    let (span, total) = rest.split_once('/')?;
-    let (start, end) = span.split_once('-')?;
-    Some((start.trim().parse().ok()?, end.trim().parse().ok()?, total.trim().parse().ok()?))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_content_range;
-
-    #[test]
-    fn content_range_forms() {
-        assert_eq!(parse_content_range("bytes 0-99/1000"), Some((0, 99, 1000)));
-        assert_eq!(parse_content_range("bytes 5-5/6"), Some((5, 5, 6)));
-        assert_eq!(parse_content_range("bytes 0-99/*"), None);
-        assert_eq!(parse_content_range("items 0-99/1000"), None);
-    }
 }

@@ -258,8 +258,13 @@ pub async fn load_weights<R: RangeReader>(
     let mut embedding = None;
     let mut out_norm = None;
     let mut output = None;
-    let mut layers = Vec::with_capacity(c.n_layers);
-    for (step, group) in groups.iter().enumerate() {
+    let mut layers: Vec<Option<LayerWeights>> = (0..c.n_layers).map(|_| None).collect();
+    // In file order, so a reader that can only stream the file front to back (a server that
+    // ignores Range) never has to go back. GGUF files often store blk.10 before blk.2.
+    let mut order: Vec<usize> = (0..steps).collect();
+    order.sort_by_key(|&g| groups[g].infos().map(|t| t.range.start).min().unwrap_or(u64::MAX));
+    for (done, &step) in order.iter().enumerate() {
+        let group = &groups[step];
         // Either one read for the whole group or one per tensor; the bytes are dropped as
         // soon as the group is on the GPU.
         let reads = match group.span() {
@@ -302,7 +307,7 @@ pub async fn load_weights<R: RangeReader>(
             let bias = |lp: LayerPart, len: usize| -> Result<Option<GpuTensor>> {
                 if c.attn_bias { vec(lp, len).map(Some) } else { Ok(None) }
             };
-            layers.push(LayerWeights {
+            layers[layer] = Some(LayerWeights {
                 attn_norm: vec(LayerPart::AttnNorm, c.dim)?,
                 wq: layer_mat(LayerPart::Q, c.q_dim(), c.dim)?,
                 wk: layer_mat(LayerPart::K, c.kv_dim(), c.dim)?,
@@ -318,8 +323,13 @@ pub async fn load_weights<R: RangeReader>(
             });
         }
         loaded += group.bytes();
-        progress(Progress { phase: Phase::Weights, step: step + 1, steps, bytes_loaded: loaded, bytes_total: total });
+        progress(Progress { phase: Phase::Weights, step: done + 1, steps, bytes_loaded: loaded, bytes_total: total });
     }
+    let layers = layers
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| l.ok_or_else(|| Error::Model(format!("layer {i} was not loaded"))))
+        .collect::<Result<Vec<_>>>()?;
     Ok(Weights {
         embedding: embedding.ok_or_else(|| Error::Model("the file has no token embedding".into()))?,
         layers,

@@ -7,6 +7,9 @@ use wasm_bindgen::prelude::*;
 
 use crate::gpu::{BackendChoice, Capabilities, GpuContext};
 
+mod error;
+mod model;
+
 thread_local! {
     static CONTEXT: RefCell<Option<Rc<GpuContext>>> = const { RefCell::new(None) };
 }
@@ -18,8 +21,15 @@ fn start() {
 
 /// The shared device, created on first use.
 async fn context() -> Result<Rc<GpuContext>, JsError> {
+    Ok(shared_context().await?)
+}
+
+/// The shared device; a lost one is replaced, so a model can be loaded again after a loss.
+pub(crate) async fn shared_context() -> crate::Result<Rc<GpuContext>> {
     if let Some(ctx) = CONTEXT.with(|c| c.borrow().clone()) {
-        return Ok(ctx);
+        if ctx.lost_reason().is_none() {
+            return Ok(ctx);
+        }
     }
     let mut ctx = GpuContext::new(BackendChoice::Auto).await?;
     let caps = web_adapter_info(ctx.capabilities().clone()).await;

@@ -1,0 +1,181 @@
+// Types of weft's JavaScript API. index.js (Web Worker) and direct.js (calling thread) share them.
+
+/** Stable error codes:
+ * - LOAD_HTTP: the server answered with an error status (`status`, `url`, `start`, `end` set)
+ * - LOAD_NETWORK: no response after the retries (connection refused or dropped)
+ * - LOAD_RANGE: a response with the wrong Content-Range, total length or body length
+ * - LOAD_ABORTED: the load's AbortSignal fired; ABORTED: a generation's did
+ * - FORMAT: the file is not a model weft reads; MODEL: it is, but its contents are inconsistent
+ * - TOKENIZER: the tokenizer or chat template failed
+ * - GPU_OOM: the GPU ran out of memory (`needed` bytes); GPU_LIMIT: one buffer exceeds a limit
+ * - DEVICE_LOST: the GPU device was lost; load the model again
+ * - UNSUPPORTED: no WebGPU, or an option this build does not support
+ * - INVALID_ARGUMENT, INVALID_STATE, BUSY, DISPOSED, WORKER, GPU, INTERNAL */
+export type ErrorCode =
+  | 'LOAD_HTTP'
+  | 'LOAD_NETWORK'
+  | 'LOAD_RANGE'
+  | 'LOAD_ABORTED'
+  | 'LOAD'
+  | 'ABORTED'
+  | 'FORMAT'
+  | 'MODEL'
+  | 'TOKENIZER'
+  | 'GPU_OOM'
+  | 'GPU_LIMIT'
+  | 'DEVICE_LOST'
+  | 'UNSUPPORTED'
+  | 'INVALID_ARGUMENT'
+  | 'INVALID_STATE'
+  | 'BUSY'
+  | 'DISPOSED'
+  | 'WORKER'
+  | 'GPU'
+  | 'INTERNAL';
+
+export declare class WeftError extends Error {
+  readonly code: ErrorCode;
+  /** For load errors: the URL, the byte range [start, end) and the HTTP status, where known. */
+  readonly url?: string;
+  readonly start?: number;
+  readonly end?: number;
+  readonly status?: number;
+  /** For GPU_OOM: bytes the model needs on the GPU. */
+  readonly needed?: number;
+}
+
+export interface InitOptions {
+  /** Where weft_bg.wasm is served (default: next to pkg/weft.js). */
+  wasmUrl?: string | URL;
+  /** Where worker.js is served (index.js only; default: next to index.js). */
+  workerUrl?: string | URL;
+}
+
+export interface Capabilities {
+  backend: string;
+  adapterName: string;
+  vendor: string;
+  architecture: string;
+  features: string[];
+  limits: Record<string, number>;
+  [key: string]: unknown;
+}
+
+export type LoadPhase = 'header' | 'weights' | 'compile' | 'ready';
+
+export interface LoadProgress {
+  phase: LoadPhase;
+  /** Layer groups uploaded (the embedding and the output head count as one each). */
+  step: number;
+  steps: number;
+  bytesLoaded: number;
+  bytesTotal: number;
+  /** The wasm module's linear memory when the event was sent. */
+  wasmMemoryBytes: number;
+}
+
+export interface LoadOptions {
+  onProgress?: (progress: LoadProgress) => void;
+  signal?: AbortSignal;
+  /** KV-cache storage; only "f32" for now. */
+  kv?: 'f32';
+  /** Positions the KV cache holds (default 2048, at most the model's context). */
+  maxContext?: number;
+  /** Keep fetched ranges in the Cache API and serve later loads from it (default true). */
+  cache?: boolean;
+  /** Further attempts after network errors, 5xx, 408 and 429 (default 4). */
+  retries?: number;
+  /** Delay before the first retry, doubled for each further one (default 200). */
+  backoffMs?: number;
+}
+
+export interface GenerateOptions {
+  /** Most tokens to produce (default 256). */
+  maxTokens?: number;
+  /** 0 (default) is greedy. */
+  temperature?: number;
+  topK?: number;
+  topP?: number;
+  repeatPenalty?: number;
+  seed?: number;
+  signal?: AbortSignal;
+}
+
+export interface Chunk {
+  /** The token id (-1 for text held back until the end). */
+  token: number;
+  /** Text this token completes (may be empty mid-character or for control tokens). */
+  text: string;
+  /** End of sequence or a full context. */
+  done: boolean;
+}
+
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant';
+  content: string;
+}
+
+export interface Checkpoint {
+  name: string;
+  shape: number[];
+  data: Float32Array;
+}
+
+export interface LoadStats {
+  url: string;
+  fileBytes: number;
+  loadMs: number;
+  /** HTTP requests made (the HEAD that reads the validator included). */
+  requests: number;
+  bytesFetched: number;
+  cacheHits: number;
+  cacheMisses: number;
+  /** Cached ranges that failed their length or hash check and were fetched again. */
+  cacheRejected: number;
+  retries: number;
+  /** The server ignored Range; the body was streamed once instead. */
+  streamedWholeBody: boolean;
+  peakWasmMemoryBytes: number;
+}
+
+export interface Stats {
+  load: LoadStats;
+  promptTokens: number;
+  timeToFirstTokenMs: number;
+  prefillTokensPerSecond: number;
+  generatedTokens: number;
+  /** Decode speed of the last generation. */
+  tokensPerSecond: number;
+  gpuBytes: number;
+  weightBytes: number;
+  contextLength: number;
+  wasmMemoryBytes: number;
+}
+
+export declare class Model extends EventTarget {
+  /** Streams the continuation of `prompt` (special tokens such as <|im_start|> are parsed). */
+  generate(prompt: string, options?: GenerateOptions): AsyncGenerator<Chunk, void, void>;
+  /** The assistant's reply to `messages`, with the model's chat template applied. */
+  chat(messages: ChatMessage[], options?: GenerateOptions): Promise<string>;
+  chatStream(messages: ChatMessage[], options?: GenerateOptions): AsyncGenerator<Chunk, void, void>;
+  chatPrompt(messages: ChatMessage[]): Promise<string>;
+  encode(text: string): Promise<number[]>;
+  decode(ids: ArrayLike<number>): Promise<string>;
+  /** Runs `ids` (at most 64) from an empty context and returns every debug checkpoint:
+   * embedding, each block's attention output, MLP output and residual, final norm, logits. */
+  checkpoints(ids: ArrayLike<number>): Promise<Checkpoint[]>;
+  stats(): Promise<Stats>;
+  /** Destroys the GPU device as a driver reset would, to exercise recovery. */
+  destroyDevice(): Promise<void>;
+  dispose(): Promise<void>;
+  /** 'devicelost' fires (with `error`, code DEVICE_LOST) when the GPU device is lost. */
+  addEventListener(type: 'devicelost', listener: (event: Event & { error: WeftError }) => void): void;
+  addEventListener(type: string, listener: EventListenerOrEventListenerObject | null): void;
+}
+
+export declare function init(options?: InitOptions): Promise<void>;
+export declare function capabilities(): Promise<Capabilities>;
+export declare function loadModel(url: string | URL, options?: LoadOptions): Promise<Model>;
+/** Deletes every cached model range. */
+export declare function clearCache(): Promise<boolean>;
+export declare function wasmMemoryBytes(): Promise<number>;

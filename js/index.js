@@ -1,0 +1,197 @@
+// weft's JavaScript API for pages: the model runs in a Web Worker (worker.js), so the page never
+// blocks on the GPU. The API matches direct.js, which runs in the calling thread instead.
+import { WeftError } from './direct.js';
+
+export { WeftError };
+
+let worker = null;
+let started = null;
+let nextId = 1;
+const pending = new Map();
+const lostListeners = new Map();
+
+function fromData(e) {
+  const { message, code, ...details } = e;
+  return new WeftError(code, message, details);
+}
+
+function onMessage({ data }) {
+  if (data.id === null) {
+    if (data.event === 'devicelost') lostListeners.get(data.model)?.(fromData(data.error));
+    return;
+  }
+  const p = pending.get(data.id);
+  if (!p) return;
+  if ('progress' in data) p.onProgress?.(data.progress);
+  else if ('chunk' in data) p.onChunk?.(data.chunk);
+  else {
+    pending.delete(data.id);
+    if ('error' in data) p.reject(fromData(data.error));
+    else p.resolve(data.result);
+  }
+}
+
+/** Sends one operation; `hooks` receive streamed progress or chunks. Returns [id, promise]. */
+function send(op, args, hooks = {}) {
+  if (!worker) throw new WeftError('INVALID_STATE', 'call init() first');
+  const id = nextId++;
+  const promise = new Promise((resolve, reject) => pending.set(id, { resolve, reject, ...hooks }));
+  worker.postMessage({ id, op, args });
+  return [id, promise];
+}
+
+function request(op, args) {
+  return send(op, args)[1];
+}
+
+/** Starts the worker and the wasm module in it. `workerUrl` and `wasmUrl` override where
+ * worker.js and weft_bg.wasm are served from. */
+export function init(options = {}) {
+  started ??= (async () => {
+    worker = new Worker(options.workerUrl ?? new URL('./worker.js', import.meta.url), { type: 'module' });
+    worker.onmessage = onMessage;
+    worker.onerror = (e) => {
+      for (const p of pending.values()) p.reject(new WeftError('WORKER', e.message || 'the worker failed'));
+      pending.clear();
+    };
+    await request('init', options.wasmUrl ? { wasmUrl: String(options.wasmUrl) } : {});
+  })().catch((e) => {
+    started = null;
+    worker?.terminate();
+    worker = null;
+    throw e;
+  });
+  return started;
+}
+
+export async function capabilities() {
+  await init();
+  return request('capabilities');
+}
+
+export async function clearCache() {
+  await init();
+  return request('clearCache');
+}
+
+/** Bytes of the wasm module's linear memory in the worker. */
+export async function wasmMemoryBytes() {
+  await init();
+  return request('wasmMemoryBytes');
+}
+
+function forwardAbort(signal, id) {
+  if (!signal) return () => {};
+  const onAbort = () => worker?.postMessage({ id: nextId++, op: 'abort', args: { target: id } });
+  signal.addEventListener('abort', onAbort, { once: true });
+  return () => signal.removeEventListener('abort', onAbort);
+}
+
+export async function loadModel(url, options = {}) {
+  await init();
+  const { onProgress, signal, ...rest } = options;
+  if (signal?.aborted) throw new WeftError('LOAD_ABORTED', `loading ${url} was aborted`, { url });
+  const absolute = new URL(url, globalThis.location?.href).href;
+  const [id, promise] = send('load', { url: absolute, options: rest, cancellable: !!signal }, { onProgress });
+  const detach = forwardAbort(signal, id);
+  try {
+    return new Model(await promise);
+  } finally {
+    detach();
+  }
+}
+
+export class Model extends EventTarget {
+  #handle;
+  #stats = null;
+
+  constructor(handle) {
+    super();
+    this.#handle = handle;
+    lostListeners.set(handle, (error) => this.dispatchEvent(Object.assign(new Event('devicelost'), { error })));
+  }
+
+  #args(extra = {}) {
+    if (this.#handle === null) throw new WeftError('DISPOSED', 'the model was disposed');
+    return { model: this.#handle, ...extra };
+  }
+
+  async *generate(prompt, options = {}) {
+    const { signal, ...rest } = options;
+    const queue = [];
+    let wake = null;
+    const [id, finished] = send('generate', this.#args({ prompt: String(prompt), options: rest }), {
+      onChunk: (c) => {
+        queue.push(c);
+        wake?.();
+      },
+    });
+    let settled = false;
+    let failure = null;
+    finished.then(
+      () => (settled = true),
+      (e) => ((settled = true), (failure = e)),
+    ).finally(() => wake?.());
+    const detach = forwardAbort(signal, id);
+    try {
+      for (;;) {
+        if (queue.length) {
+          yield queue.shift();
+          continue;
+        }
+        if (settled) break;
+        await new Promise((r) => (wake = r));
+        wake = null;
+      }
+      if (failure) throw failure;
+    } finally {
+      detach();
+      // The consumer stopped early: stop the worker too.
+      if (!settled) worker?.postMessage({ id: nextId++, op: 'abort', args: { target: id } });
+    }
+  }
+
+  async chat(messages, options = {}) {
+    let text = '';
+    for await (const chunk of this.chatStream(messages, options)) text += chunk.text;
+    return text;
+  }
+
+  async *chatStream(messages, options = {}) {
+    const prompt = await request('chatPrompt', this.#args({ messages }));
+    yield* this.generate(prompt, options);
+  }
+
+  chatPrompt(messages) {
+    return request('chatPrompt', this.#args({ messages }));
+  }
+
+  encode(text) {
+    return request('encode', this.#args({ text }));
+  }
+
+  decode(ids) {
+    return request('decode', this.#args({ ids: Array.from(ids) }));
+  }
+
+  checkpoints(ids) {
+    return request('checkpoints', this.#args({ ids: Array.from(ids) }));
+  }
+
+  /** Load cost, generation speed and memory (a promise: the numbers live in the worker). */
+  stats() {
+    return request('stats', this.#args());
+  }
+
+  destroyDevice() {
+    return request('destroyDevice', this.#args());
+  }
+
+  async dispose() {
+    if (this.#handle === null) return;
+    const handle = this.#handle;
+    this.#handle = null;
+    lostListeners.delete(handle);
+    await request('dispose', { model: handle });
+  }
+}
