@@ -4,12 +4,13 @@ import * as weft from './js/index.js';
 const $ = (id) => document.getElementById(id);
 
 // Mild sampling: greedy decoding makes a 135M model repeat itself within a few sentences.
-const SAMPLING = { temperature: 0.6, topP: 0.9, repeatPenalty: 1.1 };
+const SAMPLING = { temperature: 0.3, topP: 0.9, repeatPenalty: 1.1 };
 
 const state = { model: null, messages: [], generation: null, loading: false };
 
 const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 const yes = (b) => (b ? 'yes' : 'no');
+const duration = (ms) => (ms < 10_000 ? `${ms.toFixed(0)} ms` : `${(ms / 1000).toFixed(1)} s`);
 
 function fill(dl, rows) {
   dl.replaceChildren();
@@ -68,7 +69,7 @@ async function showFigures() {
     $(id).dataset.ready = 'true';
   };
   if (s.generatedTokens > 0) {
-    set('fig-ttft', `${s.timeToFirstTokenMs.toFixed(0)} ms`);
+    set('fig-ttft', duration(s.timeToFirstTokenMs));
     set('fig-decode', `${s.tokensPerSecond.toFixed(2)} tok/s`);
     set('fig-prefill', `${s.prefillTokensPerSecond.toFixed(1)} tok/s (${s.promptTokens} tokens)`);
   }
