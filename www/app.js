@@ -184,15 +184,21 @@ async function send(event) {
   let reply = '';
   let tokens = 0;
   let first = 0;
+  const sent = performance.now();
   const maxTokens = Math.max(1, Number($('max-tokens').value) || 256);
   try {
     for await (const chunk of state.model.chatStream(state.messages.slice(), { ...SAMPLING, maxTokens, signal: controller.signal })) {
       tokens++;
-      if (tokens === 1) first = performance.now();
+      // Live figures as the page sees them; the worker's exact ones replace them at the end.
+      if (tokens === 1) {
+        first = performance.now();
+        $('fig-ttft').textContent = duration(first - sent);
+      }
       reply += chunk.text;
       body.textContent = reply;
-      const secs = (performance.now() - first) / 1000;
-      meta.textContent = tokens > 1 ? `${tokens} tokens · ${((tokens - 1) / secs).toFixed(2)} tok/s` : '1 token';
+      const rate = ((tokens - 1) / (performance.now() - first)) * 1000;
+      meta.textContent = tokens > 1 ? `${tokens} tokens · ${rate.toFixed(2)} tok/s` : '1 token';
+      if (tokens > 1) $('fig-decode').textContent = `${rate.toFixed(2)} tok/s`;
       li.scrollIntoView({ block: 'end' });
     }
   } catch (e) {
