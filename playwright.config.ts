@@ -1,8 +1,11 @@
 import { defineConfig } from '@playwright/test';
 
 // Headless Chromium from Debian (no browser download) with WebGPU on SwiftShader.
-export const PORT = 4173;
-export const NO_RANGE_PORT = 4174;
+// WEFT_TEST_PORT moves the servers (PORT, PORT + 1, PORT + 2) when another run holds the defaults.
+export const PORT = Number(process.env.WEFT_TEST_PORT ?? 4173);
+export const NO_RANGE_PORT = PORT + 1;
+/** Serves the Vite consumer app's build (started by its spec). */
+export const VITE_APP_PORT = PORT + 2;
 // The JS API, the model and the activation fixtures, next to the pages in www/.
 const MOUNTS = '--mount /js=js --mount /models=models --mount /fixtures=tests/fixtures';
 

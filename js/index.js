@@ -48,7 +48,10 @@ function request(op, args) {
  * worker.js and weft_bg.wasm are served from. */
 export function init(options = {}) {
   started ??= (async () => {
-    worker = new Worker(options.workerUrl ?? new URL('./worker.js', import.meta.url), { type: 'module' });
+    // The literal `new Worker(new URL(...), ...)` form lets bundlers (Vite, webpack) find and bundle the worker.
+    worker = options.workerUrl
+      ? new Worker(options.workerUrl, { type: 'module' })
+      : new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
     worker.onmessage = onMessage;
     worker.onerror = (e) => {
       for (const p of pending.values()) p.reject(new WeftError('WORKER', e.message || 'the worker failed'));

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Sets up, builds the wasm and serves the demo page (with HTTP Range support).
+# Sets up (fetching the default model), builds the wasm and serves the chat demo on
+# http://127.0.0.1:8080/ with HTTP Range support. The page imports the JS API from js/ and the
+# wasm from www/pkg; the model is served from models/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 bash scripts/build-wasm.sh
 mkdir -p models
-exec node scripts/serve.mjs --root www --mount /models=models --port "${PORT:-8080}"
+echo "[demo] chat demo on http://127.0.0.1:${PORT:-8080}/"
+exec node scripts/serve.mjs --root www --mount /js=js --mount /models=models --port "${PORT:-8080}"

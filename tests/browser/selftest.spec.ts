@@ -71,14 +71,14 @@ test('the wasm self-test passes against the Rust f64 reference', async ({ page }
   expect(report.deviation.maxAbs).toBeGreaterThan(0); // a real float computation, not a copy
 });
 
-test('the demo page shows the adapter and a passing self-test', async ({ page }) => {
+test('the self-test page shows the adapter and a passing self-test', async ({ page }) => {
   const errors: string[] = [];
   page.on('console', (m) => m.type() === 'error' && errors.push(m.text()));
   page.on('pageerror', (e) => errors.push(String(e)));
-  await page.goto('/');
+  await page.goto('/selftest.html');
   await expect(page.locator('#status')).toHaveAttribute('data-state', 'ok', { timeout: 60_000 });
   await expect(page.locator('#caps')).toContainText('adapter');
   await expect(page.locator('#selftest .pass')).toHaveText('PASS');
-  await page.screenshot({ path: 'test-results/demo.png', fullPage: true });
+  await page.screenshot({ path: 'test-results/selftest.png', fullPage: true });
   expect(errors).toEqual([]);
 });

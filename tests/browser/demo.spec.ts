@@ -1,0 +1,158 @@
+import { test, expect, type Page } from '@playwright/test';
+
+// The chat demo (www/index.html) as a user drives it: load the default model, send a prompt, watch
+// the reply stream in, read the figures, stop a long reply, start a new chat. SwiftShader decodes
+// about a token per second, so replies are kept to a few tokens.
+
+function collectErrors(page: Page) {
+  const errors: string[] = [];
+  page.on('console', (m) => m.type() === 'error' && errors.push(m.text()));
+  page.on('pageerror', (e) => errors.push(String(e)));
+  return errors;
+}
+
+/** Records every distinct text `selector` shows, from now on (a MutationObserver in the page). */
+async function watchTexts(page: Page, name: string, selector: string) {
+  await page.evaluate(
+    ([name, selector]) => {
+      const seen: string[] = [];
+      (window as unknown as Record<string, string[]>)[name] = seen;
+      const record = () => {
+        const nodes = document.querySelectorAll(selector);
+        const text = nodes.length ? (nodes[nodes.length - 1].textContent ?? '') : '';
+        if (seen[seen.length - 1] !== text) seen.push(text);
+      };
+      new MutationObserver(record).observe(document.body, { subtree: true, childList: true, characterData: true });
+    },
+    [name, selector],
+  );
+}
+
+const seenTexts = (page: Page, name: string) =>
+  page.evaluate((n) => (window as unknown as Record<string, string[]>)[n], name);
+
+test('chat demo: load the default model, stream a reply, figures, stop and new chat', async ({ page }) => {
+  test.setTimeout(600_000);
+  const errors = collectErrors(page);
+  await page.goto('/');
+  await expect(page.locator('#caps')).toContainText('shader-f16');
+  await expect(page.locator('#caps-state')).toHaveAttribute('data-kind', /software|hardware/);
+  await expect(page.locator('#load')).toBeEnabled();
+  await expect(page.locator('#prompt')).toBeDisabled();
+  await expect(page.locator('#model-url')).toHaveValue('models/SmolLM2-135M-Instruct.Q4_1.gguf');
+
+  // The engine runs in a worker: the page's own timers keep firing while it loads and generates.
+  await page.evaluate(() => {
+    const w = window as unknown as { maxGapMs: number };
+    w.maxGapMs = 0;
+    let last = performance.now();
+    setInterval(() => {
+      const now = performance.now();
+      w.maxGapMs = Math.max(w.maxGapMs, now - last);
+      last = now;
+    }, 20);
+  });
+  await page.locator('#max-context').selectOption('512');
+  await watchTexts(page, 'progressTexts', '#progress-text');
+  await page.locator('#load').click();
+  await expect(page.locator('#load-state')).toHaveAttribute('data-state', 'ready', { timeout: 300_000 });
+  const progress = await seenTexts(page, 'progressTexts');
+  console.log(`progress texts: ${progress.length}, e.g. ${JSON.stringify(progress.slice(0, 3))}`);
+  expect(progress.some((t) => /MiB of [\d.]+ MiB · layer group \d+ of \d+/.test(t))).toBe(true);
+  expect(progress).toContain('Compiling shaders…');
+  await expect(page.locator('#load-state')).toContainText('512 positions');
+  // A fresh browser profile has nothing cached.
+  await expect(page.locator('#cache-state')).toContainText('cold');
+  await expect(page.locator('#fig-gpu')).toHaveText(/^\d+\.\d MiB \(weights \d+\.\d MiB\)$/);
+  await expect(page.locator('#fig-ttft')).toHaveText('—');
+
+  // A short reply, streamed chunk by chunk.
+  await page.locator('#max-tokens').fill('6');
+  await page.locator('#prompt').fill('What is the capital of France?');
+  await watchTexts(page, 'replyTexts', '.msg.assistant .text');
+  await page.locator('#send').click();
+  await expect(page.locator('.msg.user .text')).toHaveText('What is the capital of France?');
+  await expect(page.locator('#stop')).toBeVisible();
+  const reply = page.locator('.msg.assistant').last();
+  await expect(reply.locator('.meta')).toHaveText(/^6 tokens · [\d.]+ tok\/s$/, { timeout: 300_000 });
+  await expect(reply).not.toHaveClass(/streaming/);
+  await expect(page.locator('#stop')).toBeHidden();
+  const streamed = (await seenTexts(page, 'replyTexts')).filter((t) => t.length > 0);
+  const text = (await reply.locator('.text').textContent()) ?? '';
+  console.log(`reply: ${JSON.stringify(text)}; streamed states: ${JSON.stringify(streamed)}`);
+  expect(text.trim().length).toBeGreaterThan(0);
+  expect(streamed.length).toBeGreaterThan(1);
+  expect(streamed[streamed.length - 1]).toBe(text);
+
+  // The figures are numbers now.
+  await expect(page.locator('#fig-ttft')).toHaveText(/^(\d+ ms|\d+\.\d s)$/);
+  await expect(page.locator('#fig-decode')).toHaveText(/^\d+\.\d\d tok\/s$/);
+  await expect(page.locator('#fig-prefill')).toHaveText(/^\d+\.\d tok\/s \(\d+ tokens\)$/);
+  const figures = await page.locator('#figures').innerText();
+  console.log(`figures:\n${figures}`);
+  for (const id of ['#fig-ttft', '#fig-decode', '#fig-prefill']) {
+    const value = parseFloat((await page.locator(id).textContent()) ?? '');
+    expect(value).toBeGreaterThan(0);
+  }
+  await page.screenshot({ path: 'test-results/demo-chat.png', fullPage: true });
+  const maxGapMs = await page.evaluate(() => (window as unknown as { maxGapMs: number }).maxGapMs);
+  console.log(`longest main-thread timer gap while loading and generating: ${maxGapMs.toFixed(0)} ms`);
+  expect(maxGapMs).toBeLessThan(1000);
+
+  // Stop: a long reply stops after its first tokens, marked as stopped.
+  await page.locator('#max-tokens').fill('200');
+  await page.locator('#prompt').fill('Tell me a story.');
+  await page.locator('#send').click();
+  const second = page.locator('.msg.assistant').nth(1);
+  await expect(second.locator('.meta')).toHaveText(/tokens? /, { timeout: 300_000 });
+  await page.locator('#stop').click();
+  await expect(second).toHaveClass(/stopped/, { timeout: 120_000 });
+  await expect(second.locator('.meta')).toHaveText(/^\d+ tokens · [\d.]+ tok\/s · stopped$/);
+  const stoppedAt = parseInt((await second.locator('.meta').textContent()) ?? '', 10);
+  expect(stoppedAt).toBeLessThan(200);
+  await expect(page.locator('#send')).toBeEnabled();
+
+  // New chat empties the conversation.
+  await page.locator('#new-chat').click();
+  await expect(page.locator('.msg')).toHaveCount(0);
+  await expect(page.locator('#empty-hint')).toBeVisible();
+
+  // A second visit loads from the browser cache.
+  await page.reload();
+  await expect(page.locator('#load')).toBeEnabled();
+  await page.locator('#max-context').selectOption('512');
+  await page.locator('#load').click();
+  await expect(page.locator('#load-state')).toHaveAttribute('data-state', 'ready', { timeout: 300_000 });
+  await expect(page.locator('#cache-state')).toHaveText(/^warm — all \d+ ranges from the cache$/);
+  await expect(page.locator('#prompt')).toBeEnabled();
+  expect(errors).toEqual([]);
+});
+
+test('without WebGPU the demo says so instead of showing a blank page', async ({ page }) => {
+  const errors = collectErrors(page);
+  await page.addInitScript(() => {
+    delete (Navigator.prototype as unknown as Record<string, unknown>).gpu;
+  });
+  await page.goto('/');
+  await expect(page.locator('#no-webgpu')).toBeVisible();
+  await expect(page.locator('#no-webgpu')).toContainText('This browser has no WebGPU.');
+  await expect(page.locator('#load-state')).toHaveAttribute('data-state', 'error');
+  await expect(page.locator('#load')).toBeDisabled();
+  expect(errors).toEqual([]);
+});
+
+test('the demo fits a phone-width screen', async ({ page }) => {
+  const errors = collectErrors(page);
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.goto('/');
+  await expect(page.locator('#caps')).toContainText('adapter');
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  expect(overflow).toBeLessThanOrEqual(0);
+  // Chat first, the panels below it.
+  const chat = await page.locator('.chat').boundingBox();
+  const side = await page.locator('.side').boundingBox();
+  expect(chat!.width).toBeGreaterThan(300);
+  expect(side!.y).toBeGreaterThan(chat!.y + chat!.height - 1);
+  await page.screenshot({ path: 'test-results/demo-phone.png', fullPage: true });
+  expect(errors).toEqual([]);
+});

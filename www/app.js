@@ -1,0 +1,266 @@
+// The chat demo: loads a GGUF model through weft's worker-backed API and streams replies.
+import * as weft from './js/index.js';
+
+const $ = (id) => document.getElementById(id);
+
+// Mild sampling: greedy decoding makes a 135M model repeat itself within a few sentences.
+const SAMPLING = { temperature: 0.3, topP: 0.9, repeatPenalty: 1.1 };
+
+const state = { model: null, messages: [], generation: null, loading: false };
+
+const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+const yes = (b) => (b ? 'yes' : 'no');
+const duration = (ms) => (ms < 10_000 ? `${ms.toFixed(0)} ms` : `${(ms / 1000).toFixed(1)} s`);
+
+function fill(dl, rows) {
+  dl.replaceChildren();
+  for (const [k, v] of rows) {
+    const dt = document.createElement('dt');
+    dt.textContent = k;
+    const dd = document.createElement('dd');
+    dd.textContent = v;
+    dl.append(dt, dd);
+  }
+}
+
+function setLoadState(text, kind) {
+  $('load-state').textContent = text;
+  $('load-state').dataset.state = kind;
+}
+
+function showNoWebGPU(detail) {
+  $('no-webgpu').hidden = false;
+  if (detail) $('no-webgpu-detail').textContent = detail;
+  $('caps-state').textContent = 'No WebGPU adapter.';
+  setLoadState('Unavailable without WebGPU.', 'error');
+}
+
+function renderCaps(caps) {
+  $('caps-state').textContent = caps.isSoftware
+    ? 'Software rendering (CPU emulation): correct, but slow.'
+    : 'Hardware GPU.';
+  $('caps-state').dataset.kind = caps.isSoftware ? 'software' : 'hardware';
+  const l = caps.limits;
+  fill($('caps'), [
+    ['adapter', caps.adapterName || caps.architecture || '(not reported)'],
+    ['vendor', caps.vendor || '(not reported)'],
+    ['kind', caps.isSoftware ? 'software' : 'hardware'],
+    ['shader-f16', yes(caps.shaderF16)],
+    ['subgroups', yes(caps.subgroups)],
+    ['max storage binding', mib(l.maxStorageBufferBindingSize)],
+    ['max buffer', mib(l.maxBufferSize)],
+    ['max workgroup storage', `${(l.maxComputeWorkgroupStorageSize / 1024).toFixed(0)} KiB`],
+    ['max invocations / group', String(l.maxComputeInvocationsPerWorkgroup)],
+  ]);
+}
+
+function cacheText(load, cacheOn) {
+  const whole = load.streamedWholeBody ? ' (the server ignored Range: streamed the whole file)' : '';
+  if (!cacheOn) return `off — fetched ${mib(load.bytesFetched)}${whole}`;
+  if (load.cacheHits > 0 && load.cacheMisses === 0) return `warm — all ${load.cacheHits} ranges from the cache`;
+  if (load.cacheHits === 0) return `cold — fetched ${mib(load.bytesFetched)} in ${load.requests} requests${whole}`;
+  return `partly warm — ${load.cacheHits} ranges cached, ${load.cacheMisses} fetched`;
+}
+
+async function showFigures() {
+  const s = await state.model.stats();
+  const set = (id, text) => {
+    $(id).textContent = text;
+    $(id).dataset.ready = 'true';
+  };
+  if (s.generatedTokens > 0) {
+    set('fig-ttft', duration(s.timeToFirstTokenMs));
+    set('fig-decode', `${s.tokensPerSecond.toFixed(2)} tok/s`);
+    set('fig-prefill', `${s.prefillTokensPerSecond.toFixed(1)} tok/s (${s.promptTokens} tokens)`);
+  }
+  set('fig-gpu', `${mib(s.gpuBytes)} (weights ${mib(s.weightBytes)})`);
+  set('fig-load', `${(s.load.loadMs / 1000).toFixed(1)} s`);
+  set('fig-wasm', mib(s.wasmMemoryBytes));
+  return s;
+}
+
+function onProgress(p) {
+  const bar = $('progress');
+  const text = $('progress-text');
+  if (p.phase === 'header') {
+    bar.value = 0;
+    text.textContent = 'Reading the header and the tokenizer…';
+  } else if (p.phase === 'weights') {
+    bar.value = p.bytesTotal ? p.bytesLoaded / p.bytesTotal : 0;
+    text.textContent = `${mib(p.bytesLoaded)} of ${mib(p.bytesTotal)} · layer group ${p.step} of ${p.steps}`;
+  } else if (p.phase === 'compile') {
+    bar.removeAttribute('value');
+    text.textContent = 'Compiling shaders…';
+  } else if (p.phase === 'ready') {
+    bar.value = 1;
+    text.textContent = `${mib(p.bytesTotal)} loaded.`;
+  }
+  setLoadState(p.phase === 'compile' ? 'Compiling…' : p.phase === 'ready' ? 'Ready.' : 'Loading…', 'loading');
+}
+
+function setChatEnabled(on) {
+  $('prompt').disabled = !on;
+  $('send').disabled = !on;
+  $('new-chat').disabled = !state.model;
+}
+
+async function load(event) {
+  event.preventDefault();
+  if (state.loading) return;
+  state.loading = true;
+  state.generation?.abort();
+  $('load').disabled = true;
+  setChatEnabled(false);
+  $('progress-box').hidden = false;
+  $('cache-state').textContent = '—';
+  const url = $('model-url').value.trim();
+  const cacheOn = $('use-cache').checked;
+  try {
+    if (state.model) {
+      const old = state.model;
+      state.model = null;
+      await old.dispose();
+    }
+    setLoadState('Loading…', 'loading');
+    const model = await weft.loadModel(url, {
+      kv: $('kv').value,
+      maxContext: Number($('max-context').value),
+      cache: cacheOn,
+      onProgress,
+    });
+    model.addEventListener('devicelost', () => {
+      if (state.model !== model) return;
+      state.model = null;
+      setChatEnabled(false);
+      setLoadState('The GPU device was lost. Load the model again.', 'error');
+    });
+    state.model = model;
+    const s = await showFigures();
+    $('cache-state').textContent = cacheText(s.load, cacheOn);
+    $('model-name').textContent = url.split('/').pop().split('?')[0];
+    setLoadState(`Ready: ${mib(s.load.fileBytes)} file, ${s.contextLength} positions of context.`, 'ready');
+    $('empty-hint').textContent = 'Ask something. Replies stream token by token.';
+    setChatEnabled(true);
+    $('prompt').focus();
+  } catch (e) {
+    setLoadState(`Load failed (${e.code ?? 'ERROR'}): ${e.message}`, 'error');
+  } finally {
+    state.loading = false;
+    $('load').disabled = false;
+  }
+}
+
+function bubble(role, text) {
+  $('empty-hint').hidden = true;
+  const li = document.createElement('li');
+  li.className = `msg ${role}`;
+  const body = document.createElement('div');
+  body.className = 'text';
+  body.textContent = text;
+  li.append(body);
+  $('messages').append(li);
+  li.scrollIntoView({ block: 'end' });
+  return li;
+}
+
+async function send(event) {
+  event.preventDefault();
+  const content = $('prompt').value.trim();
+  if (!content || !state.model || state.generation) return;
+  $('prompt').value = '';
+  state.messages.push({ role: 'user', content });
+  bubble('user', content);
+  const li = bubble('assistant', '');
+  li.classList.add('streaming');
+  const body = li.querySelector('.text');
+  const meta = document.createElement('div');
+  meta.className = 'meta';
+  li.append(meta);
+
+  const controller = new AbortController();
+  state.generation = controller;
+  $('send').disabled = true;
+  $('stop').hidden = false;
+  let reply = '';
+  let tokens = 0;
+  let first = 0;
+  const sent = performance.now();
+  const maxTokens = Math.max(1, Number($('max-tokens').value) || 256);
+  try {
+    for await (const chunk of state.model.chatStream(state.messages.slice(), { ...SAMPLING, maxTokens, signal: controller.signal })) {
+      tokens++;
+      // Live figures as the page sees them; the worker's exact ones replace them at the end.
+      if (tokens === 1) {
+        first = performance.now();
+        $('fig-ttft').textContent = duration(first - sent);
+      }
+      reply += chunk.text;
+      body.textContent = reply;
+      const rate = ((tokens - 1) / (performance.now() - first)) * 1000;
+      meta.textContent = tokens > 1 ? `${tokens} tokens · ${rate.toFixed(2)} tok/s` : '1 token';
+      if (tokens > 1) $('fig-decode').textContent = `${rate.toFixed(2)} tok/s`;
+      li.scrollIntoView({ block: 'end' });
+    }
+  } catch (e) {
+    if (e.code === 'ABORTED') {
+      li.classList.add('stopped');
+    } else {
+      li.classList.add('failed');
+      meta.textContent = `Error (${e.code ?? 'ERROR'}): ${e.message}`;
+    }
+  } finally {
+    li.classList.remove('streaming');
+    state.generation = null;
+    $('stop').hidden = true;
+  }
+  state.messages.push({ role: 'assistant', content: reply });
+  if (!state.model) return;
+  try {
+    const s = await showFigures();
+    const suffix = li.classList.contains('stopped') ? ' · stopped' : '';
+    if (!li.classList.contains('failed')) meta.textContent = `${s.generatedTokens} tokens · ${s.tokensPerSecond.toFixed(2)} tok/s${suffix}`;
+  } catch {
+    // The figures stay as they were; a lost device is reported by its own event.
+  }
+  setChatEnabled(true);
+}
+
+function newChat() {
+  state.generation?.abort();
+  state.messages = [];
+  $('messages').replaceChildren($('empty-hint'));
+  $('empty-hint').hidden = false;
+  $('prompt').focus();
+}
+
+async function clearCache() {
+  await weft.clearCache();
+  $('cache-state').textContent = 'cleared — the next load is cold';
+}
+
+async function main() {
+  $('model-form').addEventListener('submit', load);
+  $('composer').addEventListener('submit', send);
+  $('prompt').addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && !e.shiftKey) send(e);
+  });
+  $('stop').addEventListener('click', () => state.generation?.abort());
+  $('new-chat').addEventListener('click', newChat);
+  $('clear-cache').addEventListener('click', () => clearCache().catch((e) => ($('cache-state').textContent = e.message)));
+
+  if (!('gpu' in navigator)) {
+    showNoWebGPU();
+    return;
+  }
+  try {
+    await weft.init();
+    renderCaps(await weft.capabilities());
+    $('load').disabled = false;
+    $('clear-cache').disabled = false;
+    setLoadState('Not loaded. Press Load to fetch the model.', 'idle');
+  } catch (e) {
+    showNoWebGPU(`WebGPU is present but no adapter could be used (${e.code ?? 'ERROR'}): ${e.message}`);
+  }
+}
+
+main();
