@@ -77,8 +77,8 @@ export interface LoadProgress {
 export interface LoadOptions {
   onProgress?: (progress: LoadProgress) => void;
   signal?: AbortSignal;
-  /** KV-cache storage; only "f32" for now. */
-  kv?: 'f32';
+  /** KV-cache storage: f32 (default), f16 (half the bytes) or q8 (about a quarter). */
+  kv?: 'f32' | 'f16' | 'q8';
   /** Positions the KV cache holds (default 2048, at most the model's context). */
   maxContext?: number;
   /** Keep fetched ranges in the Cache API and serve later loads from it (default true). */

@@ -13,7 +13,7 @@ use wasm_bindgen_futures::future_to_promise;
 use super::error::{from_js_error, js_error, to_js};
 use crate::gpu::GpuContext;
 use crate::loader::web::{FetchStats, WebOptions, WebReader};
-use crate::model::{self, EngineOptions, Llama, Progress, WeightOptions};
+use crate::model::{self, EngineOptions, KvFormat, Llama, Progress, WeightOptions};
 use crate::ops::sample::SampleParams;
 use crate::tokenizer::chat::Message;
 use crate::tokenizer::{TextStream, Tokenizer};
@@ -36,6 +36,7 @@ struct LoadOptions {
     on_progress: Option<Function>,
     web: WebOptions,
     max_context: usize,
+    kv: KvFormat,
 }
 
 fn field(options: &JsValue, key: &str) -> Option<JsValue> {
@@ -71,14 +72,15 @@ impl LoadOptions {
                     .map_err(|_| js_error("INVALID_ARGUMENT", "signal must be an AbortSignal"))?,
             ),
         };
-        // KV formats other than f32 come with the engine's KV options; until then they are refused
-        // rather than ignored.
-        if let Some(kv) = field(options, "kv") {
-            let kv = kv.as_string().unwrap_or_default();
-            if kv != "f32" {
-                return Err(js_error("UNSUPPORTED", &format!("kv '{kv}' is not supported; use \"f32\"")));
+        let kv = match field(options, "kv") {
+            None => KvFormat::F32,
+            Some(kv) => {
+                let kv = kv.as_string().unwrap_or_default();
+                kv.parse::<KvFormat>().map_err(|_| {
+                    js_error("INVALID_ARGUMENT", &format!("kv '{kv}' is not a KV-cache format; use \"f32\", \"f16\" or \"q8\""))
+                })?
             }
-        }
+        };
         let mut web = WebOptions { signal, ..WebOptions::default() };
         if let Some(cache) = field(options, "cache") {
             web.cache =
@@ -91,7 +93,7 @@ impl LoadOptions {
             web.backoff_ms = ms;
         }
         let max_context = number(options, "maxContext")?.map_or(2048, |n| (n as usize).max(1));
-        Ok(Self { on_progress, web, max_context })
+        Ok(Self { on_progress, web, max_context, kv })
     }
 }
 
@@ -191,7 +193,7 @@ pub async fn load_model(url: String, options: JsValue) -> Result<Model, JsValue>
             }
         }
     };
-    let engine = EngineOptions { max_seq: opts.max_context, ..EngineOptions::default() };
+    let engine = EngineOptions { max_seq: opts.max_context, kv: opts.kv, ..EngineOptions::default() };
     let watch = ctx.watch_out_of_memory();
     let opened = model::open(&ctx, &reader, engine, WeightOptions::default(), &mut report).await;
     let oom = watch.pop().await;

@@ -21,7 +21,7 @@ test('chat, streaming, stats, aborts and a lost device through the worker API', 
         return { code: err.code, message: err.message, isError: e instanceof Error, name: err.name };
       }
     };
-    const badKv = await caught(weft.loadModel(`${model}?t=api`, { kv: 'q8' as 'f32' }));
+    const badKv = await caught(weft.loadModel(`${model}?t=api`, { kv: 'q4' as 'f32' }));
     const missing = await caught(weft.loadModel('/models/missing.gguf', { cache: false }));
     // Aborting a load in the worker from the page.
     const loadController = new AbortController();
@@ -100,7 +100,7 @@ test('chat, streaming, stats, aborts and a lost device through the worker API', 
   console.log(JSON.stringify({ ...r, stats: undefined }, null, 1));
   console.log(`stats: ${JSON.stringify(r.stats)}`);
   expect(r.abortedLoad?.code).toBe('LOAD_ABORTED');
-  expect(r.badKv?.code).toBe('UNSUPPORTED');
+  expect(r.badKv?.code).toBe('INVALID_ARGUMENT');
   expect(r.badKv?.isError).toBe(true);
   expect(r.missing?.code).toBe('LOAD_HTTP');
   expect(r.missing?.message).toContain('404');
