@@ -14,12 +14,13 @@ prompt=${PROMPT:-128}
 python3 bench/gpu/make_models.py "$models" $shapes 2>&1 | tee "$out/make_models.log"
 if [ -n "${QBENCH:-}" ]; then
   echo "== qmatmul_bench"
-  "$QBENCH" --formats ${QFORMATS:-Q4_0,Q8_0,q4_g32_sym,q8_g32_sym} --shapes 8192x8192 --seconds 1 2>&1 | tee "$out/qmatmul.txt"
+  "$QBENCH" --formats ${QFORMATS:-Q4_0,Q8_0,Q4_K,q4_g32_sym,q8_g32_sym} --shapes 8192x8192 --seconds 1 --json \
+    2>"$out/qmatmul.err" | tee "$out/qmatmul.json"
 fi
 for s in $shapes; do
   for q in $quants; do
     echo "== weft $s $q"
-    "$weft" bench "$models/$s" --quantize "$q" --prompt-len "$prompt" --gen "$gen" --reps 3 --json \
+    "$weft" bench "$models/$s" --quantize "$q" --prompt-len "$prompt" --gen "$gen" --reps 3 --json --profile \
       ${WEFT_BENCH_ARGS:-} 2>"$out/weft-$s-$q.err" | tee "$out/weft-$s-$q.json"
     tail -3 "$out/weft-$s-$q.err"
   done
