@@ -169,6 +169,20 @@ impl QWeight {
         Ok(Self { format: WeightFormat::F32, rows, cols, data, scales: None, zeros: None })
     }
 
+    /// From f32 values already on the GPU, row-major [rows, cols] (a weight decoded there).
+    pub fn from_gpu_f32(name: &str, rows: usize, cols: usize, w: GpuTensor) -> Result<Self> {
+        let elements = check_shape(name, WeightFormat::F32, rows, cols)?;
+        if w.dtype != crate::gpu::DType::F32 || w.len() != elements {
+            return Err(Error::Shape {
+                op: "qweight",
+                message: format!("{name}: [{rows}, {cols}] needs {elements} f32 values, got {}", w.label_shape()),
+            });
+        }
+        // The kernels read F32 weights as raw words.
+        let data = GpuTensor { buffer: w.buffer, shape: vec![elements], dtype: crate::gpu::DType::U32 };
+        Ok(Self { format: WeightFormat::F32, rows, cols, data, scales: None, zeros: None })
+    }
+
     /// From a weft [`QuantMatrix`]. A tensor larger than the adapter's storage binding limit is
     /// [`Error::BufferTooLarge`] naming `name` and the limit.
     pub fn from_weft(ctx: &GpuContext, name: &str, m: &QuantMatrix) -> Result<Self> {
