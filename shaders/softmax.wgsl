@@ -13,7 +13,8 @@ struct Params {
 @group(0) @binding(2) var<uniform> p: Params;
 
 const WG: u32 = ${WG}u;
-const LOWEST: f32 = -3.40282347e38;
+// The lowest finite f32, written exactly: Tint rejects a decimal literal that rounds beyond it.
+const LOWEST: f32 = -0x1.fffffep+127f;
 
 var<workgroup> partial: array<f32, WG>;
 

@@ -135,7 +135,8 @@ fn mnist_network_in_several_storage_types() -> anyhow::Result<()> {
     let ctx = ctx();
     let (f32, digits) = mnist()?;
     assert_eq!(digits.count(), 2000);
-    let (row, probs) = pollster::block_on(study::evaluate(ctx, &f32, Variant::Plain(SafeDtype::F32), &digits, None, 200))?;
+    let (row, probs) =
+        pollster::block_on(study::evaluate(ctx, &f32, Variant::Plain(SafeDtype::F32), &digits, None, 200))?;
     assert!((row.accuracy - 95.60).abs() < 0.051, "F32 accuracy {}", row.accuracy);
     assert_eq!(row.weight_bit_mismatches, 0);
     assert!(row.prob_max_diff < 1e-4, "{row:?}");
@@ -157,7 +158,8 @@ fn mnist_network_in_several_storage_types() -> anyhow::Result<()> {
         assert!(row.file_bytes < f32_file_bytes(&f32)?, "{}", row.key);
     }
     // Without scales the integer types round every weight to 0 or ±1: the network collapses.
-    let (naive, _) = pollster::block_on(study::evaluate(ctx, &f32, Variant::Plain(SafeDtype::I8), &digits, Some(&reference), 20))?;
+    let (naive, _) =
+        pollster::block_on(study::evaluate(ctx, &f32, Variant::Plain(SafeDtype::I8), &digits, Some(&reference), 20))?;
     assert!(naive.accuracy < 30.0, "{naive:?}");
     Ok(())
 }
@@ -169,7 +171,10 @@ fn f32_file_bytes(f: &CnnFile) -> anyhow::Result<u64> {
 #[test]
 fn cnn_files_round_trip_and_bad_ones_are_errors() -> anyhow::Result<()> {
     let (f32, _) = mnist()?;
-    for v in [Variant::Scaled(SafeDtype::U16, Granularity::Row), Variant::Weft(WeftQuant { bits: 3, group: 32, scheme: Scheme::Asym })] {
+    for v in [
+        Variant::Scaled(SafeDtype::U16, Granularity::Row),
+        Variant::Weft(WeftQuant { bits: 3, group: 32, scheme: Scheme::Asym }),
+    ] {
         let converted = v.convert(&f32)?;
         let back = CnnFile::parse(&converted.to_bytes()?)?;
         assert_eq!(back, converted, "{}", v.key());

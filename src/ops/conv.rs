@@ -88,7 +88,8 @@ pub async fn conv2d(
         return Err(fail("all operands must be F32".into()));
     }
     let n = u32::try_from(out.len()).map_err(|_| fail(format!("{out_shape:?} exceeds u32")))?;
-    let dims = [geo.in_c, geo.in_h, geo.in_w, geo.out_c, out_shape[2], out_shape[3], geo.kernel, geo.stride, geo.padding];
+    let dims =
+        [geo.in_c, geo.in_h, geo.in_w, geo.out_c, out_shape[2], out_shape[3], geo.kernel, geo.stride, geo.padding];
     let mut words = [0u32; 9];
     for (word, d) in words.iter_mut().zip(dims) {
         *word = u32::try_from(d).map_err(|_| fail(format!("{geo:?} exceeds u32")))?;

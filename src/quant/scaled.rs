@@ -137,13 +137,21 @@ fn nearest_code(table: &[(f32, u8)], sign_bit: u8, x: f32) -> u8 {
     let code = match (i.checked_sub(1).map(|j| table[j]), table.get(i)) {
         (Some(lo), Some(hi)) => {
             let (dl, dh) = (a - lo.0, hi.0 - a);
-            if dl < dh || (dl == dh && lo.1 % 2 == 0) { lo.1 } else { hi.1 }
+            if dl < dh || (dl == dh && lo.1 % 2 == 0) {
+                lo.1
+            } else {
+                hi.1
+            }
         }
         (None, Some(hi)) => hi.1,
         (Some(lo), None) => lo.1,
         (None, None) => 0,
     };
-    if x.is_sign_negative() && code != 0 { code | sign_bit } else { code }
+    if x.is_sign_negative() && code != 0 {
+        code | sign_bit
+    } else {
+        code
+    }
 }
 
 /// `x` as `dtype` codes without any scale: floats round to nearest (even), 8- and 4-bit floats
@@ -162,14 +170,12 @@ fn encode_affine(dtype: SafeDtype, x: &[f32], param: impl Fn(usize) -> (f32, f32
     match dtype {
         SafeDtype::F64 => x.iter().enumerate().for_each(|(i, &v)| out.extend(t(i, v).to_le_bytes())),
         SafeDtype::F32 => x.iter().enumerate().for_each(|(i, &v)| out.extend((t(i, v) as f32).to_le_bytes())),
-        SafeDtype::F16 => x
-            .iter()
-            .enumerate()
-            .for_each(|(i, &v)| out.extend(half::f16::from_f64(t(i, v)).to_bits().to_le_bytes())),
-        SafeDtype::BF16 => x
-            .iter()
-            .enumerate()
-            .for_each(|(i, &v)| out.extend(half::bf16::from_f64(t(i, v)).to_bits().to_le_bytes())),
+        SafeDtype::F16 => {
+            x.iter().enumerate().for_each(|(i, &v)| out.extend(half::f16::from_f64(t(i, v)).to_bits().to_le_bytes()))
+        }
+        SafeDtype::BF16 => {
+            x.iter().enumerate().for_each(|(i, &v)| out.extend(half::bf16::from_f64(t(i, v)).to_bits().to_le_bytes()))
+        }
         SafeDtype::F8E4M3 | SafeDtype::F8E5M2 => {
             let table = small_float_table(dtype)?;
             out.extend(x.iter().enumerate().map(|(i, &v)| nearest_code(&table, 0x80, t(i, v) as f32)));
@@ -205,10 +211,7 @@ fn encode_affine(dtype: SafeDtype, x: &[f32], param: impl Fn(usize) -> (f32, f32
 /// zero point.
 pub fn quantize(dtype: SafeDtype, x: &[f32], layout: ScaleLayout) -> Result<Scaled> {
     if layout.rows * layout.cols != x.len() || layout.group == 0 || layout.zero != is_unsigned(dtype) {
-        return Err(Error::Decode {
-            ty: dtype.name(),
-            message: format!("{layout:?} does not fit {} values", x.len()),
-        });
+        return Err(Error::Decode { ty: dtype.name(), message: format!("{layout:?} does not fit {} values", x.len()) });
     }
     let groups = layout.groups();
     let (mut lo, mut hi) = (vec![0f32; groups], vec![0f32; groups]);

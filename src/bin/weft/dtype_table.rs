@@ -49,7 +49,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         rows,
     };
     if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&table)? + "\n").with_context(|| format!("writing {path}"))?;
+        std::fs::write(path, serde_json::to_string_pretty(&table)? + "\n")
+            .with_context(|| format!("writing {path}"))?;
     }
     if let Some(path) = &args.markdown {
         std::fs::write(path, markdown(&table)).with_context(|| format!("writing {path}"))?;
@@ -71,7 +72,15 @@ fn line(r: &StudyRow) -> String {
     };
     format!(
         "| {} | {} | {} | {:.2} | {:.2} | {:.2e} | {} | {} | {} | {:.1e} |",
-        r.key, r.storage, r.scaling, r.quality, r.accuracy, r.mean_abs_delta, r.file_bytes, r.gpu_bytes, weights,
+        r.key,
+        r.storage,
+        r.scaling,
+        r.quality,
+        r.accuracy,
+        r.mean_abs_delta,
+        r.file_bytes,
+        r.gpu_bytes,
+        weights,
         r.prob_max_diff
     )
 }

@@ -10,9 +10,9 @@ use super::CnnConfig;
 use crate::error::{Error, Result};
 use crate::format::writer::SafetensorsWriter;
 use crate::format::{parse_safetensors, SafeDtype, StorageType, TensorInfo};
+use crate::quant::decode_to_f32;
 use crate::quant::scaled::{self, ScaleLayout, Scaled};
 use crate::quant::weft::{QuantMatrix, Scheme, WeftQuant};
-use crate::quant::decode_to_f32;
 
 /// The metadata key holding the network description.
 pub const CONFIG_KEY: &str = "weft.cnn";
@@ -57,7 +57,12 @@ impl StoredTensor {
     }
 
     /// `x` (shape `shape`) stored as `dtype`, with scales laid out by `granularity` if given.
-    pub fn from_f32(x: &[f32], shape: &[usize], dtype: SafeDtype, granularity: Option<scaled::Granularity>) -> Result<Self> {
+    pub fn from_f32(
+        x: &[f32],
+        shape: &[usize],
+        dtype: SafeDtype,
+        granularity: Option<scaled::Granularity>,
+    ) -> Result<Self> {
         let shape = shape.to_vec();
         Ok(match granularity {
             None => Self::Plain { dtype, bytes: scaled::encode(dtype, x)?, shape, scale: None },
@@ -127,7 +132,8 @@ impl CnnFile {
         for (name, shape) in config.parameters()? {
             let elements: usize = shape.iter().product();
             let stored = if let Some(meta) = header.metadata.get(&format!("weft.q.{name}")) {
-                let meta: WeftMeta = serde_json::from_str(meta).map_err(|e| model_err(format!("weft.q.{name}: {e}")))?;
+                let meta: WeftMeta =
+                    serde_json::from_str(meta).map_err(|e| model_err(format!("weft.q.{name}: {e}")))?;
                 let quant = WeftQuant::parse(&meta.format)?;
                 let (rows, cols) = matrix_dims(&shape);
                 if meta.shape != [rows, cols] {
@@ -151,7 +157,10 @@ impl CnnFile {
                     || matrix.scales.len() != groups
                     || (quant.scheme == Scheme::Asym && matrix.zeros.len() != groups)
                 {
-                    return Err(model_err(format!("{name}: packed sizes do not match {} [{rows}, {cols}]", meta.format)));
+                    return Err(model_err(format!(
+                        "{name}: packed sizes do not match {} [{rows}, {cols}]",
+                        meta.format
+                    )));
                 }
                 StoredTensor::Weft { shape, matrix }
             } else {
@@ -165,14 +174,15 @@ impl CnnFile {
                 let scale = match header.metadata.get(&format!("{SCALED_PREFIX}{name}")) {
                     None => None,
                     Some(meta) => {
-                        let layout: ScaleLayout = serde_json::from_str(meta)
-                            .map_err(|e| model_err(format!("{SCALED_PREFIX}{name}: {e}")))?;
+                        let layout: ScaleLayout =
+                            serde_json::from_str(meta).map_err(|e| model_err(format!("{SCALED_PREFIX}{name}: {e}")))?;
                         if layout.rows * layout.cols != elements || layout.group == 0 {
                             return Err(model_err(format!("{name}: {layout:?} does not fit {shape:?}")));
                         }
                         let floats = |suffix: &str| -> Result<Vec<f32>> {
                             let (t, b) = bytes_of(&format!("{name}.{suffix}"))?;
-                            if t.storage != StorageType::Safe(SafeDtype::F32) || t.elements() != layout.groups() as u64 {
+                            if t.storage != StorageType::Safe(SafeDtype::F32) || t.elements() != layout.groups() as u64
+                            {
                                 return Err(model_err(format!("{name}.{suffix} must be F32 [{}]", layout.groups())));
                             }
                             Ok(f32_values(b))

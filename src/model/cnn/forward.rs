@@ -35,7 +35,8 @@ pub async fn decode_on_gpu(ctx: &GpuContext, name: &str, t: &StoredTensor) -> Re
             let words = pack_words(bytes);
             let packed = ctx.upload_u32(&format!("{name} codes"), &[words.len()], &words)?;
             let out = ctx.zeros(name, &[n], DType::F32)?;
-            let mut dispatches = vec![dequant::dequant(ctx, crate::format::StorageType::Safe(*dtype), &packed, &out).await?];
+            let mut dispatches =
+                vec![dequant::dequant(ctx, crate::format::StorageType::Safe(*dtype), &packed, &out).await?];
             let mut keep = Vec::new();
             if let Some(s) = scale {
                 let groups = [s.layout.groups()];
@@ -157,7 +158,11 @@ impl CnnGpu {
         let out = ctx.read_f32(&cur).await?;
         ctx.check()?;
         if out.len() != batch * self.output {
-            return Err(Error::Model(format!("forward produced {} values, expected {}", out.len(), batch * self.output)));
+            return Err(Error::Model(format!(
+                "forward produced {} values, expected {}",
+                out.len(),
+                batch * self.output
+            )));
         }
         Ok(out)
     }
@@ -165,7 +170,12 @@ impl CnnGpu {
 
 /// The CPU reference forward pass over decoded weights (f32 values, f64 sums, as the ops'
 /// references), for inputs `x` [batch, input].
-pub fn cpu_forward(config: &CnnConfig, weights: &BTreeMap<String, Vec<f32>>, x: &[f32], batch: usize) -> Result<Vec<f32>> {
+pub fn cpu_forward(
+    config: &CnnConfig,
+    weights: &BTreeMap<String, Vec<f32>>,
+    x: &[f32],
+    batch: usize,
+) -> Result<Vec<f32>> {
     let get = |name: String| weights.get(&name).ok_or_else(|| Error::Model(format!("no parameter '{name}'")));
     let mut cur = x.to_vec();
     let mut last: usize = config.input.iter().product();
@@ -190,7 +200,10 @@ pub fn cpu_forward(config: &CnnConfig, weights: &BTreeMap<String, Vec<f32>>, x: 
             Step::Conv { name, geo, relu } => {
                 let (w, b) = (get(format!("{name}.weight"))?, get(format!("{name}.bias"))?);
                 let per = geo.in_c * geo.in_h * geo.in_w;
-                if cur.len() != batch * per || w.len() != geo.weight_shape().iter().product::<usize>() || b.len() != geo.out_c {
+                if cur.len() != batch * per
+                    || w.len() != geo.weight_shape().iter().product::<usize>()
+                    || b.len() != geo.out_c
+                {
                     return Err(Error::Model(format!("{name}: sizes do not fit")));
                 }
                 let y = conv::conv2d_cpu(&geo, batch, &cur, w, b);

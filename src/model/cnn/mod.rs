@@ -47,8 +47,17 @@ pub struct CnnConfig {
 /// A layer with the input shape it sees, as the forward passes run it.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Step {
-    Dense { name: String, inputs: usize, outputs: usize, relu: bool },
-    Conv { name: String, geo: Conv2d, relu: bool },
+    Dense {
+        name: String,
+        inputs: usize,
+        outputs: usize,
+        relu: bool,
+    },
+    Conv {
+        name: String,
+        geo: Conv2d,
+        relu: bool,
+    },
     /// The shape of one item after a reshape or flatten.
     View(Vec<usize>),
     Softmax,

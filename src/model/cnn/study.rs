@@ -128,7 +128,10 @@ pub struct Digits {
 impl Digits {
     pub fn parse(bytes: &[u8], pixels: usize) -> Result<Self> {
         if pixels == 0 || bytes.is_empty() || !bytes.len().is_multiple_of(pixels + 1) {
-            return Err(Error::Model(format!("{} bytes are not whole digits of {pixels} pixels and a label", bytes.len())));
+            return Err(Error::Model(format!(
+                "{} bytes are not whole digits of {pixels} pixels and a label",
+                bytes.len()
+            )));
         }
         let count = bytes.len() / (pixels + 1);
         let (images, labels) = bytes.split_at(count * pixels);
@@ -196,7 +199,10 @@ pub async fn evaluate(
     let (input, classes) = file.config.io_sizes()?;
     let n = digits.count();
     if digits.images.len() != n * input {
-        return Err(Error::Model(format!("digits of {} values, the network takes {input}", digits.images.len() / n.max(1))));
+        return Err(Error::Model(format!(
+            "digits of {} values, the network takes {input}",
+            digits.images.len() / n.max(1)
+        )));
     }
     let gpu = CnnGpu::load(ctx, &file).await?;
     let probs = gpu.forward(ctx, &digits.images, n).await?;
