@@ -76,7 +76,7 @@ fn relu_matches_cpu_exactly() -> anyhow::Result<()> {
         let got = pollster::block_on(ctx.read_f32(&t))?;
         let dev = elementwise::RELU_TOLERANCE.compare(&got, &elementwise::relu_cpu(&x));
         assert!(dev.within, "n={n}: {dev:?}");
-        assert!(got.contains(&0.0) && got.iter().any(|&v| v > 0.0));
+        assert!(n == 1 || (got.contains(&0.0) && got.iter().any(|&v| v > 0.0)));
     }
     Ok(())
 }
@@ -84,7 +84,7 @@ fn relu_matches_cpu_exactly() -> anyhow::Result<()> {
 #[test]
 fn scaled_tensors_decode_identically_on_cpu_and_gpu() -> anyhow::Result<()> {
     let ctx = ctx();
-    let shape = [13usize, 3, 3, 5];
+    let shape = [14usize, 3, 3, 5]; // an even count: F4 packs two values per byte
     let x: Vec<f32> = random_f32(77, shape.iter().product()).iter().map(|v| v * 0.3).collect();
     let mut checked = 0;
     for dtype in SafeDtype::ALL.into_iter().filter(|&d| d != SafeDtype::Bool) {
