@@ -181,7 +181,7 @@ fn encode_affine(dtype: SafeDtype, x: &[f32], param: impl Fn(usize) -> (f32, f32
             out.extend(x.iter().enumerate().map(|(i, &v)| nearest_code(&table, 0x80, t(i, v) as f32)));
         }
         SafeDtype::F4 => {
-            if x.len() % 2 != 0 {
+            if !x.len().is_multiple_of(2) {
                 return Err(Error::Decode { ty: "F4", message: format!("{} values do not fill whole bytes", x.len()) });
             }
             let table = small_float_table(dtype)?;
