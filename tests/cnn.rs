@@ -186,6 +186,14 @@ fn cnn_files_round_trip_and_bad_ones_are_errors() -> anyhow::Result<()> {
     let mut broken = f32.clone();
     broken.config.layers.remove(1); // the reshape: conv1 then receives [784]
     assert!(CnnFile::parse(&broken.to_bytes()?).is_err());
+    let mut empty = f32.clone();
+    empty.config.input = vec![0];
+    assert!(CnnFile::parse(&empty.to_bytes()?).is_err());
+    let mut huge = f32.clone();
+    if let weft::model::cnn::CnnLayer::Dense { outputs, .. } = &mut huge.config.layers[0] {
+        *outputs = usize::MAX / 2;
+    }
+    assert!(CnnFile::parse(&huge.to_bytes()?).is_err());
     assert!(Digits::parse(&[0u8; 786], 784).is_err());
     let _ = Tolerance::EXACT;
     Ok(())

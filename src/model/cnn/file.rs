@@ -176,7 +176,7 @@ impl CnnFile {
                     Some(meta) => {
                         let layout: ScaleLayout =
                             serde_json::from_str(meta).map_err(|e| model_err(format!("{SCALED_PREFIX}{name}: {e}")))?;
-                        if layout.rows * layout.cols != elements || layout.group == 0 {
+                        if layout.rows.checked_mul(layout.cols) != Some(elements) || layout.group == 0 {
                             return Err(model_err(format!("{name}: {layout:?} does not fit {shape:?}")));
                         }
                         let floats = |suffix: &str| -> Result<Vec<f32>> {

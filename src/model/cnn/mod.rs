@@ -68,6 +68,9 @@ impl CnnConfig {
     pub(crate) fn steps(&self) -> Result<Vec<Step>> {
         let fail = |i: usize, message: String| Error::Model(format!("{CONFIG_KEY} layer {i}: {message}"));
         let mut shape = self.input.clone();
+        if shape.is_empty() || shape.contains(&0) || shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).is_none() {
+            return Err(Error::Model(format!("{CONFIG_KEY}: input shape {shape:?} is empty or too large")));
+        }
         let mut steps = Vec::new();
         for (i, layer) in self.layers.iter().enumerate() {
             let size: usize = shape.iter().product();
@@ -80,7 +83,7 @@ impl CnnConfig {
                     shape = vec![*outputs];
                 }
                 CnnLayer::Reshape { shape: to } => {
-                    if to.iter().product::<usize>() != size || to.is_empty() {
+                    if to.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) != Some(size) || to.is_empty() {
                         return Err(fail(i, format!("cannot reshape {shape:?} to {to:?}")));
                     }
                     shape = to.clone();
@@ -125,6 +128,9 @@ impl CnnConfig {
                 Step::Conv { name, geo, .. } => (name, geo.weight_shape().to_vec(), geo.out_c),
                 _ => continue,
             };
+            if w.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).is_none_or(|n| n > u32::MAX as usize) {
+                return Err(Error::Model(format!("{name}.weight: shape {w:?} is too large")));
+            }
             out.push((format!("{name}.weight"), w));
             out.push((format!("{name}.bias"), vec![b]));
         }
