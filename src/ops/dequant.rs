@@ -19,6 +19,10 @@ pub const DEQUANT_SHADER: ShaderSource = ShaderSource {
 
 const WG: u32 = 256;
 
+/// Scales (and zero points) applied to decoded codes: `w = scale · (w − zero)`.
+pub const RESCALE_SHADER: ShaderSource =
+    ShaderSource { name: "rescale", source: include_str!("../../shaders/rescale.wgsl") };
+
 /// The shader define selecting `ty`'s decoder. GGUF's F32/F16/BF16 decode exactly as the
 /// safetensors dtypes of the same name.
 pub(crate) fn define(ty: StorageType) -> &'static str {
@@ -75,7 +79,53 @@ pub fn all_types() -> Vec<StorageType> {
 pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
     let mut all: Vec<Defines> = all_types().into_iter().map(defines).collect();
     all.dedup();
-    all.into_iter().map(|d| (DEQUANT_SHADER, d)).collect()
+    let mut out: Vec<_> = all.into_iter().map(|d| (DEQUANT_SHADER, d)).collect();
+    out.push((RESCALE_SHADER, Defines::new().set("WG", WG)));
+    out.push((RESCALE_SHADER, Defines::new().set("WG", WG).set("ZERO", 1)));
+    out
+}
+
+/// Applies `scales` (and `zeros`) laid out by `layout` to the decoded f32 tensor `w` in place,
+/// bit for bit what [`quant::scaled::rescale`] computes on the CPU.
+pub async fn rescale(
+    ctx: &GpuContext,
+    layout: &quant::scaled::ScaleLayout,
+    w: &GpuTensor,
+    scales: &GpuTensor,
+    zeros: Option<&GpuTensor>,
+) -> Result<Dispatch> {
+    let fail = |message: String| Error::Shape { op: "rescale", message };
+    let groups = layout.groups();
+    let ok = w.dtype == DType::F32
+        && w.len() == layout.rows * layout.cols
+        && scales.dtype == DType::F32
+        && scales.len() == groups
+        && zeros.is_none_or(|z| z.dtype == DType::F32 && z.len() == groups)
+        && zeros.is_some() == layout.zero
+        && layout.group > 0;
+    if !ok {
+        return Err(fail(format!(
+            "w {} with scales {} for {layout:?}",
+            w.label_shape(),
+            scales.label_shape()
+        )));
+    }
+    let n = u32::try_from(w.len()).map_err(|_| fail(format!("{} elements exceed u32", w.len())))?;
+    let words = [layout.cols, layout.group, layout.groups_per_row()].map(u32::try_from);
+    let [Ok(cols), Ok(group), Ok(gpr)] = words else {
+        return Err(fail(format!("{layout:?} exceeds u32")));
+    };
+    let mut defines = Defines::new().set("WG", WG);
+    let mut tensors = vec![w, scales];
+    if let Some(z) = zeros {
+        defines = defines.set("ZERO", 1);
+        tensors.push(z);
+    }
+    let pipeline = ctx.pipeline(&RESCALE_SHADER, &defines).await?;
+    let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
+    let grid = grid(n.div_ceil(WG), max);
+    let params = [n, grid[0] * WG, cols, group, gpr, 0, 0, 0];
+    ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&params)), grid)
 }
 
 /// Decodes `packed` (the stored bytes as little-endian u32 words, see [`quant::pack_words`]) of

@@ -23,6 +23,12 @@ pub const SILU_MUL_SHADER: ShaderSource =
 pub const BIAS_ADD_SHADER: ShaderSource =
     ShaderSource { name: "bias_add", source: include_str!("../../shaders/bias_add.wgsl") };
 
+pub const RELU_SHADER: ShaderSource =
+    ShaderSource { name: "relu", source: include_str!("../../shaders/relu.wgsl") };
+
+/// `max(x, 0)` is exact.
+pub const RELU_TOLERANCE: Tolerance = Tolerance::EXACT;
+
 pub const COPY_ROWS_SHADER: ShaderSource =
     ShaderSource { name: "copy_rows", source: include_str!("../../shaders/copy_rows.wgsl") };
 
@@ -36,6 +42,7 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
         (ADD_INPLACE_SHADER, d.clone()),
         (SILU_MUL_SHADER, d.clone()),
         (BIAS_ADD_SHADER, d.clone()),
+        (RELU_SHADER, d.clone()),
         (COPY_ROWS_SHADER, d),
     ]
 }
@@ -92,6 +99,17 @@ pub async fn bias_add(ctx: &GpuContext, x: &GpuTensor, b: &GpuTensor) -> Result<
     };
     let n = u32::try_from(x.len()).map_err(|_| Error::Shape { op: "bias_add", message: "too large".into() })?;
     over_elements(ctx, &BIAS_ADD_SHADER, &[x, b], n, cols as u32).await
+}
+
+/// `x = max(x, 0)` in place, for an f32 tensor of any shape.
+pub async fn relu(ctx: &GpuContext, x: &GpuTensor) -> Result<Dispatch> {
+    let n = flat_f32("relu", &[x])?;
+    over_elements(ctx, &RELU_SHADER, &[x], n, 0).await
+}
+
+/// CPU reference for `relu`.
+pub fn relu_cpu(x: &[f32]) -> Vec<f64> {
+    x.iter().map(|&v| v.max(0.0) as f64).collect()
 }
 
 /// Copies all of `x` into the equal-sized `out` (snapshots of activations for debugging).

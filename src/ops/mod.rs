@@ -2,6 +2,7 @@
 //! reference its tests compare against. Ops know tensors and shapes, never model names.
 
 pub mod attention;
+pub mod conv;
 pub mod dequant;
 pub mod elementwise;
 pub mod kv;
@@ -27,6 +28,7 @@ pub fn shader_variants() -> Vec<(ShaderSource, Defines)> {
     all.extend(rope::variants());
     all.extend(attention::variants());
     all.extend(sample::variants());
+    all.extend(conv::variants());
     all
 }
 

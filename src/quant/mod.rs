@@ -3,6 +3,7 @@
 
 mod ggml;
 pub mod sample;
+pub mod scaled;
 mod scalar;
 pub mod weft;
 

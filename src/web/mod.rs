@@ -129,3 +129,85 @@ pub async fn qmatmul_self_test(
     let report = crate::ops::qmatmul::self_test(&ctx, format, seed as u64, n, k, t).await?;
     Ok(serde_wasm_bindgen::to_value(&report)?)
 }
+
+/// The MNIST study's state in this page: the F32 network, the test digits with the F32 outputs
+/// every row is compared with, and the networks loaded for the demo, by row key.
+struct Mnist {
+    f32: crate::model::cnn::CnnFile,
+    test: Option<(crate::model::cnn::study::Digits, crate::model::cnn::study::Reference)>,
+    loaded: RefCell<std::collections::HashMap<String, Rc<crate::model::cnn::CnnGpu>>>,
+}
+
+thread_local! {
+    static MNIST: RefCell<Option<Rc<Mnist>>> = const { RefCell::new(None) };
+}
+
+fn mnist() -> Result<Rc<Mnist>, JsError> {
+    MNIST.with(|m| m.borrow().clone()).ok_or_else(|| JsError::new("call mnistLoad first"))
+}
+
+fn mnist_variant(key: &str) -> Result<crate::model::cnn::study::Variant, JsError> {
+    crate::model::cnn::study::Variant::parse(key).ok_or_else(|| JsError::new(&format!("unknown dtype row '{key}'")))
+}
+
+/// The keys of the dtype study's rows, in table order (`F32`, `I8/channel`, `q4_g32_sym`, ...).
+#[wasm_bindgen(js_name = mnistRows)]
+pub fn mnist_rows() -> Vec<String> {
+    crate::model::cnn::study::Variant::all().iter().map(|v| v.key()).collect()
+}
+
+/// Parses the F32 CNN file; with test digits (N x 784 pixel bytes, then N labels) also runs the
+/// F32 row, the reference of [`mnist_study_row`], and returns it.
+#[wasm_bindgen(js_name = mnistLoad)]
+pub async fn mnist_load(model: Vec<u8>, digits: Option<Vec<u8>>, cpu_digits: usize) -> Result<JsValue, JsError> {
+    use crate::model::cnn::study;
+    let f32 = crate::model::cnn::CnnFile::parse(&model)?;
+    let mut state = Mnist { f32, test: None, loaded: Default::default() };
+    let mut row = None;
+    if let Some(bytes) = digits {
+        let (input, classes) = state.f32.config.io_sizes()?;
+        let digits = study::Digits::parse(&bytes, input)?;
+        let ctx = context().await?;
+        let (r, probs) =
+            study::evaluate(&ctx, &state.f32, study::Variant::Plain(crate::format::SafeDtype::F32), &digits, None, cpu_digits)
+                .await?;
+        let reference = study::Reference { predictions: study::argmax_rows(&probs, classes), probs };
+        state.test = Some((digits, reference));
+        row = Some(r);
+    }
+    MNIST.with(|m| *m.borrow_mut() = Some(Rc::new(state)));
+    Ok(serde_wasm_bindgen::to_value(&row)?)
+}
+
+/// One row of the dtype study (see `weft dtype-table`), the CPU forward pass over the first
+/// `cpu_digits` test digits.
+#[wasm_bindgen(js_name = mnistStudyRow)]
+pub async fn mnist_study_row(key: String, cpu_digits: usize) -> Result<JsValue, JsError> {
+    let variant = mnist_variant(&key)?;
+    let state = mnist()?;
+    let ctx = context().await?;
+    let (digits, reference) = state.test.as_ref().ok_or_else(|| JsError::new("mnistLoad was given no test digits"))?;
+    let (row, _) =
+        crate::model::cnn::study::evaluate(&ctx, &state.f32, variant, digits, Some(reference), cpu_digits).await?;
+    Ok(serde_wasm_bindgen::to_value(&row)?)
+}
+
+/// Class probabilities of one 784-pixel image (values 0..1) under the network stored as row `key`.
+#[wasm_bindgen(js_name = mnistPredict)]
+pub async fn mnist_predict(key: String, pixels: Vec<f32>) -> Result<Vec<f32>, JsError> {
+    let variant = mnist_variant(&key)?;
+    let state = mnist()?;
+    let ctx = context().await?;
+    let cached = state.loaded.borrow().get(&key).cloned();
+    let net = match cached {
+        Some(net) => net,
+        None => {
+            let bytes = variant.convert(&state.f32)?.to_bytes()?;
+            let file = crate::model::cnn::CnnFile::parse(&bytes)?;
+            let net = Rc::new(crate::model::cnn::CnnGpu::load(&ctx, &file).await?);
+            state.loaded.borrow_mut().insert(key, net.clone());
+            net
+        }
+    };
+    Ok(net.forward(&ctx, &pixels, 1).await?)
+}

@@ -5,6 +5,8 @@ mod bench;
 #[cfg(not(target_arch = "wasm32"))]
 mod caps;
 #[cfg(not(target_arch = "wasm32"))]
+mod dtype_table;
+#[cfg(not(target_arch = "wasm32"))]
 mod dump;
 #[cfg(not(target_arch = "wasm32"))]
 mod generate;
@@ -155,6 +157,9 @@ mod cli {
             ctx: Option<usize>,
         },
         /// Print the header of a GGUF or safetensors file: format, metadata and tensors.
+        /// The numerical-precision study of a CNN: every safetensors dtype (as is and with scales)
+        /// and weft's formats, on the GPU and the CPU (docs/MNIST.md).
+        DtypeTable(crate::dtype_table::Args),
         Inspect {
             /// A file path, or an http(s) URL (only the header is fetched, with Range requests).
             file: String,
@@ -174,6 +179,7 @@ mod cli {
         let cli = Cli::parse();
         match cli.command {
             Command::Caps { json } => crate::caps::run(json),
+            Command::DtypeTable(args) => crate::dtype_table::run(&args),
             Command::Selftest { seed, m, k, n } => crate::selftest::run(seed, m, k, n),
             Command::Inspect { file, json, export } => crate::inspect::run(&file, json, &export),
             Command::Perplexity { model, text, ctx } => crate::perplexity::run(&model, &text, ctx),

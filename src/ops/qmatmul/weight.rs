@@ -221,6 +221,21 @@ impl QWeight {
         Ok(Self { format: WeightFormat::F32, rows, cols, parts })
     }
 
+    /// From f32 values already on the GPU, row-major [rows, cols] (a weight decoded there).
+    pub fn from_gpu_f32(name: &str, rows: usize, cols: usize, w: GpuTensor) -> Result<Self> {
+        let elements = check_shape(name, WeightFormat::F32, rows, cols)?;
+        if w.dtype != crate::gpu::DType::F32 || w.len() != elements {
+            return Err(Error::Shape {
+                op: "qweight",
+                message: format!("{name}: [{rows}, {cols}] needs {elements} f32 values, got {}", w.label_shape()),
+            });
+        }
+        // The kernels read F32 weights as raw words.
+        let data = GpuTensor { buffer: w.buffer, shape: vec![elements], dtype: crate::gpu::DType::U32 };
+        // One part: the buffer already exists, so it was within the device's limits.
+        Ok(Self { format: WeightFormat::F32, rows, cols, parts: vec![QPart { row0: 0, rows, data, scales: None, zeros: None }] })
+    }
+
     /// From a weft [`QuantMatrix`]. A tensor larger than the adapter's storage binding limit is
     /// split into runs of rows; a single row over the limit is [`Error::BufferTooLarge`] naming
     /// `name` and the limit.
