@@ -4,7 +4,7 @@
 //! - [`gemv`]: y[t, n] = W[n, k] · x[t, k] for one or a few tokens (decode).
 //! - [`gemm`]: the same product for many tokens (prefill), each weight decoded once per several
 //!   tokens: block-native at F32 for the formats with a `bdot` (every weft format, Q4_0, Q4_1,
-//!   Q8_0, Q4_K, Q5_K, Q6_K), else through shared-memory tiles.
+//!   Q8_0 and the K-quants), else through shared-memory tiles.
 //!
 //! A weight larger than one storage binding is stored in parts of whole rows
 //! ([`QWeight::parts`]); every kernel runs once per part, as one [`Dispatch`].
