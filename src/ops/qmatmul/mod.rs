@@ -3,7 +3,11 @@
 //!
 //! - [`gemv`]: y[t, n] = W[n, k] · x[t, k] for one or a few tokens (decode).
 //! - [`gemm`]: the same product for many tokens (prefill), each weight decoded once per several
-//!   tokens: block-native for the GGML block formats at F32, else through shared-memory tiles.
+//!   tokens: block-native at F32 for the formats with a `bdot` (every weft format, Q4_0, Q4_1,
+//!   Q8_0 and the K-quants), else through shared-memory tiles.
+//!
+//! A weight larger than one storage binding is stored in parts of whole rows
+//! ([`QWeight::parts`]); every kernel runs once per part, as one [`Dispatch`].
 //! - [`qmatmul`]: picks one of the two by the token count.
 //! - [`embed`]: out[t, k] = row ids[t] of W, decoding only the requested rows.
 
@@ -310,7 +314,7 @@ pub async fn gemv_tuned(
 }
 
 /// Y[t, n] = X[t, k] · W[n, k]^T at the format's default [`GemmConfig`]: block-native for the
-/// GGML block formats at F32, else through 32 x 32 shared-memory tiles.
+/// formats with a `bdot` at F32, else through 32 x 32 shared-memory tiles.
 pub async fn gemm(
     ctx: &GpuContext,
     w: &QWeight,

@@ -99,6 +99,8 @@ impl WeightFormat {
             Self::Ggml(GgmlType::Q4_0) => Some("B_Q4_0"),
             Self::Ggml(GgmlType::Q4_1) => Some("B_Q4_1"),
             Self::Ggml(GgmlType::Q8_0) => Some("B_Q8_0"),
+            Self::Ggml(GgmlType::Q2_K) => Some("B_Q2_K"),
+            Self::Ggml(GgmlType::Q3_K) => Some("B_Q3_K"),
             Self::Ggml(GgmlType::Q4_K) => Some("B_Q4_K"),
             Self::Ggml(GgmlType::Q5_K) => Some("B_Q5_K"),
             Self::Ggml(GgmlType::Q6_K) => Some("B_Q6_K"),
