@@ -1,6 +1,6 @@
 """Gathers the benchmark outputs under bench/results/ into one results file and one chart.
 
-    python bench/collect.py            # writes bench/results.json, bench/RESULTS.md, bench/chart.svg
+    python bench/collect.py            # writes bench/results.json, bench/results.md, bench/chart.svg
 
 Inputs (each written by the command named in bench/RESULTS.md):
   bench/results/h100/run/   weft-<shape>-<format>.json (weft bench --json --profile),
@@ -76,7 +76,8 @@ def local() -> dict:
 
 
 def chart(data: dict, path: Path) -> None:
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.8))
+    panels = 3 if data["local"] else 2
+    fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 4.8))
     for ax, shape in zip(axes[:2], ["smollm2-135m", "tinyllama-1.1b"]):
         row = data["h100"]["shapes"].get(shape, {})
         names = list(row)
@@ -87,6 +88,10 @@ def chart(data: dict, path: Path) -> None:
             ax.text(v, i, f" {v:.0f}", va="center")
         ax.invert_yaxis()
     row = data["local"]
+    if not row:
+        fig.tight_layout()
+        fig.savefig(path, format="svg")
+        return
     names = list(row)
     vals = [row[n]["decode_tok_s"] for n in names]
     axes[2].barh(names, vals, color=["#2b6cb0" if n.startswith("weft") else "#a0aec0" for n in names])
@@ -129,7 +134,9 @@ def main() -> None:
     data = {"h100": h100(), "local": local()}
     (ROOT / "results.json").write_text(json.dumps(data, indent=2) + "\n")
     chart(data, ROOT / "chart.svg")
-    print(markdown(data))
+    table = markdown(data)
+    (ROOT / "results.md").write_text(table)
+    print(table)
 
 
 if __name__ == "__main__":
