@@ -100,6 +100,13 @@ impl GpuContext {
         self.upload(label, shape, DType::U32, bytemuck::cast_slice(data), data.len())
     }
 
+    /// Uploads raw bytes as little-endian 32-bit words (the last one zero-padded), without a
+    /// second copy of them in memory: loading a model stays near its largest tensor.
+    pub fn upload_bytes_as_u32(&self, label: &str, bytes: &[u8]) -> Result<GpuTensor> {
+        let words = bytes.len().div_ceil(4);
+        self.upload(label, &[words], DType::U32, bytes, words)
+    }
+
     fn upload(
         &self,
         label: &str,

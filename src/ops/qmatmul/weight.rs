@@ -7,7 +7,7 @@ use crate::format::GgmlType;
 use crate::gpu::shader::Defines;
 use crate::gpu::{GpuContext, GpuTensor};
 use crate::quant::weft::{QuantMatrix, Scheme, WeftQuant};
-use crate::quant::{self, pack_words};
+use crate::quant;
 
 /// How a weight matrix is stored; the kernels select their decoder from it, model code only
 /// passes it along.
@@ -192,9 +192,8 @@ impl QWeight {
         let parts = ranges
             .iter()
             .map(|&(row0, n)| {
-                let words = pack_words(&bytes[row0 * row_bytes..(row0 + n) * row_bytes]);
                 let label = part_label(name, row0, ranges.len());
-                let data = ctx.upload_u32(&label, &[words.len()], &words)?;
+                let data = ctx.upload_bytes_as_u32(&label, &bytes[row0 * row_bytes..(row0 + n) * row_bytes])?;
                 Ok(QPart { row0, rows: n, data, scales: None, zeros: None })
             })
             .collect::<Result<_>>()?;
