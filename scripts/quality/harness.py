@@ -1,53 +1,22 @@
 """One measurement for every row of docs/QUALITY.md.
 
 Each variant (the base, a weft file, a llama.cpp requantization) is decoded to f32 tensors under
-GGUF names, written as an F32 GGUF with the source GGUF's metadata, loaded by transformers
-(`gguf_file=`, fp32, CPU) and run over the token ids weft's tokenizer gives for the text (one
-window, no BOS). Its next-token log-probabilities are compared with the base's: perplexity, mean
-KL(base || variant), top-1 agreement.
+GGUF names and run by one transformers model (fp32, CPU) over the token ids weft's tokenizer gives
+for the text (one window, no BOS). The model is loaded once from the source GGUF by transformers'
+own GGUF loader (`gguf_file=`); each variant's tensors are then put in its place with the same
+renaming and Q/K row order that loader applies (checked at start-up: the source's tensors
+decoded by gguf-py and mapped here must equal what the loader produced, bit for bit). Next-token
+log-probabilities are compared with the base's: perplexity, mean KL(base || variant), top-1
+agreement.
 """
 
 import json
 import os
 import sys
-import tempfile
 
 import numpy as np
 import gguf
-from gguf import GGUFReader, GGUFWriter
-
-
-def source_arch(reader):
-    field = reader.fields[gguf.Keys.General.ARCHITECTURE]
-    return field.contents()
-
-
-def write_f32_gguf(source_path, tensors, out_path):
-    """An F32 GGUF holding `tensors` (name -> numpy array in GGUF's row-major order) with every
-    metadata key of the source file."""
-    reader = GGUFReader(source_path)
-    writer = GGUFWriter(out_path, source_arch(reader))
-    for field in reader.fields.values():
-        if field.name == gguf.Keys.General.ARCHITECTURE or field.name.startswith("GGUF."):
-            continue
-        if field.name == gguf.Keys.General.FILE_TYPE:
-            writer.add_key_value(field.name, int(gguf.LlamaFileType.ALL_F32), gguf.GGUFValueType.UINT32)
-            continue
-        vtype = field.types[0]
-        sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
-        writer.add_key_value(field.name, field.contents(), vtype, sub_type=sub)
-    for t in reader.tensors:
-        if t.name not in tensors:
-            raise SystemExit(f"{t.name} missing from the variant")
-        arr = np.ascontiguousarray(tensors[t.name], dtype=np.float32)
-        expected = tuple(int(d) for d in reversed(t.shape.tolist()))
-        if arr.shape != expected:
-            arr = arr.reshape(expected)
-        writer.add_tensor(t.name, arr)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+from gguf import GGUFReader
 
 
 def gguf_tensors_f32(path):
@@ -71,19 +40,81 @@ def matrix_weights(path):
     return sum(int(np.prod(t.shape)) for t in reader.tensors if len(t.shape) == 2)
 
 
-def log_probs(gguf_path, ids):
-    import torch
-    from transformers import AutoModelForCausalLM
+HF_NAMES = {
+    "attn_norm": "input_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_norm": "post_attention_layernorm",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
 
-    torch.set_num_threads(2)
-    folder, name = os.path.split(os.path.abspath(gguf_path))
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
-    model.eval()
-    with torch.no_grad():
-        logits = model(torch.tensor([ids], dtype=torch.long)).logits[0]
-        out = torch.log_softmax(logits.double(), dim=-1).float().numpy()
-    del model
-    return out  # [tokens, vocab]; row i predicts token i+1
+
+def unpermute(w, heads):
+    """GGUF stores Q and K rows of each head interleaved for its RoPE; transformers' GGUF loader
+    puts them back in halves."""
+    dim = w.shape[0] // heads // 2
+    return w.reshape(heads, dim, 2, *w.shape[1:]).swapaxes(2, 1).reshape(w.shape)
+
+
+class Runner:
+    """One transformers model whose weights are swapped per variant."""
+
+    def __init__(self, source_gguf):
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        torch.set_num_threads(2)
+        folder, name = os.path.split(os.path.abspath(source_gguf))
+        self.model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+        self.model.eval()
+        cfg = self.model.config
+        self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
+        self.params = dict(self.model.named_parameters())
+        reference = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        self.source_tensors = gguf_tensors_f32(source_gguf)
+        self.load(self.source_tensors)
+        for k, v in self.model.state_dict().items():
+            if not torch.equal(v, reference[k]):
+                raise SystemExit(f"the GGUF name mapping does not reproduce transformers' loader at {k}")
+
+    def hf_name(self, name, w):
+        parts = name.split(".")
+        if name == "token_embd.weight":
+            return "model.embed_tokens.weight", w
+        if name == "output_norm.weight":
+            return "model.norm.weight", w
+        if name == "output.weight":
+            return "lm_head.weight", w
+        if parts[0] == "blk":
+            role = parts[2]
+            if role == "attn_q":
+                w = unpermute(w, self.heads)
+            elif role == "attn_k":
+                w = unpermute(w, self.kv_heads)
+            return f"model.layers.{parts[1]}.{HF_NAMES[role]}.{parts[3]}", w
+        raise SystemExit(f"no transformers name for {name}")
+
+    def load(self, tensors):
+        import torch
+
+        with torch.no_grad():
+            for name, w in tensors.items():
+                hf, w = self.hf_name(name, w)
+                p = self.params[hf]
+                if tuple(p.shape) != w.shape:
+                    raise SystemExit(f"{name}: shape {w.shape}, model has {tuple(p.shape)}")
+                p.copy_(torch.from_numpy(np.ascontiguousarray(w)))
+
+    def log_probs(self, ids):
+        import torch
+
+        with torch.no_grad():
+            logits = self.model(torch.tensor([ids], dtype=torch.long)).logits[0]
+            return torch.log_softmax(logits.double(), dim=-1).float().numpy()  # row i predicts token i+1
 
 
 def compare(base, lp, ids, chunk=256):
@@ -108,19 +139,11 @@ def compare(base, lp, ids, chunk=256):
     }
 
 
-def evaluate(source_gguf, tensors, ids, base_path):
+def evaluate(runner, tensors, ids, base_path):
     """Log-probabilities of one variant (tensors by GGUF name), and its comparison with the saved
-    base log-probabilities (None when base_path does not exist yet: this is the base)."""
-    tmp = tempfile.mkdtemp(dir=os.environ.get("QUALITY_TMP"))
-    path = os.path.join(tmp, "model.gguf")
-    try:
-        write_f32_gguf(source_gguf, tensors, path)
-        del tensors
-        lp = log_probs(path, ids)
-    finally:
-        if os.path.exists(path):
-            os.remove(path)
-        os.rmdir(tmp)
+    base log-probabilities (written first, when base_path does not exist yet: the base row)."""
+    runner.load(tensors)
+    lp = runner.log_probs(ids)
     if not os.path.exists(base_path):
         np.save(base_path, lp)
         base = lp

@@ -17,7 +17,7 @@ import os
 import subprocess
 import time
 
-from harness import evaluate, gguf_tensors_f32, matrix_weights, safetensors_f32
+from harness import Runner, evaluate, gguf_tensors_f32, matrix_weights, safetensors_f32
 
 LLAMA_TYPES = {
     "Q2_K": 10,
@@ -80,16 +80,20 @@ def main():
     done = set()
     if os.path.exists(args.results):
         done = {json.loads(line)["row"] for line in open(args.results) if line.strip()}
+    runner = None
     for row in args.rows:
         if row in done:
             continue
         if row != "base" and not os.path.exists(base_path):
             raise SystemExit("measure the base row first")
         started = time.time()
+        if runner is None:
+            runner = Runner(args.source)
+            base_tensors = runner.source_tensors
         kind, _, rest = row.partition(":")
         record = {"row": row, "kind": kind}
         if kind == "base":
-            tensors = gguf_tensors_f32(args.source)
+            tensors = base_tensors
             record["file_bytes"] = os.path.getsize(args.source)
         elif kind == "weft":
             name, _, flags = rest.partition(":")
@@ -97,12 +101,16 @@ def main():
             tensors = weft_tensors(args, st)
             record.update(name=name, flags=flags, file_bytes=os.path.getsize(st))
         elif kind == "llama":
-            path = llama_file(args, rest)
+            try:
+                path = llama_file(args, rest)
+            except ImportError as e:
+                print(f"{row}: skipped ({e})", flush=True)
+                continue
             tensors = gguf_tensors_f32(path)
             record.update(name=f"llama.cpp {rest}", file_bytes=os.path.getsize(path))
         elif kind == "role":
             role, _, name = rest.partition(":")
-            tensors = gguf_tensors_f32(args.source)
+            tensors = dict(base_tensors)
             quantized = weft_tensors(args, os.path.join(args.work, f"{name}.st"))
             swapped = [k for k in tensors if role in k and k in quantized]
             rel_sq = 0.0
@@ -117,7 +125,9 @@ def main():
         else:
             raise SystemExit(f"unknown row {row}")
         record["bits_per_weight"] = record.get("file_bytes", 0) * 8 / weights
-        record.update(evaluate(args.source, tensors, ids, base_path))
+        prepared = time.time()
+        record.update(evaluate(runner, tensors, ids, base_path))
+        record["seconds_prepare"] = round(prepared - started, 1)
         record["seconds"] = round(time.time() - started, 1)
         with open(args.results, "a") as out:
             out.write(json.dumps(record) + "\n")
