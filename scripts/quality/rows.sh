@@ -4,8 +4,9 @@
 set -euo pipefail
 w() { echo "weft:q$1_g$2_$3:--bits $1 --group $2 --scheme $3 --no-default-keep"; }
 echo base
-w 4 32 asym; w 2 32 asym; w 8 32 asym; w 3 32 asym
-for t in Q4_K_M Q8_0 Q2_K Q3_K_M Q5_K_M Q4_0; do echo "llama:$t"; done
+w 4 32 asym; w 2 32 asym
+for t in Q4_K_M Q2_K Q8_0 Q3_K_M Q5_K_M Q4_0; do echo "llama:$t"; done
+w 8 32 asym; w 3 32 asym
 echo "weft:mixed_84mb_g32_asym:--bits 4 --group 32 --scheme asym --no-default-keep --budget-mb 84"
 echo "weft:q4_g32_asym+embd8:--bits 4 --group 32 --scheme asym --keep token_embd=8"
 echo "weft:q4_g32_asym+v8:--bits 4 --group 32 --scheme asym --keep attn_v=8"

@@ -32,11 +32,16 @@ LLAMA_TYPES = {
 
 
 def weft_file(args, name, flags):
+    """The row's weft file, quantized unless it exists. Another process may be quantizing it
+    already (NAME.st.tmp, renamed when complete): then wait for it."""
     st = os.path.join(args.work, f"{name}.st")
-    log = os.path.join(args.work, f"{name}.log")
+    tmp = st + ".tmp"
+    while os.path.exists(tmp) and not os.path.exists(st):
+        time.sleep(5)
     if not os.path.exists(st):
-        with open(log, "w") as out:
-            subprocess.run([args.weft, "quantize", args.source, st, *flags.split()], check=True, stdout=out)
+        with open(os.path.join(args.work, f"{name}.log"), "w") as out:
+            subprocess.run([args.weft, "quantize", args.source, tmp, *flags.split()], check=True, stdout=out)
+        os.replace(tmp, st)
     return st
 
 
