@@ -54,7 +54,9 @@ pub fn role_weight(name: &str) -> f64 {
     }
 }
 
-/// [embedding/output, q, k, v, attn_output, gate, up, down]
+/// [embedding/output, q, k, v, attn_output, gate, up, down]. All 1 for now: the relative error
+/// alone. On SmolLM2-135M this underrates the embedding (docs/QUALITY.md, "Mixed precision");
+/// scripts/quality/rows.sh's role sweep measures each role's KLD per unit of error.
 const ROLE_WEIGHTS: [f64; 8] = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
 
 /// Relative squared error `|a - b|² / |a|²` (0 for an all-zero tensor decoded exactly).

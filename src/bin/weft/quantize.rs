@@ -17,8 +17,12 @@ use weft::model::LlamaConfig;
 use weft::quant::weft::{Scheme, WeftQuant};
 use weft::tokenizer::Tokenizer;
 
-/// Keep rules used when none are given (see docs/QUALITY.md, "Default keep rules").
-pub const DEFAULT_KEEP: &[&str] = &[];
+/// Keep rules used when none are given: the token embedding (and an untied Hugging Face output
+/// head) at 8 bits. On SmolLM2-135M at q4_g32_asym this cut the mean KLD from 0.069 to 0.00025
+/// for 14 MB more; attention values at 8 bits changed nothing (docs/QUALITY.md, "Default keep
+/// rules"). Patterns are substrings, so a GGUF's untied `output.weight` is not named here: the
+/// pattern would also match every `attn_output.weight`.
+pub const DEFAULT_KEEP: &[&str] = &["token_embd=8", "embed_tokens=8", "lm_head=8"];
 
 pub struct Args {
     pub input: String,
