@@ -26,6 +26,9 @@ pub struct Perplexity {
     pub windows: usize,
 }
 
+/// Receives each scored position: (position, next token id, logits).
+pub type ScoreFn<'a> = dyn FnMut(usize, u32, &[f32]) -> Result<()> + 'a;
+
 /// Runs `ids` in consecutive windows of `window` tokens, each starting from an empty cache, and
 /// hands every scored position to `score(position, next_id, logits)`: every token but a
 /// window's first is scored. Returns the number of windows run.
@@ -34,7 +37,7 @@ pub async fn score_windows(
     ctx: &GpuContext,
     ids: &[u32],
     window: usize,
-    score: &mut dyn FnMut(usize, u32, &[f32]) -> Result<()>,
+    score: &mut ScoreFn<'_>,
 ) -> Result<usize> {
     if ids.len() < 2 || window < 2 {
         return Err(Error::Model("perplexity needs at least two tokens and a window of two".into()));

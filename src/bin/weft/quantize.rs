@@ -123,7 +123,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 /// one keep rule per planned tensor (full names, so no rule matches another tensor).
 fn apply_budget<R: RangeReader>(reader: &R, header: &ModelHeader, plan: &mut QuantizePlan, budget_mb: Option<f64>) -> anyhow::Result<()> {
     let Some(mb) = budget_mb else { return Ok(()) };
-    if !(mb > 0.0) {
+    if mb.is_nan() || mb <= 0.0 {
         anyhow::bail!("--budget-mb {mb}: give a positive size");
     }
     let (choices, fixed) = with_bar("measuring", |p| pollster::block_on(budget_choices(reader, header, plan, p)))?;
