@@ -75,3 +75,78 @@ fn quantized_files_load_with_their_tokenizer_and_stay_close() -> anyhow::Result<
     }
     Ok(())
 }
+
+/// `dequantize_model` gives back, under the original names, exactly what the quantizer's own
+/// decoder gives, keeps the config and tokenizer, and drops the `weft.q.*` entries.
+#[test]
+fn dequantized_files_match_the_reference_decoder() -> anyhow::Result<()> {
+    use weft::format::StorageType;
+    use weft::model::convert::dequantize_model;
+    use weft::quant::weft::quantize;
+
+    let reader = FileReader::open(format!("{DIR}/model.safetensors"))?;
+    let header = pollster::block_on(read_header(&reader))?.header;
+    let config = LlamaConfig::from_hf_json(&std::fs::read_to_string(format!("{DIR}/config.json"))?)?;
+    let tokenizer = Tokenizer::from_hf_json(&std::fs::read_to_string(format!("{DIR}/tokenizer.json"))?, None)?;
+    let plan = QuantizePlan { default: WeftQuant::new(3, 64, Scheme::Sym)?, keep: vec![KeepRule::parse("embed_tokens=8")?] };
+    let (writer, _) = pollster::block_on(quantize_model(&reader, &header, &config, &tokenizer, &plan, &mut |_, _| {}))?;
+    let path = std::env::temp_dir().join(format!("weft-dequant-{}.safetensors", std::process::id()));
+    writer.write(&mut std::fs::File::create(&path)?)?;
+    let quantized = FileReader::open(&path)?;
+    let q_header = pollster::block_on(read_header(&quantized))?.header;
+    let decoded = pollster::block_on(dequantize_model(&quantized, &q_header, &mut |_, _| {}))?;
+    let out = std::env::temp_dir().join(format!("weft-dequant-out-{}.safetensors", std::process::id()));
+    decoded.write(&mut std::fs::File::create(&out)?)?;
+    let bytes = std::fs::read(&out)?;
+    let _ = (std::fs::remove_file(&path), std::fs::remove_file(&out));
+    let st = safetensors::SafeTensors::deserialize(&bytes)?;
+    let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes)?;
+    let meta = meta.metadata().clone().unwrap_or_default();
+    assert!(meta.contains_key("weft.config") && meta.contains_key("weft.tokenizer"));
+    assert!(!meta.keys().any(|k| k.starts_with("weft.q.")));
+    let mut matrices = 0;
+    for t in header.tensors() {
+        let view = st.tensor(&t.name)?;
+        let got: Vec<f32> = view.data().chunks(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        let source = weft::quant::decode_to_f32(t.storage, &pollster::block_on(weft::loader::RangeReader::read_range(&reader, t.range.clone()))?, t.elements() as usize)?;
+        let expected = match (&t.shape[..], weft::model::convert::is_matrix(&t.name)) {
+            (&[rows, cols], true) => {
+                matrices += 1;
+                let bits = if t.name.contains("embed_tokens") { 8 } else { 3 };
+                quantize(WeftQuant::new(bits, 64, Scheme::Sym)?, &source, rows as usize, cols as usize)?.dequantize()
+            }
+            _ => source,
+        };
+        assert_eq!(view.shape().iter().map(|&d| d as u64).collect::<Vec<_>>(), t.shape, "{}", t.name);
+        assert!(got == expected, "{}: decoded values differ", t.name);
+        assert!(matches!(t.storage, StorageType::Safe(_)) && view.dtype() == safetensors::Dtype::F32);
+    }
+    assert!(matrices > 3);
+    Ok(())
+}
+
+/// The budget planner's output, applied by quantize_model, stays within the budget.
+#[test]
+fn budget_plans_fit_their_budget() -> anyhow::Result<()> {
+    use weft::model::budget::plan_budget;
+    use weft::model::convert::budget_choices;
+
+    let reader = FileReader::open(format!("{DIR}/model.safetensors"))?;
+    let header = pollster::block_on(read_header(&reader))?.header;
+    let config = LlamaConfig::from_hf_json(&std::fs::read_to_string(format!("{DIR}/config.json"))?)?;
+    let tokenizer = Tokenizer::from_hf_json(&std::fs::read_to_string(format!("{DIR}/tokenizer.json"))?, None)?;
+    let mut plan = QuantizePlan { default: WeftQuant::new(4, 32, Scheme::Asym)?, keep: Vec::new() };
+    let (choices, fixed) = pollster::block_on(budget_choices(&reader, &header, &plan, &mut |_, _| {}))?;
+    let low: u64 = choices.iter().map(|c| c.candidates[0].bytes).sum::<u64>() + fixed;
+    let high: u64 = choices.iter().map(|c| c.candidates[3].bytes).sum::<u64>() + fixed;
+    let budget = (low + high) / 2;
+    let assigned = plan_budget(&choices, fixed, budget)?;
+    assert!(assigned.iter().any(|a| a.bits > 2) && assigned.iter().any(|a| a.bits < 8));
+    plan.keep = assigned.iter().map(|a| KeepRule { pattern: a.name.clone(), bits: a.bits }).collect();
+    let (_, reports) = pollster::block_on(quantize_model(&reader, &header, &config, &tokenizer, &plan, &mut |_, _| {}))?;
+    let total: u64 = reports.iter().map(|r| r.bytes).sum();
+    let planned: u64 = assigned.iter().map(|a| a.bytes).sum::<u64>() + fixed;
+    assert_eq!(total, planned, "the file's tensor bytes are the plan's");
+    assert!(total <= budget);
+    Ok(())
+}

@@ -8,9 +8,10 @@ use crate::format::writer::SafetensorsWriter;
 use crate::format::{ModelHeader, SafeDtype, TensorInfo};
 use crate::loader::RangeReader;
 use crate::quant::decode_to_f32;
-use crate::quant::weft::{quantize, WeftQuant};
+use crate::quant::weft::{quantize, Scheme, WeftQuant};
 use crate::tokenizer::Tokenizer;
 
+use super::budget::{relative_sq_error, role_weight, Candidate, TensorChoices};
 use super::config::LlamaConfig;
 use super::names::{part_of, LayerPart, Part};
 use super::{WEFT_CONFIG_KEY, WEFT_TOKENIZER_KEY, WEFT_VERSION_KEY};
@@ -53,7 +54,8 @@ pub struct TensorReport {
     pub rms_error: f64,
 }
 
-fn is_matrix(name: &str) -> bool {
+/// Whether the tensor is one of the model's weight matrices (the tensors weft quantizes).
+pub fn is_matrix(name: &str) -> bool {
     matches!(
         part_of(name),
         Some(Part::Embedding | Part::Output)
@@ -134,6 +136,85 @@ pub async fn quantize_model<R: RangeReader>(
     out.metadata.insert(WEFT_CONFIG_KEY.into(), serde_json::to_string(config).map_err(|e| Error::Model(e.to_string()))?);
     out.metadata.insert(WEFT_TOKENIZER_KEY.into(), serde_json::to_string(&spec).map_err(|e| Error::Model(e.to_string()))?);
     Ok((out, reports))
+}
+
+/// The candidates of the budget planner: for each matrix not fixed by a keep rule, its bytes
+/// and predicted error at every weft bit width in the plan's group and scheme; and the bytes of
+/// everything else (float tensors, matrices a keep rule fixes).
+pub async fn budget_choices<R: RangeReader>(
+    reader: &R,
+    header: &ModelHeader,
+    plan: &QuantizePlan,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<(Vec<TensorChoices>, u64)> {
+    let tensors: Vec<&TensorInfo> = header.tensors().iter().filter(|t| part_of(&t.name).is_some()).collect();
+    let (mut choices, mut fixed) = (Vec::new(), 0u64);
+    for (i, t) in tensors.iter().enumerate() {
+        let kept = plan.keep.iter().find(|r| t.name.contains(&r.pattern)).map(|r| r.bits);
+        match (&t.shape[..], is_matrix(&t.name), kept) {
+            (&[rows, cols], true, None) => {
+                let (rows, cols) = (rows as usize, cols as usize);
+                let values = decode_to_f32(t.storage, &reader.read_range(t.range.clone()).await?, rows * cols)?;
+                let mut candidates = Vec::new();
+                for bits in crate::quant::weft::BITS {
+                    let q = WeftQuant::new(bits, plan.default.group, plan.default.scheme)?;
+                    let m = quantize(q, &values, rows, cols)?;
+                    let error = role_weight(&t.name) * relative_sq_error(&values, &m.dequantize());
+                    candidates.push(Candidate { bits, bytes: m.bytes() as u64, error });
+                }
+                choices.push(TensorChoices { name: t.name.clone(), candidates });
+            }
+            (&[rows, cols], true, Some(bits @ (2 | 3 | 4 | 8))) => {
+                let q = WeftQuant::new(bits, plan.default.group, plan.default.scheme)?;
+                let (rows, cols) = (rows as usize, cols as usize);
+                fixed += (rows * q.words_per_row(cols) * 4) as u64
+                    + (rows * q.groups_per_row(cols) * if q.scheme == Scheme::Asym { 4 } else { 2 }) as u64;
+            }
+            (_, true, Some(16)) => fixed += t.elements() * 2,
+            _ => fixed += t.elements() * 4,
+        }
+        progress(i + 1, tensors.len());
+    }
+    Ok((choices, fixed))
+}
+
+/// Decodes every tensor of a model file to f32 under its original name (a weft matrix `W`
+/// stored as `W.weft_q`, `W.weft_scale`, `W.weft_zero` becomes `W`), keeping a safetensors
+/// file's metadata except the `weft.q.*` entries, which no longer apply.
+pub async fn dequantize_model<R: RangeReader>(
+    reader: &R,
+    header: &ModelHeader,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<SafetensorsWriter> {
+    let entries = super::load::weft_entries(header)?;
+    let mut out = SafetensorsWriter::default();
+    if let ModelHeader::Safetensors(st) = header {
+        out.metadata.extend(st.metadata.iter().filter(|(k, _)| !k.starts_with("weft.q.")).map(|(k, v)| (k.clone(), v.clone())));
+    }
+    let companions: std::collections::HashSet<&str> =
+        entries.values().flat_map(|e| std::iter::once(&e.scale).chain(&e.zero)).map(|t| t.name.as_str()).collect();
+    let tensors: Vec<&TensorInfo> = header.tensors().iter().filter(|t| !companions.contains(t.name.as_str())).collect();
+    for (i, t) in tensors.iter().enumerate() {
+        let bytes = reader.read_range(t.range.clone()).await?;
+        match entries.get(&t.name) {
+            Some(e) => {
+                let scales = reader.read_range(e.scale.range.clone()).await?;
+                let zeros = match &e.zero {
+                    Some(z) => Some(reader.read_range(z.range.clone()).await?),
+                    None => None,
+                };
+                let m = e.matrix(&t.name, &bytes, &scales, zeros.as_deref())?;
+                let name = t.name.trim_end_matches(".weft_q");
+                out.add(name, SafeDtype::F32, &[m.rows as u64, m.cols as u64], floats(&m.dequantize()))?;
+            }
+            None => {
+                let values = decode_to_f32(t.storage, &bytes, t.elements() as usize)?;
+                out.add(&t.name, SafeDtype::F32, &t.shape, floats(&values))?;
+            }
+        }
+        progress(i + 1, tensors.len());
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -7,6 +7,8 @@ use crate::gpu::GpuContext;
 
 use super::Llama;
 
+pub mod kld;
+
 /// Log-probabilities of one row of logits, in f64.
 pub fn log_softmax(logits: &[f32]) -> Vec<f64> {
     let m = logits.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
@@ -24,27 +26,47 @@ pub struct Perplexity {
     pub windows: usize,
 }
 
-/// Perplexity of `ids` in consecutive windows of `window` tokens, each starting from an empty
-/// cache; every token but a window's first is scored.
-pub async fn perplexity(llama: &mut Llama, ctx: &GpuContext, ids: &[u32], window: usize) -> Result<Perplexity> {
+/// Receives each scored position: (position, next token id, logits).
+pub type ScoreFn<'a> = dyn FnMut(usize, u32, &[f32]) -> Result<()> + 'a;
+
+/// Runs `ids` in consecutive windows of `window` tokens, each starting from an empty cache, and
+/// hands every scored position to `score(position, next_id, logits)`: every token but a
+/// window's first is scored. Returns the number of windows run.
+pub async fn score_windows(
+    llama: &mut Llama,
+    ctx: &GpuContext,
+    ids: &[u32],
+    window: usize,
+    score: &mut ScoreFn<'_>,
+) -> Result<usize> {
     if ids.len() < 2 || window < 2 {
         return Err(Error::Model("perplexity needs at least two tokens and a window of two".into()));
     }
     let vocab = llama.config.vocab;
-    let (mut nll, mut scored, mut windows) = (0f64, 0usize, 0usize);
-    for chunk in ids.chunks(window) {
+    let mut windows = 0usize;
+    for (w, chunk) in ids.chunks(window).enumerate() {
         if chunk.len() < 2 {
             continue;
         }
         llama.reset();
         let logits = llama.logits(ctx, chunk, None).await?;
         for (i, &next) in chunk.iter().enumerate().skip(1) {
-            let row = &logits[(i - 1) * vocab..i * vocab];
-            nll -= log_softmax(row)[next as usize];
-            scored += 1;
+            score(w * window + i - 1, next, &logits[(i - 1) * vocab..i * vocab])?;
         }
         windows += 1;
     }
+    Ok(windows)
+}
+
+/// Perplexity of `ids` in consecutive windows of `window` tokens (see [`score_windows`]).
+pub async fn perplexity(llama: &mut Llama, ctx: &GpuContext, ids: &[u32], window: usize) -> Result<Perplexity> {
+    let (mut nll, mut scored) = (0f64, 0usize);
+    let windows = score_windows(llama, ctx, ids, window, &mut |_, next, row| {
+        nll -= log_softmax(row)[next as usize];
+        scored += 1;
+        Ok(())
+    })
+    .await?;
     Ok(Perplexity { perplexity: (nll / scored as f64).exp(), scored, tokens: ids.len(), windows })
 }
 

@@ -66,11 +66,35 @@ impl Reads {
 /// A matrix in one of weft's formats inside a safetensors file (docs/FORMAT.md): the packed
 /// levels are the part's tensor; scales and zero points come along.
 #[derive(Clone)]
-struct WeftEntry {
-    quant: WeftQuant,
-    shape: [usize; 2],
-    scale: TensorInfo,
-    zero: Option<TensorInfo>,
+pub(crate) struct WeftEntry {
+    pub(crate) quant: WeftQuant,
+    pub(crate) shape: [usize; 2],
+    pub(crate) scale: TensorInfo,
+    pub(crate) zero: Option<TensorInfo>,
+}
+
+impl WeftEntry {
+    /// The matrix from its packed levels and the bytes of its scales and zero points, with
+    /// every length checked against the format.
+    pub(crate) fn matrix(&self, name: &str, words: &[u8], scales: &[u8], zeros: Option<&[u8]>) -> Result<QuantMatrix> {
+        let [rows, cols] = self.shape;
+        let m = QuantMatrix {
+            quant: self.quant,
+            rows,
+            cols,
+            words: bytemuck::pod_collect_to_vec(words),
+            scales: bytemuck::pod_collect_to_vec(scales),
+            zeros: zeros.map(bytemuck::pod_collect_to_vec).unwrap_or_default(),
+        };
+        let groups = rows * self.quant.groups_per_row(cols);
+        if m.words.len() != rows * self.quant.words_per_row(cols)
+            || m.scales.len() != groups
+            || (self.zero.is_some() && m.zeros.len() != groups)
+        {
+            return Err(Error::Model(format!("{name}: packed sizes do not match {} [{rows}, {cols}]", self.quant.name())));
+        }
+        Ok(m)
+    }
 }
 
 #[derive(serde::Deserialize)]
@@ -80,7 +104,7 @@ struct WeftMeta {
 }
 
 /// The `weft.q.*` entries of a weft safetensors file, by the name of their packed tensor.
-fn weft_entries(header: &ModelHeader) -> Result<HashMap<String, WeftEntry>> {
+pub(crate) fn weft_entries(header: &ModelHeader) -> Result<HashMap<String, WeftEntry>> {
     let mut out = HashMap::new();
     let ModelHeader::Safetensors(st) = header else { return Ok(out) };
     let find = |name: String| header.tensors().iter().find(|t| t.name == name).cloned();
@@ -188,22 +212,11 @@ fn weft_matrix(ctx: &GpuContext, t: &TensorInfo, e: &WeftEntry, reads: &Reads, r
     if e.shape != [rows, cols] {
         return Err(Error::Model(format!("{} has shape {:?}, expected [{rows}, {cols}]", t.name, e.shape)));
     }
-    let halves = |info: &TensorInfo| -> Result<Vec<u16>> { Ok(bytemuck::pod_collect_to_vec(reads.bytes_of(info)?)) };
-    let m = QuantMatrix {
-        quant: e.quant,
-        rows,
-        cols,
-        words: bytemuck::pod_collect_to_vec(reads.bytes_of(t)?),
-        scales: halves(&e.scale)?,
-        zeros: match &e.zero {
-            Some(z) => halves(z)?,
-            None => Vec::new(),
-        },
+    let zeros = match &e.zero {
+        Some(z) => Some(reads.bytes_of(z)?),
+        None => None,
     };
-    let groups = rows * e.quant.groups_per_row(cols);
-    if m.words.len() != rows * e.quant.words_per_row(cols) || m.scales.len() != groups || (e.zero.is_some() && m.zeros.len() != groups) {
-        return Err(Error::Model(format!("{}: packed sizes do not match {} [{rows}, {cols}]", t.name, e.quant.name())));
-    }
+    let m = e.matrix(&t.name, reads.bytes_of(t)?, reads.bytes_of(&e.scale)?, zeros)?;
     QWeight::from_weft(ctx, t.name.trim_end_matches(".weft_q"), &m)
 }
 

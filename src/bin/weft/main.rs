@@ -5,6 +5,7 @@ mod bench;
 #[cfg(not(target_arch = "wasm32"))]
 mod caps;
 #[cfg(not(target_arch = "wasm32"))]
+mod dequantize;
 mod dtype_table;
 #[cfg(not(target_arch = "wasm32"))]
 mod dump;
@@ -22,6 +23,8 @@ mod quantize;
 mod selftest;
 #[cfg(not(target_arch = "wasm32"))]
 mod tensor_table;
+#[cfg(not(target_arch = "wasm32"))]
+mod tokenize;
 
 #[cfg(not(target_arch = "wasm32"))]
 fn main() -> anyhow::Result<()> {
@@ -109,9 +112,28 @@ mod cli {
             /// sym (scale only) or asym (scale and zero point).
             #[arg(long, default_value = "asym")]
             scheme: String,
-            /// PATTERN=BITS for tensors whose name contains PATTERN (BITS 2, 3, 4, 8; 16 or 32 keep floats).
+            /// PATTERN=BITS for tensors whose name contains PATTERN (BITS 2, 3, 4, 8; 16 or 32 keep floats);
+            /// the first matching rule wins. Without any, the default rules apply.
             #[arg(long)]
             keep: Vec<String>,
+            /// Quantize every matrix at --bits: no default keep rules.
+            #[arg(long)]
+            no_default_keep: bool,
+            /// Pick each matrix's bits (2, 3, 4, 8) to fit this many MB of tensor data, by measured
+            /// sensitivity; --keep rules still fix the tensors they match.
+            #[arg(long)]
+            budget_mb: Option<f64>,
+        },
+        /// Decode every tensor of a model file to f32 into a safetensors file (original names,
+        /// model config and tokenizer kept).
+        Dequantize { input: String, output: String },
+        /// Print the token ids of a text file as the model's tokenizer encodes it (no BOS).
+        Tokenize {
+            model: String,
+            #[arg(long)]
+            text: String,
+            #[arg(long)]
+            json: bool,
         },
         /// Prefill and decode speed on random token ids.
         Bench {
@@ -155,6 +177,17 @@ mod cli {
             /// Tokens per window (default: the whole text in one window).
             #[arg(long)]
             ctx: Option<usize>,
+            /// Write the log-probabilities of every scored position to this file (the base for --kld).
+            #[arg(long)]
+            save_logits: Option<String>,
+            /// f32 or f16 for --save-logits.
+            #[arg(long, default_value = "f32")]
+            logits_dtype: String,
+            /// Compare with a base model's --save-logits file: mean KL divergence, top-1 agreement.
+            #[arg(long)]
+            kld: Option<String>,
+            #[arg(long)]
+            json: bool,
         },
         /// Print the header of a GGUF or safetensors file: format, metadata and tensors.
         /// The numerical-precision study of a CNN: every safetensors dtype (as is and with scales)
@@ -182,10 +215,23 @@ mod cli {
             Command::DtypeTable(args) => crate::dtype_table::run(&args),
             Command::Selftest { seed, m, k, n } => crate::selftest::run(seed, m, k, n),
             Command::Inspect { file, json, export } => crate::inspect::run(&file, json, &export),
-            Command::Perplexity { model, text, ctx } => crate::perplexity::run(&model, &text, ctx),
+            Command::Perplexity { model, text, ctx, save_logits, logits_dtype, kld, json } => {
+                crate::perplexity::run(crate::perplexity::Args { model, text, ctx, save_logits, logits_dtype, kld, json })
+            }
+            Command::Dequantize { input, output } => crate::dequantize::run(&input, &output),
+            Command::Tokenize { model, text, json } => crate::tokenize::run(&model, &text, json),
             Command::DumpActivations { model, ids, out } => crate::dump::run(&model, &ids, &out),
-            Command::Quantize { input, output, bits, group, scheme, keep } => {
-                crate::quantize::run(crate::quantize::Args { input, output, bits, group, scheme, keep })
+            Command::Quantize { input, output, bits, group, scheme, keep, no_default_keep, budget_mb } => {
+                crate::quantize::run(crate::quantize::Args {
+                    input,
+                    output,
+                    bits,
+                    group,
+                    scheme,
+                    keep,
+                    no_default_keep,
+                    budget_mb,
+                })
             }
             Command::Bench { model, prompt_len, gen, reps, quantize, kv, json, profile } => {
                 crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, kv, json, profile })

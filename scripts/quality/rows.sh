@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Prints the rows of docs/QUALITY.md, one a line, most informative first (run.sh measures them in
+# this order and skips rows already measured, so a partial run is still a useful table).
+set -euo pipefail
+w() { echo "weft:q$1_g$2_$3:--bits $1 --group $2 --scheme $3 --no-default-keep"; }
+echo base
+w 4 32 asym; w 2 32 asym
+for t in Q4_K_M Q2_K Q8_0 Q3_K_M Q5_K_M Q4_0; do echo "llama:$t"; done
+w 8 32 asym; w 3 32 asym
+echo "weft:mixed_84mb_g32_asym:--bits 4 --group 32 --scheme asym --no-default-keep --budget-mb 84"
+echo "weft:q4_g32_asym+embd8:--bits 4 --group 32 --scheme asym --keep token_embd=8"
+echo "weft:q4_g32_asym+v8:--bits 4 --group 32 --scheme asym --keep attn_v=8"
+for g in 128 64; do for b in 4 3 2 8; do w $b $g asym; done; done
+for g in 32 128 64; do for b in 4 3 2 8; do w $b $g sym; done; done
+for role in token_embd attn_q attn_k attn_v attn_output ffn_gate ffn_up ffn_down; do
+  echo "role:$role:q2_g32_asym"
+done

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Regenerates the quality table of docs/QUALITY.md (printed, and kept in $WORK/table.md) and
+# docs/quality-kld.svg. Needs a Python with torch, transformers, gguf, numpy, safetensors and
+# llama-cpp-python (PYTHON=...). Rows already in $WORK/results.jsonl are not measured again.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+MODEL=$(realpath "${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}")
+TEXT=$(realpath "${TEXT:-/usr/share/common-licenses/Apache-2.0}")
+WORK=$(realpath -m "${WORK:-target/quality}")
+PYTHON=${PYTHON:-python3}
+cargo build --release --bin weft
+mkdir -p "$WORK"
+WEFT=$(realpath target/release/weft)
+"$WEFT" tokenize "$MODEL" --text "$TEXT" --json > "$WORK/ids.json"
+if [ $# -gt 0 ]; then printf '%s\n' "$@"; else bash scripts/quality/rows.sh; fi | awk '!seen[$0]++' > "$WORK/rows.txt"
+mapfile -t ROWS < "$WORK/rows.txt"
+(cd scripts/quality && nice -n 10 "$PYTHON" run_table.py --source "$MODEL" --ids "$WORK/ids.json" \
+  --work "$WORK" --results "$WORK/results.jsonl" --weft "$WEFT" "${ROWS[@]}")
+"$PYTHON" scripts/quality/make_report.py "$WORK/results.jsonl" docs/quality-kld.svg | tee "$WORK/table.md"
