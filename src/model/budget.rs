@@ -54,10 +54,11 @@ pub fn role_weight(name: &str) -> f64 {
     }
 }
 
-/// [embedding/output, q, k, v, attn_output, gate, up, down]. All 1 for now: the relative error
-/// alone. On SmolLM2-135M this underrates the embedding (docs/QUALITY.md, "Mixed precision");
-/// scripts/quality/rows.sh's role sweep measures each role's KLD per unit of error.
-const ROLE_WEIGHTS: [f64; 8] = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+/// [embedding/output, q, k, v, attn_output, gate, up, down]: KLD per unit of summed relative
+/// squared error, measured on SmolLM2-135M by quantizing one role at a time to q2_g32_asym
+/// (docs/QUALITY.md, "Sensitivity by role"; scripts/quality/rows.sh's `role:` rows). The
+/// embedding matters about ten times as much per unit of error as attention values.
+const ROLE_WEIGHTS: [f64; 8] = [12.133, 0.2388, 0.1377, 1.1611, 0.1390, 0.2128, 0.3454, 0.7235];
 
 /// Relative squared error `|a - b|² / |a|²` (0 for an all-zero tensor decoded exactly).
 pub fn relative_sq_error(original: &[f32], decoded: &[f32]) -> f64 {
