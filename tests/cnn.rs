@@ -1,10 +1,8 @@
 //! The CNN kernels against their CPU references on seeded random data, the scaled decoders on
 //! the GPU bit for bit, and the trained MNIST network (www/mnist/) in a few storage types.
 
-use std::sync::OnceLock;
-
 use weft::format::SafeDtype;
-use weft::gpu::{BackendChoice, DType, GpuContext};
+use weft::gpu::DType;
 use weft::model::cnn::study::{self, Digits, Reference, Variant};
 use weft::model::cnn::{CnnFile, StoredTensor};
 use weft::ops::conv::{self, Conv2d};
@@ -13,13 +11,8 @@ use weft::quant::scaled::{self, Granularity};
 use weft::quant::weft::{Scheme, WeftQuant};
 use weft::selftest::random_f32;
 
-fn ctx() -> &'static GpuContext {
-    static CTX: OnceLock<GpuContext> = OnceLock::new();
-    CTX.get_or_init(|| {
-        let choice = BackendChoice::from_env().expect("WEFT_BACKEND");
-        pollster::block_on(GpuContext::new(choice)).expect("a GPU adapter (lavapipe in CI)")
-    })
-}
+mod gpu_context;
+use gpu_context::ctx;
 
 #[test]
 fn conv2d_matches_cpu() -> anyhow::Result<()> {

@@ -1,21 +1,14 @@
 //! The GPU decoder against the CPU reference for every storage type, on seeded random data with
 //! the edge cases forced in, compared bit for bit (NaN bits included), on the native adapter.
 
-use std::sync::OnceLock;
-
 use weft::format::{GgmlType, SafeDtype, StorageType};
-use weft::gpu::{BackendChoice, DType, GpuContext};
+use weft::gpu::DType;
 use weft::ops::dequant::{self, all_types};
 use weft::quant;
 use weft::Error;
 
-fn ctx() -> &'static GpuContext {
-    static CTX: OnceLock<GpuContext> = OnceLock::new();
-    CTX.get_or_init(|| {
-        let choice = BackendChoice::from_env().expect("WEFT_BACKEND");
-        pollster::block_on(GpuContext::new(choice)).expect("a GPU adapter (lavapipe in CI)")
-    })
-}
+mod gpu_context;
+use gpu_context::ctx;
 
 /// Ragged sizes: not a multiple of the workgroup, of four bytes, or (for blocks) of many blocks.
 fn sizes(ty: StorageType) -> Vec<usize> {

@@ -2,9 +2,7 @@
 //! with its sliding window, SwiGLU, residual) against their f64 CPU references on seeded random
 //! data.
 
-use std::sync::OnceLock;
-
-use weft::gpu::{BackendChoice, DType, GpuContext, GpuTensor};
+use weft::gpu::{DType, GpuTensor};
 use weft::ops::attention::{
     attention, attention_cpu, attention_split, partials_shape, windowed_attention_cpu, AttentionShape, ATTENTION_TOLERANCE,
     SPLIT_CHUNK,
@@ -19,13 +17,8 @@ use weft::ops::rope::{
 use weft::ops::Tolerance;
 use weft::selftest::random_f32;
 
-fn ctx() -> &'static GpuContext {
-    static CTX: OnceLock<GpuContext> = OnceLock::new();
-    CTX.get_or_init(|| {
-        let choice = BackendChoice::from_env().expect("WEFT_BACKEND");
-        pollster::block_on(GpuContext::new(choice)).expect("a GPU adapter (lavapipe in CI)")
-    })
-}
+mod gpu_context;
+use gpu_context::ctx;
 
 fn run_read(d: &weft::gpu::Dispatch, out: &weft::gpu::GpuTensor) -> Vec<f32> {
     ctx().run(&[d]);

@@ -1,21 +1,14 @@
 //! Every kernel against its CPU reference on seeded random data, on the native adapter
 //! (lavapipe in CI). Shapes include ragged ones that do not fill a tile or a workgroup.
 
-use std::sync::OnceLock;
-
 use weft::gpu::shader::{Defines, ShaderSource};
 use weft::gpu::{BackendChoice, DType, GpuContext};
 use weft::ops::{elementwise, matmul, softmax};
 use weft::selftest::random_f32;
 use weft::Error;
 
-fn ctx() -> &'static GpuContext {
-    static CTX: OnceLock<GpuContext> = OnceLock::new();
-    CTX.get_or_init(|| {
-        let choice = BackendChoice::from_env().expect("WEFT_BACKEND");
-        pollster::block_on(GpuContext::new(choice)).expect("a GPU adapter (lavapipe in CI)")
-    })
-}
+mod gpu_context;
+use gpu_context::ctx;
 
 #[test]
 fn add_matches_cpu_exactly() -> anyhow::Result<()> {

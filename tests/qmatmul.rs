@@ -1,8 +1,6 @@
 //! Quantized GEMV, GEMM and embedding lookup against the f64 CPU reference of dequant(W) · x for
 //! every weight format, on seeded random data and ragged shapes, on the native adapter.
 
-use std::sync::OnceLock;
-
 use weft::format::GgmlType;
 use weft::gpu::{BackendChoice, Capabilities, DType, GpuContext};
 use weft::ops::qmatmul::{self, Precision, QWeight, WeightFormat};
@@ -10,13 +8,8 @@ use weft::quant::weft::{quantize, Scheme, WeftQuant};
 use weft::selftest::random_f32;
 use weft::Error;
 
-fn ctx() -> &'static GpuContext {
-    static CTX: OnceLock<GpuContext> = OnceLock::new();
-    CTX.get_or_init(|| {
-        let choice = BackendChoice::from_env().expect("WEFT_BACKEND");
-        pollster::block_on(GpuContext::new(choice)).expect("a GPU adapter (lavapipe in CI)")
-    })
-}
+mod gpu_context;
+use gpu_context::ctx;
 
 /// (n, k, t) per format: K ragged where the format allows it (not a multiple of 8 or of the
 /// group; 100 is a multiple of 4 but not of 32, which the block kernels read as vec4), n odd, t

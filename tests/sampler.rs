@@ -1,19 +1,12 @@
 //! The GPU sampler against its CPU reference: greedy exactly, sampling draw for draw.
 
-use std::sync::OnceLock;
-
-use weft::gpu::{BackendChoice, DType, GpuContext};
+use weft::gpu::DType;
 use weft::ops::rope::step_bytes;
 use weft::ops::sample::{params_bytes, sample, sample_cpu, SampleParams};
 use weft::selftest::random_f32;
 
-fn ctx() -> &'static GpuContext {
-    static CTX: OnceLock<GpuContext> = OnceLock::new();
-    CTX.get_or_init(|| {
-        let choice = BackendChoice::from_env().expect("WEFT_BACKEND");
-        pollster::block_on(GpuContext::new(choice)).expect("a GPU adapter (lavapipe in CI)")
-    })
-}
+mod gpu_context;
+use gpu_context::ctx;
 
 const MAX_SEQ: usize = 128;
 
