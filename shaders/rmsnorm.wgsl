@@ -1,4 +1,6 @@
 // y = x / sqrt(mean(x^2) + eps) * w, over each row. One workgroup per row.
+// RESIDUAL: first x += r (the residual connection before the next block's norm), so the sum
+// is written and normalised in one pass instead of two dispatches.
 
 struct Params {
     rows: u32,
@@ -7,10 +9,18 @@ struct Params {
     _pad: u32,
 }
 
+#ifdef RESIDUAL
+@group(0) @binding(0) var<storage, read_write> x: array<f32>;  // [rows, cols]
+@group(0) @binding(1) var<storage, read> w: array<f32>;        // [cols]
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;  // [rows, cols]
+@group(0) @binding(3) var<storage, read> r: array<f32>;        // [rows, cols]
+@group(0) @binding(4) var<uniform> p: Params;
+#else
 @group(0) @binding(0) var<storage, read> x: array<f32>;        // [rows, cols]
 @group(0) @binding(1) var<storage, read> w: array<f32>;        // [cols]
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;  // [rows, cols]
 @group(0) @binding(3) var<uniform> p: Params;
+#endif
 
 const WG: u32 = ${WG}u;
 var<workgroup> partial: array<f32, WG>;
@@ -24,7 +34,13 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let base = row * p.cols;
     var sum = 0.0;
     for (var i = lid.x; i < p.cols; i += WG) {
+#ifdef RESIDUAL
+        let v = x[base + i] + r[base + i];
+        // Each invocation reads back only what it wrote itself: no barrier needed.
+        x[base + i] = v;
+#else
         let v = x[base + i];
+#endif
         sum += v * v;
     }
     partial[lid.x] = sum;

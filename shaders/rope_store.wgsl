@@ -9,6 +9,10 @@
 // re-rotation when the window slides; the engine rewrites the table row of a slot before a
 // position past max_seq uses it.
 //
+// QKV: k and v are both bound to one [n_tokens, n_heads + 2 * n_kv_heads, head_dim] tensor
+// (the stacked Q/K/V projection's output: the query heads, then K, then V of each token), and
+// the rotated queries are written to q instead of rotated in place.
+//
 // Pair layout: NORM rotates (2i, 2i+1) (GGUF llama); NEOX rotates (i, i + rot/2) (HF, Qwen2).
 // Cache rows (src/ops/kv.rs): f32 values; KV_F16: pack2x16float pairs; KV_Q8: an f32 scale word
 // (absmax / 127) then four round(x / scale) bytes per word, lowest byte first.
@@ -55,6 +59,33 @@ fn pair(i: u32) -> vec2<u32> {
     return vec2<u32>(i, i + p.rot_dims / 2u);
 #else
     return vec2<u32>(2u * i, 2u * i + 1u);
+#endif
+}
+
+// First element of query head `h` of token `t` in the tensor the queries are read from.
+fn q_row(t: u32, h: u32) -> u32 {
+#ifdef QKV
+    return (t * (p.n_heads + 2u * p.n_kv_heads) + h) * p.head_dim;
+#else
+    return (t * p.n_heads + h) * p.head_dim;
+#endif
+}
+
+// First element of KV head `h` of token `t` in k.
+fn k_row(t: u32, h: u32) -> u32 {
+#ifdef QKV
+    return (t * (p.n_heads + 2u * p.n_kv_heads) + p.n_heads + h) * p.head_dim;
+#else
+    return (t * p.n_kv_heads + h) * p.head_dim;
+#endif
+}
+
+// First element of KV head `h` of token `t` in v.
+fn v_row(t: u32, h: u32) -> u32 {
+#ifdef QKV
+    return k_row(t, h) + p.n_kv_heads * p.head_dim;
+#else
+    return k_row(t, h);
 #endif
 }
 
@@ -124,20 +155,27 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     if (slot < p.n_heads) {
         let base = (t * p.n_heads + slot) * p.head_dim;
+#ifdef QKV
+        let qsrc = q_row(t, slot);
+        let x0 = k[qsrc + dims.x];
+        let x1 = k[qsrc + dims.y];
+#else
         let x0 = q[base + dims.x];
         let x1 = q[base + dims.y];
+#endif
         q[base + dims.x] = x0 * cs.x - x1 * cs.y;
         q[base + dims.y] = x0 * cs.y + x1 * cs.x;
         return;
     }
     let h = slot - p.n_heads;
-    let src = (t * p.n_kv_heads + h) * p.head_dim;
+    let src = k_row(t, h);
+    let vsrc = v_row(t, h);
     let dst = (h * p.max_seq + ring) * p.row_words;
 #ifdef KV_F16
     // Thread i packs dimensions (2i, 2i + 1): one word of each row.
     let kw = vec2<f32>(rotated_k(src, 2u * i, ring), rotated_k(src, 2u * i + 1u, ring));
     k_cache[dst + i] = pack2x16float(kw);
-    v_cache[dst + i] = pack2x16float(vec2<f32>(v[src + 2u * i], v[src + 2u * i + 1u]));
+    v_cache[dst + i] = pack2x16float(vec2<f32>(v[vsrc + 2u * i], v[vsrc + 2u * i + 1u]));
 #else
 #ifdef KV_Q8
     // The row's scale needs its absmax: the first thread of the row writes all of it.
@@ -148,7 +186,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     var v_max = 0.0;
     for (var d = 0u; d < p.head_dim; d++) {
         k_max = max(k_max, abs(rotated_k(src, d, ring)));
-        v_max = max(v_max, abs(v[src + d]));
+        v_max = max(v_max, abs(v[vsrc + d]));
     }
     let k_scale = k_max / 127.0;
     let v_scale = v_max / 127.0;
@@ -160,7 +198,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         for (var b = 0u; b < 4u; b++) {
             let d = 4u * w + b;
             kq = kq | (quant_byte(rotated_k(src, d, ring), k_scale) << (8u * b));
-            vq = vq | (quant_byte(v[src + d], v_scale) << (8u * b));
+            vq = vq | (quant_byte(v[vsrc + d], v_scale) << (8u * b));
         }
         k_cache[dst + 1u + w] = kq;
         v_cache[dst + 1u + w] = vq;
@@ -170,8 +208,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let x1 = k[src + dims.y];
     k_cache[dst + dims.x] = x0 * cs.x - x1 * cs.y;
     k_cache[dst + dims.y] = x0 * cs.y + x1 * cs.x;
-    v_cache[dst + dims.x] = v[src + dims.x];
-    v_cache[dst + dims.y] = v[src + dims.y];
+    v_cache[dst + dims.x] = v[vsrc + dims.x];
+    v_cache[dst + dims.y] = v[vsrc + dims.y];
 #endif
 #endif
 }

@@ -1,8 +1,12 @@
 // out = silu(gate) * up, the SwiGLU activation: silu(g) = g / (1 + exp(-g)).
+// PAIRS: gate and up are the two halves of each row of one [rows, 2 * cols] tensor (the output
+// of the stacked gate/up projection, bound twice); out is [rows, cols].
 
 struct Params {
     n: u32,
     row_stride: u32,
+    cols: u32,
+    _pad: u32,
 }
 
 @group(0) @binding(0) var<storage, read> gate: array<f32>;
@@ -14,7 +18,15 @@ struct Params {
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x + gid.y * p.row_stride;
     if (i < p.n) {
+#ifdef PAIRS
+        let row = i / p.cols;
+        let at = i + row * p.cols;
+        let g = gate[at];
+        let u = up[at + p.cols];
+#else
         let g = gate[i];
-        out[i] = g / (1.0 + exp(-g)) * up[i];
+        let u = up[i];
+#endif
+        out[i] = g / (1.0 + exp(-g)) * u;
     }
 }

@@ -121,3 +121,28 @@ fn sliding_window_generation_continues_past_max_seq() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// Stacked Q/K/V and gate/up with the residual adds fused into the norms compute what the
+/// separate dispatches compute, bit for bit: logits of a 16-token pass and greedy ids.
+#[test]
+fn fused_and_separate_dispatches_agree() -> anyhow::Result<()> {
+    let ctx = ctx()?;
+    let mut runs = Vec::new();
+    for fuse in [true, false] {
+        let (mut llama, tok) = load(&ctx, EngineOptions { max_seq: 64, max_batch: 16, fuse, ..Default::default() })?;
+        let prompt = tok.encode(PROMPT, true);
+        let ids = greedy(&ctx, &mut llama, &prompt, F32_IDS.len())?;
+        let logits = last_logits(&ctx, &mut llama, &prompt)?;
+        let n = llama.decode_dispatches();
+        println!("fuse {fuse}: {n} dispatches per decode step, {} bytes of weights, ids {ids:?}", llama.weights.bytes());
+        runs.push((ids, logits.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), llama.weights.bytes(), n));
+    }
+    // Per block: Q/K/V two fewer GEMVs, gate/up one fewer, two residual adds into the norms.
+    let layers = 30;
+    assert_eq!(runs[1].3 - runs[0].3, 5 * layers - 1, "dispatches saved");
+    assert_eq!(runs[0].0, F32_IDS, "fused");
+    assert_eq!(runs[1].0, F32_IDS, "separate");
+    assert!(runs[0].1 == runs[1].1, "logits differ between the fused and separate engines");
+    assert_eq!(runs[0].2, runs[1].2, "stacking must not change the weight bytes");
+    Ok(())
+}

@@ -146,6 +146,30 @@ impl GpuContext {
         Ok(GpuTensor { buffer, shape: shape.to_vec(), dtype })
     }
 
+    /// One u32 tensor holding the first `words` words of each of `parts` in order, copied on
+    /// the GPU (stacking weights that were uploaded separately).
+    pub fn concat_words(&self, label: &str, parts: &[(&GpuTensor, usize)]) -> Result<GpuTensor> {
+        let total: usize = parts.iter().map(|&(_, w)| w).sum();
+        if let Some((t, w)) = parts.iter().find(|&&(t, w)| w > t.len()) {
+            return Err(Error::Shape {
+                op: "concat",
+                message: format!("{label}: {w} words from {}", t.label_shape()),
+            });
+        }
+        let out = self.zeros(label, &[total], DType::U32)?;
+        let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) });
+        let mut at = 0u64;
+        for &(t, words) in parts {
+            let bytes = words as u64 * 4;
+            if bytes > 0 {
+                encoder.copy_buffer_to_buffer(&t.buffer, 0, &out.buffer, at, bytes);
+            }
+            at += bytes;
+        }
+        self.queue.submit([encoder.finish()]);
+        Ok(out)
+    }
+
     /// A zero-filled tensor, typically a kernel's output.
     pub fn zeros(&self, label: &str, shape: &[usize], dtype: DType) -> Result<GpuTensor> {
         let count = Self::element_count(label, shape)?;

@@ -11,7 +11,7 @@ pub mod shader;
 pub use buffer::{DType, GpuTensor, Uniform};
 pub use caps::{Capabilities, KeyLimits};
 pub use pipeline::{Dispatch, Pipeline};
-pub use readback::ReadSlot;
+pub use readback::{ReadSlot, StepCommands, Submitted};
 
 use std::sync::{Arc, Mutex};
 

@@ -77,6 +77,17 @@ impl GpuContext {
     }
 }
 
+/// A recorded, not yet submitted step (see [`GpuContext::encode_step`]).
+pub struct StepCommands {
+    commands: wgpu::CommandBuffer,
+    size: u64,
+}
+
+/// A submitted step whose result has not been read yet.
+pub struct Submitted {
+    size: u64,
+}
+
 /// A mapped-readable buffer made once and reused, so that reading a token id each step
 /// allocates nothing.
 pub struct ReadSlot {
@@ -103,6 +114,13 @@ impl GpuContext {
         tensor: &GpuTensor,
         slot: &ReadSlot,
     ) -> Result<Vec<u32>> {
+        let submitted = self.submit_step(self.encode_step(dispatches, tensor, slot));
+        self.read_step(slot, submitted).await
+    }
+
+    /// The commands of [`GpuContext::run_and_read_u32`], recorded but not submitted: a step
+    /// whose inputs stay on the GPU can be recorded while the previous one runs.
+    pub fn encode_step(&self, dispatches: &[&super::Dispatch], tensor: &GpuTensor, slot: &ReadSlot) -> StepCommands {
         let size = slot.buffer.size().min(tensor.bytes());
         let mut encoder = self
             .device
@@ -117,7 +135,18 @@ impl GpuContext {
             }
         }
         encoder.copy_buffer_to_buffer(&tensor.buffer, 0, &slot.buffer, 0, size);
-        self.queue.submit([encoder.finish()]);
+        StepCommands { commands: encoder.finish(), size }
+    }
+
+    /// Submits a recorded step; [`GpuContext::read_step`] then waits for its result.
+    pub fn submit_step(&self, step: StepCommands) -> Submitted {
+        self.queue.submit([step.commands]);
+        Submitted { size: step.size }
+    }
+
+    /// Waits for the last submitted step and returns the words it copied into `slot`.
+    pub async fn read_step(&self, slot: &ReadSlot, submitted: Submitted) -> Result<Vec<u32>> {
+        let size = submitted.size;
         let fail = |message: String| Error::Readback { label: "step".into(), message };
         let (tx, rx) = futures_channel::oneshot::channel();
         slot.buffer.slice(..size).map_async(wgpu::MapMode::Read, move |r| {

@@ -19,13 +19,13 @@
 use std::collections::HashMap;
 
 use crate::error::{Error, Result};
-use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor, ReadSlot, Uniform};
+use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor, ReadSlot, StepCommands, Uniform};
 use crate::ops::attention::{attention, attention_split, partials_shape, split_pays, AttentionShape, SPLIT_CHUNK};
-use crate::ops::elementwise::{add_inplace, bias_add, copy, copy_row, silu_mul};
+use crate::ops::elementwise::{add_inplace, bias_add, copy, copy_row, silu_mul, silu_mul_pairs};
 use crate::ops::kv::KvFormat;
-use crate::ops::norm::rms_norm;
+use crate::ops::norm::{add_rms_norm, rms_norm};
 use crate::ops::qmatmul::{embed, matmul, Precision, QWeight};
-use crate::ops::rope::{ring_slot, rope_row, rope_store, rope_table, step_bytes, RopeShape};
+use crate::ops::rope::{ring_slot, rope_row, rope_store, rope_store_qkv, rope_table, step_bytes, RopeShape};
 use crate::ops::sample::{params_bytes, sample, SampleParams};
 
 use super::config::LlamaConfig;
@@ -33,17 +33,89 @@ use super::config::LlamaConfig;
 /// One transformer block's weights, in their stored formats.
 pub struct LayerWeights {
     pub attn_norm: GpuTensor, // [dim]
-    pub wq: QWeight,          // [q_dim, dim]
-    pub wk: QWeight,          // [kv_dim, dim]
-    pub wv: QWeight,          // [kv_dim, dim]
-    pub bq: Option<GpuTensor>, // [q_dim]
-    pub bk: Option<GpuTensor>, // [kv_dim]
-    pub bv: Option<GpuTensor>, // [kv_dim]
+    pub qkv: Qkv,
     pub wo: QWeight,          // [dim, q_dim]
     pub ffn_norm: GpuTensor,  // [dim]
-    pub gate: QWeight,        // [ffn, dim]
-    pub up: QWeight,          // [ffn, dim]
+    pub gate_up: GateUp,
     pub down: QWeight,        // [dim, ffn]
+}
+
+/// The query, key and value projections: as loaded, or stacked into one matrix so that one
+/// matrix-vector product computes all three.
+pub enum Qkv {
+    Apart {
+        wq: QWeight,               // [q_dim, dim]
+        wk: QWeight,               // [kv_dim, dim]
+        wv: QWeight,               // [kv_dim, dim]
+        bq: Option<GpuTensor>,     // [q_dim]
+        bk: Option<GpuTensor>,     // [kv_dim]
+        bv: Option<GpuTensor>,     // [kv_dim]
+    },
+    Stacked {
+        w: QWeight,                // [q_dim + 2 * kv_dim, dim]
+        bias: Option<GpuTensor>,   // [q_dim + 2 * kv_dim]
+    },
+}
+
+/// The gate and up projections of the MLP, as loaded or stacked.
+pub enum GateUp {
+    Apart {
+        gate: QWeight,             // [ffn, dim]
+        up: QWeight,               // [ffn, dim]
+    },
+    Stacked(QWeight),              // [2 * ffn, dim]: gate rows, then up rows
+}
+
+impl LayerWeights {
+    pub fn bytes(&self) -> u64 {
+        let qkv = match &self.qkv {
+            Qkv::Apart { wq, wk, wv, bq, bk, bv } => {
+                wq.bytes() + wk.bytes() + wv.bytes() + [bq, bk, bv].iter().flat_map(|b| b.as_ref()).map(|b| b.bytes()).sum::<u64>()
+            }
+            Qkv::Stacked { w, bias } => w.bytes() + bias.as_ref().map_or(0, |b| b.bytes()),
+        };
+        let gate_up = match &self.gate_up {
+            GateUp::Apart { gate, up } => gate.bytes() + up.bytes(),
+            GateUp::Stacked(w) => w.bytes(),
+        };
+        qkv + gate_up + self.wo.bytes() + self.down.bytes() + self.attn_norm.bytes() + self.ffn_norm.bytes()
+    }
+
+    /// Stacks Q/K/V (with their biases when all three have one) and gate/up where their formats
+    /// allow ([`QWeight::stack`]); what cannot be stacked stays apart. The separate buffers
+    /// are released once the copies are queued.
+    pub fn stacked(self, ctx: &GpuContext, layer: usize) -> Result<Self> {
+        let qkv = match self.qkv {
+            Qkv::Apart { wq, wk, wv, bq, bk, bv } => {
+                let bias = match (&bq, &bk, &bv) {
+                    (None, None, None) => Some(None),
+                    (Some(q), Some(k), Some(v)) => {
+                        let t = ctx.concat_words(&format!("blk.{layer}.qkv.bias"), &[(q, q.len()), (k, k.len()), (v, v.len())])?;
+                        let n = t.len();
+                        Some(Some(GpuTensor { buffer: t.buffer, shape: vec![n], dtype: DType::F32 }))
+                    }
+                    _ => None,
+                };
+                let w = match bias {
+                    Some(_) => QWeight::stack(ctx, &format!("blk.{layer}.qkv"), &[&wq, &wk, &wv])?,
+                    None => None,
+                };
+                match (w, bias) {
+                    (Some(w), Some(bias)) => Qkv::Stacked { w, bias },
+                    _ => Qkv::Apart { wq, wk, wv, bq, bk, bv },
+                }
+            }
+            stacked => stacked,
+        };
+        let gate_up = match self.gate_up {
+            GateUp::Apart { gate, up } => match QWeight::stack(ctx, &format!("blk.{layer}.gate_up"), &[&gate, &up])? {
+                Some(w) => GateUp::Stacked(w),
+                None => GateUp::Apart { gate, up },
+            },
+            stacked => stacked,
+        };
+        Ok(Self { qkv, gate_up, ..self })
+    }
 }
 
 pub struct Weights {
@@ -56,16 +128,7 @@ pub struct Weights {
 
 impl Weights {
     pub fn bytes(&self) -> u64 {
-        let layer: u64 = self
-            .layers
-            .iter()
-            .map(|l| {
-                [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down].iter().map(|w| w.bytes()).sum::<u64>()
-                    + l.attn_norm.bytes()
-                    + l.ffn_norm.bytes()
-                    + [&l.bq, &l.bk, &l.bv].iter().flat_map(|b| b.as_ref()).map(|b| b.bytes()).sum::<u64>()
-            })
-            .sum();
+        let layer: u64 = self.layers.iter().map(LayerWeights::bytes).sum();
         self.embedding.bytes() + layer + self.out_norm.bytes() + self.output.as_ref().map_or(0, |o| o.bytes())
     }
 }
@@ -89,6 +152,10 @@ pub struct EngineOptions {
     /// Decode attention split across workgroups by context chunks (flash-decoding). `None`
     /// decides by adapter: split on GPUs, not on CPU-emulated adapters.
     pub split_attention: Option<bool>,
+    /// Fewer dispatches per token: Q/K/V and gate/up stacked into one matrix each at load,
+    /// and each residual add fused into the norm that follows it. Results are the same
+    /// either way; off only to measure what the fusion buys.
+    pub fuse: bool,
 }
 
 impl Default for EngineOptions {
@@ -100,6 +167,7 @@ impl Default for EngineOptions {
             kv: KvFormat::F32,
             sinks: 4,
             split_attention: None,
+            fuse: true,
         }
     }
 }
@@ -119,6 +187,8 @@ struct Buffers {
     v: GpuTensor,        // [B, kv_dim]
     attn: GpuTensor,     // [B, q_dim]
     o: GpuTensor,        // [B, dim]
+    qkv: GpuTensor,      // [B, q_dim + 2 * kv_dim] stacked projections
+    gate_up: GpuTensor,  // [B, 2 * ffn] stacked projections
     gate: GpuTensor,     // [B, ffn]
     up: GpuTensor,       // [B, ffn]
     act: GpuTensor,      // [B, ffn]
@@ -161,6 +231,8 @@ pub struct Llama {
     slot: ReadSlot,
     buffers: Buffers,
     decode: Graph,
+    /// The next decode step, recorded while the previous one ran.
+    recorded: Option<StepCommands>,
     prefill: HashMap<usize, Graph>,
     /// Tokens in the KV cache.
     pos: usize,
@@ -197,7 +269,7 @@ fn zeros(ctx: &GpuContext, label: &str, shape: &[usize]) -> Result<GpuTensor> {
 }
 
 impl Llama {
-    pub async fn new(ctx: &GpuContext, config: LlamaConfig, weights: Weights, options: EngineOptions) -> Result<Self> {
+    pub async fn new(ctx: &GpuContext, config: LlamaConfig, mut weights: Weights, options: EngineOptions) -> Result<Self> {
         let c = &config;
         if options.max_seq == 0 || options.max_batch == 0 || weights.layers.len() != c.n_layers {
             return Err(Error::Model(format!(
@@ -207,6 +279,13 @@ impl Llama {
                 options.max_seq,
                 options.max_batch
             )));
+        }
+        if options.fuse {
+            // One layer at a time, so the separate buffers of a layer go before the next stacks.
+            let layers = std::mem::take(&mut weights.layers);
+            for (i, l) in layers.into_iter().enumerate() {
+                weights.layers.push(l.stacked(ctx, i)?);
+            }
         }
         let split = options.split_attention.unwrap_or_else(|| split_pays(ctx));
         let options =
@@ -240,6 +319,8 @@ impl Llama {
             v: zeros(ctx, "v", &[b, c.kv_dim()])?,
             attn: zeros(ctx, "attn", &[b, c.q_dim()])?,
             o: zeros(ctx, "o", &[b, c.dim])?,
+            qkv: zeros(ctx, "qkv", &[b, c.q_dim() + 2 * c.kv_dim()])?,
+            gate_up: zeros(ctx, "gate_up", &[b, 2 * c.ffn_dim])?,
             gate: zeros(ctx, "gate", &[b, c.ffn_dim])?,
             up: zeros(ctx, "up", &[b, c.ffn_dim])?,
             act: zeros(ctx, "act", &[b, c.ffn_dim])?,
@@ -267,12 +348,18 @@ impl Llama {
             rope_scratch,
             buffers,
             decode: Graph { dispatches: Vec::new() },
+            recorded: None,
             prefill: HashMap::new(),
             pos: 0,
         };
         model.decode = model.build(ctx, 1, true, false, None).await?;
         model.set_sampling(ctx, &SampleParams::default());
         Ok(model)
+    }
+
+    /// Dispatches one decode step records.
+    pub fn decode_dispatches(&self) -> usize {
+        self.decode.dispatches.len()
     }
 
     /// Tokens in the KV cache.
@@ -289,7 +376,7 @@ impl Llama {
     pub fn gpu_bytes(&self) -> u64 {
         let caches: u64 = self.k_cache.iter().chain(&self.v_cache).map(|t| t.bytes()).sum();
         let b = &self.buffers;
-        let acts: u64 = [&b.x, &b.h, &b.q, &b.k, &b.v, &b.attn, &b.o, &b.gate, &b.up, &b.act, &b.down, &b.logits]
+        let acts: u64 = [&b.x, &b.h, &b.q, &b.k, &b.v, &b.attn, &b.o, &b.qkv, &b.gate_up, &b.gate, &b.up, &b.act, &b.down, &b.logits]
             .iter()
             .map(|t| t.bytes())
             .sum();
@@ -360,19 +447,37 @@ impl Llama {
         let ids = if decode { self.chosen.view(&[1])? } else { b.ids.view(&[t])? };
         d.push(embed(ctx, &w.embedding, &ids, &x).await?);
         self.capture_into(ctx, &mut d, capture.as_deref_mut(), "embedding".into(), &x).await?;
+        let fuse = self.options.fuse;
+        let qkv = b.qkv.view(&[t, c.q_dim() + 2 * c.kv_dim()])?;
+        let gate_up = b.gate_up.view(&[t, 2 * c.ffn_dim])?;
         for (i, l) in w.layers.iter().enumerate() {
-            d.push(rms_norm(ctx, &x, &l.attn_norm, &h, c.rms_eps).await?);
-            d.push(matmul(ctx, &l.wq, &h, &q, p, p).await?);
-            d.push(matmul(ctx, &l.wk, &h, &k, p, p).await?);
-            d.push(matmul(ctx, &l.wv, &h, &v, p, p).await?);
-            for (bias, out) in [(&l.bq, &q), (&l.bk, &k), (&l.bv, &v)] {
-                if let Some(bias) = bias {
-                    d.push(bias_add(ctx, out, bias).await?);
+            if i == 0 || !fuse {
+                d.push(rms_norm(ctx, &x, &l.attn_norm, &h, c.rms_eps).await?);
+            }
+            let (q3, a3) = (heads(&q, c.n_heads)?, heads(&attn, c.n_heads)?);
+            let (kc, vc) = (&self.k_cache[i], &self.v_cache[i]);
+            match &l.qkv {
+                Qkv::Stacked { w, bias } => {
+                    d.push(matmul(ctx, w, &h, &qkv, p, p).await?);
+                    if let Some(bias) = bias {
+                        d.push(bias_add(ctx, &qkv, bias).await?);
+                    }
+                    let qkv3 = heads(&qkv, c.n_heads + 2 * c.n_kv_heads)?;
+                    d.push(rope_store_qkv(ctx, rs, &qkv3, &q3, kc, vc, &self.rope, &self.step).await?);
+                }
+                Qkv::Apart { wq, wk, wv, bq, bk, bv } => {
+                    d.push(matmul(ctx, wq, &h, &q, p, p).await?);
+                    d.push(matmul(ctx, wk, &h, &k, p, p).await?);
+                    d.push(matmul(ctx, wv, &h, &v, p, p).await?);
+                    for (bias, out) in [(bq, &q), (bk, &k), (bv, &v)] {
+                        if let Some(bias) = bias {
+                            d.push(bias_add(ctx, out, bias).await?);
+                        }
+                    }
+                    let (k3, v3) = (heads(&k, c.n_kv_heads)?, heads(&v, c.n_kv_heads)?);
+                    d.push(rope_store(ctx, rs, &q3, &k3, &v3, kc, vc, &self.rope, &self.step).await?);
                 }
             }
-            let (q3, k3, v3, a3) = (heads(&q, c.n_heads)?, heads(&k, c.n_kv_heads)?, heads(&v, c.n_kv_heads)?, heads(&attn, c.n_heads)?);
-            let (kc, vc) = (&self.k_cache[i], &self.v_cache[i]);
-            d.push(rope_store(ctx, rs, &q3, &k3, &v3, kc, vc, &self.rope, &self.step).await?);
             if t == 1 && self.options.split_attention == Some(true) {
                 let b = &self.buffers.partials;
                 d.extend(attention_split(ctx, shape, &q3, kc, vc, b, &a3, scale, &self.step, SPLIT_CHUNK).await?);
@@ -381,14 +486,29 @@ impl Llama {
             }
             d.push(matmul(ctx, &l.wo, &attn, &o, p, p).await?);
             self.capture_into(ctx, &mut d, capture.as_deref_mut(), format!("blk.{i}.attn_out"), &o).await?;
-            d.push(add_inplace(ctx, &x, &o).await?);
-            d.push(rms_norm(ctx, &x, &l.ffn_norm, &h, c.rms_eps).await?);
-            d.push(matmul(ctx, &l.gate, &h, &gate, p, p).await?);
-            d.push(matmul(ctx, &l.up, &h, &up, p, p).await?);
-            d.push(silu_mul(ctx, &gate, &up, &act).await?);
+            if fuse {
+                d.push(add_rms_norm(ctx, &x, &o, &l.ffn_norm, &h, c.rms_eps).await?);
+            } else {
+                d.push(add_inplace(ctx, &x, &o).await?);
+                d.push(rms_norm(ctx, &x, &l.ffn_norm, &h, c.rms_eps).await?);
+            }
+            match &l.gate_up {
+                GateUp::Stacked(w) => {
+                    d.push(matmul(ctx, w, &h, &gate_up, p, p).await?);
+                    d.push(silu_mul_pairs(ctx, &gate_up, &act).await?);
+                }
+                GateUp::Apart { gate: wg, up: wu } => {
+                    d.push(matmul(ctx, wg, &h, &gate, p, p).await?);
+                    d.push(matmul(ctx, wu, &h, &up, p, p).await?);
+                    d.push(silu_mul(ctx, &gate, &up, &act).await?);
+                }
+            }
             d.push(matmul(ctx, &l.down, &act, &down, p, p).await?);
             self.capture_into(ctx, &mut d, capture.as_deref_mut(), format!("blk.{i}.mlp_out"), &down).await?;
-            d.push(add_inplace(ctx, &x, &down).await?);
+            match w.layers.get(i + 1).filter(|_| fuse) {
+                Some(next) => d.push(add_rms_norm(ctx, &x, &down, &next.attn_norm, &h, c.rms_eps).await?),
+                None => d.push(add_inplace(ctx, &x, &down).await?),
+            }
             self.capture_into(ctx, &mut d, capture.as_deref_mut(), format!("blk.{i}.residual"), &x).await?;
         }
         let head = w.output.as_ref().unwrap_or(&w.embedding);
@@ -503,7 +623,15 @@ impl Llama {
         ctx.write_uniform(&self.step, &step_bytes(self.pos as u32, 1));
         self.prepare_rope(ctx, 1)?;
         let refs: Vec<&Dispatch> = self.decode.dispatches.iter().collect();
-        let next = ctx.run_and_read_u32(&refs, &self.chosen, &self.slot).await?[0];
+        let commands = match self.recorded.take() {
+            Some(c) => c,
+            None => ctx.encode_step(&refs, &self.chosen, &self.slot),
+        };
+        let submitted = ctx.submit_step(commands);
+        // The next step's commands are the same and read their inputs (the token, the position
+        // uniform) on the GPU, so they are recorded while this step runs.
+        self.recorded = Some(ctx.encode_step(&refs, &self.chosen, &self.slot));
+        let next = ctx.read_step(&self.slot, submitted).await?[0];
         self.pos += 1;
         Ok(next)
     }

@@ -14,7 +14,7 @@ use crate::quant::decode_to_f32;
 use crate::quant::weft::{quantize, QuantMatrix, WeftQuant};
 
 use super::config::LlamaConfig;
-use super::llama::{LayerWeights, Weights};
+use super::llama::{GateUp, LayerWeights, Qkv, Weights};
 use super::names::{part_of, LayerPart, Part};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -322,16 +322,20 @@ pub async fn load_weights<R: RangeReader>(
             };
             layers[layer] = Some(LayerWeights {
                 attn_norm: vec(LayerPart::AttnNorm, c.dim)?,
-                wq: layer_mat(LayerPart::Q, c.q_dim(), c.dim)?,
-                wk: layer_mat(LayerPart::K, c.kv_dim(), c.dim)?,
-                wv: layer_mat(LayerPart::V, c.kv_dim(), c.dim)?,
-                bq: bias(LayerPart::QBias, c.q_dim())?,
-                bk: bias(LayerPart::KBias, c.kv_dim())?,
-                bv: bias(LayerPart::VBias, c.kv_dim())?,
+                qkv: Qkv::Apart {
+                    wq: layer_mat(LayerPart::Q, c.q_dim(), c.dim)?,
+                    wk: layer_mat(LayerPart::K, c.kv_dim(), c.dim)?,
+                    wv: layer_mat(LayerPart::V, c.kv_dim(), c.dim)?,
+                    bq: bias(LayerPart::QBias, c.q_dim())?,
+                    bk: bias(LayerPart::KBias, c.kv_dim())?,
+                    bv: bias(LayerPart::VBias, c.kv_dim())?,
+                },
                 wo: layer_mat(LayerPart::AttnOut, c.dim, c.q_dim())?,
                 ffn_norm: vec(LayerPart::FfnNorm, c.dim)?,
-                gate: layer_mat(LayerPart::Gate, c.ffn_dim, c.dim)?,
-                up: layer_mat(LayerPart::Up, c.ffn_dim, c.dim)?,
+                gate_up: GateUp::Apart {
+                    gate: layer_mat(LayerPart::Gate, c.ffn_dim, c.dim)?,
+                    up: layer_mat(LayerPart::Up, c.ffn_dim, c.dim)?,
+                },
                 down: layer_mat(LayerPart::Down, c.dim, c.ffn_dim)?,
             });
         }

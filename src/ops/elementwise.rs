@@ -41,6 +41,7 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
         (ADD_SHADER, d.clone()),
         (ADD_INPLACE_SHADER, d.clone()),
         (SILU_MUL_SHADER, d.clone()),
+        (SILU_MUL_SHADER, d.clone().set("PAIRS", 1)),
         (BIAS_ADD_SHADER, d.clone()),
         (RELU_SHADER, d.clone()),
         (COPY_ROWS_SHADER, d),
@@ -79,7 +80,18 @@ async fn over_elements(
     n: u32,
     extra: u32,
 ) -> Result<Dispatch> {
-    let pipeline = ctx.pipeline(shader, &Defines::new().set("WG", WG)).await?;
+    over_elements_with(ctx, shader, Defines::new(), tensors, n, extra).await
+}
+
+async fn over_elements_with(
+    ctx: &GpuContext,
+    shader: &ShaderSource,
+    defines: Defines,
+    tensors: &[&GpuTensor],
+    n: u32,
+    extra: u32,
+) -> Result<Dispatch> {
+    let pipeline = ctx.pipeline(shader, &defines.set("WG", WG)).await?;
     let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
     let groups = grid(n.div_ceil(WG), max);
     let params = [n, groups[0] * WG, extra, 0];
@@ -133,6 +145,25 @@ pub async fn copy_row(ctx: &GpuContext, x: &GpuTensor, row: usize, out: &GpuTens
         _ => Err(Error::Shape {
             op: "copy_row",
             message: format!("row {row} of {} into {}", x.label_shape(), out.label_shape()),
+        }),
+    }
+}
+
+/// `out[r, :] = silu(gu[r, :cols]) * gu[r, cols:]` for `gu` [rows, 2 * cols], the output of
+/// the gate and up projections stacked into one matrix.
+pub async fn silu_mul_pairs(ctx: &GpuContext, gu: &GpuTensor, out: &GpuTensor) -> Result<Dispatch> {
+    match (&gu.shape[..], &out.shape[..]) {
+        (&[rows, c2], &[orows, cols]) if rows == orows && c2 == 2 * cols && cols > 0
+            && gu.dtype == DType::F32 && out.dtype == DType::F32 =>
+        {
+            let n = u32::try_from(out.len())
+                .map_err(|_| Error::Shape { op: "silu_mul_pairs", message: "too large".into() })?;
+            let defines = Defines::new().set("PAIRS", 1);
+            over_elements_with(ctx, &SILU_MUL_SHADER, defines, &[gu, gu, out], n, cols as u32).await
+        }
+        _ => Err(Error::Shape {
+            op: "silu_mul_pairs",
+            message: format!("gate|up {} into {}: need [rows, 2 * cols] and [rows, cols]", gu.label_shape(), out.label_shape()),
         }),
     }
 }

@@ -31,8 +31,11 @@ pub enum RopeScaling {
 }
 
 pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
-    [Defines::new(), Defines::new().set("NEOX", 1)]
+    let styles = [Defines::new(), Defines::new().set("NEOX", 1)];
+    styles
+        .clone()
         .into_iter()
+        .chain(styles.into_iter().map(|d| d.set("QKV", 1)))
         .flat_map(all_defines)
         .map(|d| (ROPE_SHADER, d))
         .collect()
@@ -106,12 +109,54 @@ pub async fn rope_store(
     table: &GpuTensor,
     step: &Uniform,
 ) -> Result<Dispatch> {
-    let shape_err = |message: String| Error::Shape { op: "rope_store", message };
     let kv = [s.n_tokens, s.n_kv_heads, s.head_dim];
+    if k.shape != kv || v.shape != kv {
+        return Err(Error::Shape {
+            op: "rope_store",
+            message: format!("{s:?} needs k and v {kv:?}, got {:?} {:?}", k.shape, v.shape),
+        });
+    }
+    store(ctx, s, q, [k, v], false, k_cache, v_cache, table, step).await
+}
+
+/// [`rope_store`] reading the queries, keys and values from one `qkv`
+/// [n_tokens, n_heads + 2 * n_kv_heads, head_dim] (a stacked Q/K/V projection's output) and
+/// writing the rotated queries to `q`.
+#[allow(clippy::too_many_arguments)]
+pub async fn rope_store_qkv(
+    ctx: &GpuContext,
+    s: RopeShape,
+    qkv: &GpuTensor,
+    q: &GpuTensor,
+    k_cache: &GpuTensor,
+    v_cache: &GpuTensor,
+    table: &GpuTensor,
+    step: &Uniform,
+) -> Result<Dispatch> {
+    if qkv.shape != [s.n_tokens, s.n_heads + 2 * s.n_kv_heads, s.head_dim] {
+        return Err(Error::Shape {
+            op: "rope_store",
+            message: format!("{s:?} does not fit qkv {:?}", qkv.shape),
+        });
+    }
+    store(ctx, s, q, [qkv, qkv], true, k_cache, v_cache, table, step).await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn store(
+    ctx: &GpuContext,
+    s: RopeShape,
+    q: &GpuTensor,
+    [k, v]: [&GpuTensor; 2],
+    stacked: bool,
+    k_cache: &GpuTensor,
+    v_cache: &GpuTensor,
+    table: &GpuTensor,
+    step: &Uniform,
+) -> Result<Dispatch> {
+    let shape_err = |message: String| Error::Shape { op: "rope_store", message };
     let cache = [s.n_kv_heads, s.max_seq, s.kv.row_words(s.head_dim)];
     let ok = q.shape == [s.n_tokens, s.n_heads, s.head_dim]
-        && k.shape == kv
-        && v.shape == kv
         && k_cache.shape == cache
         && v_cache.shape == cache
         && table.shape == [s.max_seq, s.rot_dims / 2, 2]
@@ -128,10 +173,11 @@ pub async fn rope_store(
             q.shape, k.shape, v.shape, k_cache.shape, table.shape
         )));
     }
-    let defines = s.kv.defines(match s.style {
+    let style = match s.style {
         RopeStyle::Norm => Defines::new(),
         RopeStyle::Neox => Defines::new().set("NEOX", 1),
-    });
+    };
+    let defines = s.kv.defines(if stacked { style.set("QKV", 1) } else { style });
     let pipeline = ctx.pipeline(&ROPE_SHADER, &defines).await?;
     let threads = s.n_tokens * (s.n_heads + s.n_kv_heads) * s.head_dim / 2;
     let groups = u32::try_from(threads.div_ceil(64)).map_err(|_| shape_err("too many tokens".into()))?;

@@ -21,6 +21,7 @@ pub struct Args {
     pub kv: KvFormat,
     pub json: bool,
     pub profile: bool,
+    pub fuse: bool,
 }
 
 #[derive(Serialize)]
@@ -43,6 +44,7 @@ struct Report {
     decode_weight_gb_s: f64,
     kv: KvFormat,
     kv_bytes_per_token: u64,
+    fuse: bool,
     /// KV bytes per token of this model under every format, from the engine's layout.
     kv_bytes_per_token_by_format: Vec<(KvFormat, u64)>,
     /// With --profile: one decode step's CPU/GPU split and per-kernel GPU time.
@@ -74,7 +76,7 @@ fn open(ctx: &GpuContext, location: &str, engine: EngineOptions, weights: Weight
 pub fn run(a: Args) -> anyhow::Result<()> {
     let ctx = crate::cli::context()?;
     let quantize = a.quantize.as_deref().map(WeftQuant::parse).transpose()?;
-    let engine = EngineOptions { max_seq: a.prompt_len + a.gen + 1, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, ..Default::default() };
+    let engine = EngineOptions { max_seq: a.prompt_len + a.gen + 1, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, ..Default::default() };
     let started = Instant::now();
     let mut llama = open(&ctx, &a.model, engine, WeightOptions { quantize })?;
     let load_s = started.elapsed().as_secs_f64();
@@ -120,6 +122,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         decode_weight_gb_s: llama.weights.bytes() as f64 * decode_median / 1e9,
         kv: a.kv,
         kv_bytes_per_token: llama.kv_bytes_per_token(),
+        fuse: a.fuse,
         kv_bytes_per_token_by_format: KvFormat::ALL
             .iter()
             .map(|&k| (k, model::kv_bytes_per_token(&llama.config, k)))

@@ -157,6 +157,10 @@ mod cli {
             /// from timestamp queries where the adapter has them.
             #[arg(long)]
             profile: bool,
+            /// Keep Q/K/V and gate/up apart and every residual add its own dispatch (to
+            /// measure what the fusion buys).
+            #[arg(long)]
+            no_fuse: bool,
         },
         /// Write every checkpoint of one forward pass over --ids as .npy files.
         DumpActivations {
@@ -233,8 +237,8 @@ mod cli {
                     budget_mb,
                 })
             }
-            Command::Bench { model, prompt_len, gen, reps, quantize, kv, json, profile } => {
-                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, kv, json, profile })
+            Command::Bench { model, prompt_len, gen, reps, quantize, kv, json, profile, no_fuse } => {
+                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, kv, json, profile, fuse: !no_fuse })
             }
             Command::Generate {
                 model,

@@ -280,6 +280,68 @@ impl QWeight {
         Ok(Self { format, rows: m.rows, cols: m.cols, parts })
     }
 
+    /// The rows of `weights` stacked into one matrix [sum of rows, cols] in one buffer per
+    /// binding, so that one dispatch computes all their outputs (Q/K/V, gate/up). None when
+    /// they differ in format or K, one of them is split in parts, a buffer boundary would fall
+    /// inside a word, or the result would exceed a storage binding: the caller keeps them
+    /// apart then.
+    pub fn stack(ctx: &GpuContext, name: &str, weights: &[&QWeight]) -> Result<Option<QWeight>> {
+        let Some(first) = weights.first() else { return Ok(None) };
+        let same = weights.iter().all(|w| w.format == first.format && w.cols == first.cols && w.parts.len() == 1);
+        if !same {
+            return Ok(None);
+        }
+        let (wpr, gpr) = first.row_layout();
+        // Words each weight contributes to each binding: data, then scales and zeros.
+        let words = |w: &QWeight| -> Option<Vec<usize>> {
+            let part = &w.parts[0];
+            match w.format {
+                WeightFormat::Weft(_) => {
+                    let halves = w.rows * gpr as usize;
+                    let packed = halves.is_multiple_of(2).then_some(halves / 2)?;
+                    let mut v = vec![w.rows * wpr as usize, packed];
+                    if part.zeros.is_some() {
+                        v.push(packed);
+                    }
+                    Some(v)
+                }
+                WeightFormat::F32 => Some(vec![w.rows * w.cols]),
+                WeightFormat::Ggml(ty) => {
+                    let bytes = quant::expected_bytes(crate::format::StorageType::Ggml(ty), w.rows * w.cols).ok()?;
+                    bytes.is_multiple_of(4).then_some(vec![bytes as usize / 4])
+                }
+            }
+        };
+        let mut per_weight = Vec::with_capacity(weights.len());
+        for (i, w) in weights.iter().enumerate() {
+            // The last weight may end inside a word: nothing follows it.
+            match words(w) {
+                Some(v) => per_weight.push(v),
+                None if i + 1 == weights.len() => per_weight.push(w.parts[0].tensors().iter().map(|t| t.len()).collect()),
+                None => return Ok(None),
+            }
+        }
+        let bindings = per_weight[0].len();
+        let limit = binding_limit(ctx) as usize / 4;
+        for b in 0..bindings {
+            if per_weight.iter().map(|v| v[b]).sum::<usize>() > limit {
+                return Ok(None);
+            }
+        }
+        let mut stacked = Vec::with_capacity(bindings);
+        for b in 0..bindings {
+            let parts: Vec<(&GpuTensor, usize)> =
+                weights.iter().zip(&per_weight).map(|(w, v)| (w.parts[0].tensors()[b], v[b])).collect();
+            let label = format!("{name}.{}", ["data", "scales", "zeros"][b]);
+            stacked.push(ctx.concat_words(&label, &parts)?);
+        }
+        let rows = weights.iter().map(|w| w.rows).sum();
+        let mut it = stacked.into_iter();
+        let data = it.next().ok_or_else(|| Error::Shape { op: "stack", message: name.to_string() })?;
+        let (scales, zeros) = (it.next(), it.next());
+        Ok(Some(QWeight { format: first.format, rows, cols: first.cols, parts: vec![QPart { row0: 0, rows, data, scales, zeros }] }))
+    }
+
     /// Bytes a full pass over the weight reads (packed data, scales, zeros).
     pub fn bytes(&self) -> u64 {
         self.parts.iter().flat_map(|p| p.tensors()).map(|t| t.len() as u64 * 4).sum()

@@ -1,0 +1,180 @@
+//! The fused forms the engine uses to cut dispatches per token: residual add + RMSNorm, the
+//! stacked Q/K/V and gate/up projections, RoPE + KV store reading the stacked Q/K/V, and SwiGLU
+//! over the stacked gate/up output. Each must give what its unfused form gives: the same bits
+//! where the arithmetic is the same, else its CPU reference's tolerance.
+
+use weft::gpu::DType;
+use weft::ops::elementwise::{silu_mul_cpu, silu_mul_pairs, SILU_MUL_TOLERANCE};
+use weft::ops::kv::KvFormat;
+use weft::ops::norm::{add_rms_norm, rms_norm_cpu, RMSNORM_TOLERANCE};
+use weft::ops::qmatmul::{self, Precision, QWeight, WeightFormat};
+use weft::ops::rope::{rope_store, rope_store_qkv, rope_table, step_bytes, RopeScaling, RopeShape, RopeStyle};
+use weft::selftest::random_f32;
+
+mod gpu_context;
+use gpu_context::ctx;
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|f| f.to_bits()).collect()
+}
+
+#[test]
+fn residual_add_fused_into_rms_norm() -> anyhow::Result<()> {
+    let ctx = ctx();
+    for (i, (rows, cols)) in [(1, 576), (4, 64), (3, 1000)].into_iter().enumerate() {
+        let x = random_f32(10 + i as u64, rows * cols);
+        let r: Vec<f32> = random_f32(20 + i as u64, rows * cols).iter().map(|v| v * 3.0).collect();
+        let w: Vec<f32> = random_f32(30 + i as u64, cols).iter().map(|v| 1.0 + v * 0.5).collect();
+        let (tx, tr) = (ctx.upload_f32("x", &[rows, cols], &x)?, ctx.upload_f32("r", &[rows, cols], &r)?);
+        let tw = ctx.upload_f32("w", &[cols], &w)?;
+        let ty = ctx.zeros("y", &[rows, cols], DType::F32)?;
+        let d = pollster::block_on(add_rms_norm(ctx, &tx, &tr, &tw, &ty, 1e-5))?;
+        ctx.run(&[&d]);
+        // The sum is one f32 addition: exact against the CPU's.
+        let sum: Vec<f32> = x.iter().zip(&r).map(|(a, b)| a + b).collect();
+        assert_eq!(bits(&pollster::block_on(ctx.read_f32(&tx))?), bits(&sum), "[{rows},{cols}] x += r");
+        let got = pollster::block_on(ctx.read_f32(&ty))?;
+        let dev = RMSNORM_TOLERANCE.compare(&got, &rms_norm_cpu(&sum, &w, 1e-5));
+        assert!(dev.within, "[{rows},{cols}]: {dev:?}");
+    }
+    let bad = ctx.zeros("r", &[2, 7], DType::F32)?;
+    let x = ctx.zeros("x", &[2, 8], DType::F32)?;
+    let w = ctx.zeros("w", &[8], DType::F32)?;
+    assert!(pollster::block_on(add_rms_norm(ctx, &x, &bad, &w, &x, 1e-5)).is_err(), "a residual of another shape");
+    Ok(())
+}
+
+#[test]
+fn swiglu_over_stacked_gate_and_up() -> anyhow::Result<()> {
+    let ctx = ctx();
+    let (rows, cols) = (5, 1536 + 3);
+    let gu: Vec<f32> = random_f32(40, rows * 2 * cols).iter().map(|v| v * 8.0).collect();
+    let (mut g, mut u) = (Vec::new(), Vec::new());
+    for row in gu.chunks(2 * cols) {
+        g.extend_from_slice(&row[..cols]);
+        u.extend_from_slice(&row[cols..]);
+    }
+    let tgu = ctx.upload_f32("gu", &[rows, 2 * cols], &gu)?;
+    let out = ctx.zeros("out", &[rows, cols], DType::F32)?;
+    let d = pollster::block_on(silu_mul_pairs(ctx, &tgu, &out))?;
+    ctx.run(&[&d]);
+    let dev = SILU_MUL_TOLERANCE.compare(&pollster::block_on(ctx.read_f32(&out))?, &silu_mul_cpu(&g, &u));
+    assert!(dev.within, "{dev:?}");
+    let odd = ctx.zeros("odd", &[rows, 2 * cols + 1], DType::F32)?;
+    assert!(pollster::block_on(silu_mul_pairs(ctx, &odd, &out)).is_err(), "a row that is not two halves");
+    Ok(())
+}
+
+/// Stacked weights computed in one GEMV/GEMM give, row for row, the bits of separate ones.
+#[test]
+fn stacked_projections_equal_separate_ones() -> anyhow::Result<()> {
+    let ctx = ctx();
+    // Row counts of SmolLM2's Q, K and V scaled down, some odd so that a weft weight's packed
+    // f16 scales would end inside a word.
+    let names = ["Q4_1", "Q8_0", "Q4_0", "Q4_K", "Q6_K", "F32", "q4_g32_sym", "q4_g32_asym", "q8_g64_asym", "q3_g128_asym"];
+    for (i, name) in names.into_iter().enumerate() {
+        let format = WeightFormat::parse(name).expect("known format");
+        let k = if format.k_multiple() == 256 { 512 } else { 192 };
+        let rows = [18, 6, 6];
+        let tws: Vec<_> = rows
+            .iter()
+            .enumerate()
+            .map(|(j, &n)| qmatmul::test_weight(format, 100 + (i * 3 + j) as u64, n, k))
+            .collect::<Result<_, _>>()?;
+        let ws: Vec<QWeight> = tws.iter().map(|tw| tw.upload(ctx, "w")).collect::<Result<_, _>>()?;
+        let stacked = QWeight::stack(ctx, "qkv", &ws.iter().collect::<Vec<_>>())?
+            .ok_or_else(|| anyhow::anyhow!("{name}: not stacked"))?;
+        assert_eq!((stacked.rows, stacked.cols, stacked.parts.len()), (30, k, 1), "{name}");
+        for t in [1, 5] {
+            let x = ctx.upload_f32("x", &[t, k], &random_f32(200 + i as u64, t * k))?;
+            let run = |w: &QWeight| -> anyhow::Result<Vec<f32>> {
+                let out = ctx.zeros("out", &[t, w.rows], DType::F32)?;
+                let d = pollster::block_on(qmatmul::matmul(ctx, w, &x, &out, Precision::F32, Precision::F32))?;
+                ctx.run(&[&d]);
+                Ok(pollster::block_on(ctx.read_f32(&out))?)
+            };
+            let whole = run(&stacked)?;
+            let parts: Vec<Vec<f32>> = ws.iter().map(run).collect::<Result<_, _>>()?;
+            for tok in 0..t {
+                let mut want = Vec::new();
+                for (p, &n) in parts.iter().zip(&rows) {
+                    want.extend_from_slice(&p[tok * n..(tok + 1) * n]);
+                }
+                assert_eq!(bits(&whole[tok * 30..(tok + 1) * 30]), bits(&want), "{name} t={t} token {tok}");
+            }
+        }
+        println!("{name}: stacked [30, {k}] equal to its parts");
+    }
+    // Different formats or K stay apart.
+    let a = qmatmul::test_weight(WeightFormat::parse("Q8_0").expect("Q8_0"), 1, 4, 64)?.upload(ctx, "a")?;
+    let b = qmatmul::test_weight(WeightFormat::parse("Q4_0").expect("Q4_0"), 2, 4, 64)?.upload(ctx, "b")?;
+    let c = qmatmul::test_weight(WeightFormat::parse("Q8_0").expect("Q8_0"), 3, 4, 96)?.upload(ctx, "c")?;
+    assert!(QWeight::stack(ctx, "ab", &[&a, &b])?.is_none());
+    assert!(QWeight::stack(ctx, "ac", &[&a, &c])?.is_none());
+    Ok(())
+}
+
+/// RoPE + KV store reading the stacked [t, heads + 2 kv_heads, head_dim] writes the same cache
+/// rows and rotated queries as the form with separate q, k and v.
+#[test]
+fn rope_store_from_stacked_qkv_equals_separate() -> anyhow::Result<()> {
+    let ctx = ctx();
+    let (n_heads, n_kv_heads, head_dim, max_seq) = (6, 2, 64, 40);
+    for (s, (style, kv, n_tokens, pos)) in [
+        (RopeStyle::Norm, KvFormat::F32, 1, 7),
+        (RopeStyle::Neox, KvFormat::F32, 5, 3),
+        (RopeStyle::Norm, KvFormat::F16, 3, 0),
+        (RopeStyle::Neox, KvFormat::Q8, 2, 30),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let seed = 300 + 10 * s as u64;
+        let rs = RopeShape { n_tokens, n_heads, n_kv_heads, head_dim, max_seq, rot_dims: head_dim, style, kv, sinks: 0 };
+        let per = (n_heads + 2 * n_kv_heads) * head_dim;
+        let qkv = random_f32(seed, n_tokens * per);
+        let (mut q, mut k, mut v) = (Vec::new(), Vec::new(), Vec::new());
+        for row in qkv.chunks(per) {
+            q.extend_from_slice(&row[..n_heads * head_dim]);
+            k.extend_from_slice(&row[n_heads * head_dim..(n_heads + n_kv_heads) * head_dim]);
+            v.extend_from_slice(&row[(n_heads + n_kv_heads) * head_dim..]);
+        }
+        let table = ctx.upload_f32("rope", &[max_seq, head_dim / 2, 2], &rope_table(max_seq, head_dim, 10000.0, RopeScaling::None))?;
+        let step = ctx.uniform_block("step", 16);
+        ctx.write_uniform(&step, &step_bytes(pos as u32, n_tokens as u32));
+        let cache = [n_kv_heads, max_seq, kv.row_words(head_dim)];
+        let caches = || -> anyhow::Result<_> {
+            let fill = random_f32(seed + 1, n_kv_heads * max_seq * head_dim);
+            Ok(match kv {
+                KvFormat::F32 => (ctx.upload_f32("kc", &cache, &fill)?, ctx.upload_f32("vc", &cache, &fill)?),
+                _ => {
+                    let words = kv.encode_cache(&fill, head_dim);
+                    (ctx.upload_u32("kc", &cache, &words)?, ctx.upload_u32("vc", &cache, &words)?)
+                }
+            })
+        };
+        let ((kc1, vc1), (kc2, vc2)) = (caches()?, caches()?);
+        let read = |t: &weft::gpu::GpuTensor| -> anyhow::Result<Vec<u32>> {
+            Ok(match t.dtype {
+                DType::F32 => bits(&pollster::block_on(ctx.read_f32(t))?),
+                DType::U32 => pollster::block_on(ctx.read_u32(t))?,
+            })
+        };
+
+        let tq = ctx.upload_f32("q", &[n_tokens, n_heads, head_dim], &q)?;
+        let tk = ctx.upload_f32("k", &[n_tokens, n_kv_heads, head_dim], &k)?;
+        let tv = ctx.upload_f32("v", &[n_tokens, n_kv_heads, head_dim], &v)?;
+        let apart = pollster::block_on(rope_store(ctx, rs, &tq, &tk, &tv, &kc1, &vc1, &table, &step))?;
+        let tqkv = ctx.upload_f32("qkv", &[n_tokens, n_heads + 2 * n_kv_heads, head_dim], &qkv)?;
+        let q_out = ctx.zeros("q out", &[n_tokens, n_heads, head_dim], DType::F32)?;
+        let stacked = pollster::block_on(rope_store_qkv(ctx, rs, &tqkv, &q_out, &kc2, &vc2, &table, &step))?;
+        ctx.run(&[&apart, &stacked]);
+        let what = format!("{style:?} {kv} T={n_tokens} pos={pos}");
+        assert_eq!(read(&q_out)?, read(&tq)?, "{what}: q");
+        assert_eq!(read(&kc2)?, read(&kc1)?, "{what}: k cache");
+        assert_eq!(read(&vc2)?, read(&vc1)?, "{what}: v cache");
+        // And the queries really were rotated (not copied through).
+        assert_ne!(bits(&pollster::block_on(ctx.read_f32(&q_out))?), bits(&q), "{what}");
+    }
+    Ok(())
+}
