@@ -40,8 +40,13 @@ alias Word = f32;
 #endif
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;          // [n_tokens, n_heads, head_dim]
+#ifdef VEC4
+@group(0) @binding(1) var<storage, read> k_cache: array<vec4<f32>>; // [n_kv_heads, max_seq, head_dim / 4]
+@group(0) @binding(2) var<storage, read> v_cache: array<vec4<f32>>; // [n_kv_heads, max_seq, head_dim / 4]
+#else
 @group(0) @binding(1) var<storage, read> k_cache: array<Word>;   // [n_kv_heads, max_seq, row_words]
 @group(0) @binding(2) var<storage, read> v_cache: array<Word>;   // [n_kv_heads, max_seq, row_words]
+#endif
 #ifdef SPLIT
 // Per chunk of the context: running max, sum and unnormalised output, merged by
 // shaders/attention_combine.wgsl. Chunks past the context write a zero sum.
@@ -63,6 +68,7 @@ var<workgroup> qs: array<f32, MAX_HEAD_DIM>;
 var<workgroup> probs: array<f32, WG>;
 var<workgroup> partial: array<f32, WG>;
 
+#ifndef VEC4
 // The scaled query (in qs) dotted with the K row starting at word `row`.
 fn k_dot(row: u32) -> f32 {
     var s = 0.0;
@@ -214,3 +220,135 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     }
 #endif
 }
+#endif
+
+#ifdef VEC4
+// f32 cache and head_dim a multiple of 16. A GPU keeps one lane's loads in flight only as far
+// as its dependent chain allows, so the scalar path's 64-long chains (a K row, then V over 64
+// positions) leave each workgroup waiting on memory. Here a K row is 4 independent vec4 sums,
+// and V is summed by G = head_dim / 4 column lanes times WG / G position groups, merged once
+// at the end; the softmax statistics are read by every lane from shared memory instead of
+// tree reductions, so a tile takes four barriers instead of sixteen.
+var<workgroup> qs4: array<vec4<f32>, MAX_HEAD_DIM / 4u>;
+var<workgroup> merged: array<vec4<f32>, WG>;
+
+fn k_dot4(row: u32, n4: u32) -> f32 {
+    var s0 = 0.0;
+    var s1 = 0.0;
+    var s2 = 0.0;
+    var s3 = 0.0;
+    for (var w = 0u; w < n4; w += 4u) {
+        s0 += dot(qs4[w], k_cache[row + w]);
+        s1 += dot(qs4[w + 1u], k_cache[row + w + 1u]);
+        s2 += dot(qs4[w + 2u], k_cache[row + w + 2u]);
+        s3 += dot(qs4[w + 3u], k_cache[row + w + 3u]);
+    }
+    return (s0 + s1) + (s2 + s3);
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let h = wid.x;
+    let t = wid.y;
+    if (h >= p.n_heads || t >= p.n_tokens) {
+        return;
+    }
+    let lane = lid.x;
+    let n4 = p.head_dim / 4u;
+    let kvh = h / (p.n_heads / p.n_kv_heads);
+    let n_ctx = min(step.pos + t + 1u, p.max_seq);
+    let q_base = (t * p.n_heads + h) * p.head_dim;
+    if (lane < n4) {
+        let at = q_base + 4u * lane;
+        qs4[lane] = vec4<f32>(q[at], q[at + 1u], q[at + 2u], q[at + 3u]) * p.scale;
+    }
+    workgroupBarrier();
+
+    // This lane's V columns 4c..4c+3 and its position group g (lanes past groups * n4 idle).
+    let c = lane % n4;
+    let g = lane / n4;
+    let groups = WG / n4;
+    var m = LOWEST;
+    var l = 0.0;
+    var acc = vec4<f32>(0.0);
+    let kv_base = kvh * p.max_seq * n4;
+#ifdef SPLIT
+    let first = wid.z * p.chunk_len;
+    let limit = min(first + p.chunk_len, n_ctx);
+#else
+    let first = 0u;
+    let limit = n_ctx;
+#endif
+    for (var start = first; start < limit; start += WG) {
+        let j = start + lane;
+        let count = min(WG, limit - start);
+        var s = LOWEST;
+        if (j < limit) {
+            s = k_dot4(kv_base + j * n4, n4);
+        }
+        probs[lane] = s;
+        workgroupBarrier();
+        var tile_max = LOWEST;
+        for (var i = 0u; i < count; i++) {
+            tile_max = max(tile_max, probs[i]);
+        }
+        let m_new = max(m, tile_max);
+        workgroupBarrier();
+        var pj = 0.0;
+        if (j < limit) {
+            pj = exp(s - m_new);
+        }
+        probs[lane] = pj;
+        workgroupBarrier();
+        let correction = exp(m - m_new);
+        var tile_sum = 0.0;
+        for (var i = 0u; i < count; i++) {
+            tile_sum += probs[i];
+        }
+        l = l * correction + tile_sum;
+        var a0 = acc * correction;
+        var a1 = vec4<f32>(0.0);
+        if (g < groups) {
+            var jj = g;
+            for (; jj + groups < count; jj += 2u * groups) {
+                a0 += probs[jj] * v_cache[kv_base + (start + jj) * n4 + c];
+                a1 += probs[jj + groups] * v_cache[kv_base + (start + jj + groups) * n4 + c];
+            }
+            if (jj < count) {
+                a0 += probs[jj] * v_cache[kv_base + (start + jj) * n4 + c];
+            }
+        }
+        acc = a0 + a1;
+        m = m_new;
+        workgroupBarrier();
+    }
+    merged[lane] = acc;
+    workgroupBarrier();
+    if (lane >= n4) {
+        return;
+    }
+    var sum = merged[lane];
+    for (var gg = 1u; gg < groups; gg++) {
+        sum += merged[gg * n4 + lane];
+    }
+#ifdef SPLIT
+    let stride = p.head_dim + 2u;
+    let chunks = (p.max_seq + p.chunk_len - 1u) / p.chunk_len;
+    let at = ((t * p.n_heads + h) * chunks + wid.z) * stride;
+    if (lane == 0u) {
+        partials[at] = m;
+        partials[at + 1u] = l;
+    }
+    partials[at + 2u + 4u * lane] = sum.x;
+    partials[at + 3u + 4u * lane] = sum.y;
+    partials[at + 4u + 4u * lane] = sum.z;
+    partials[at + 5u + 4u * lane] = sum.w;
+#else
+    let inv = 1.0 / l;
+    out[q_base + 4u * lane] = sum.x * inv;
+    out[q_base + 4u * lane + 1u] = sum.y * inv;
+    out[q_base + 4u * lane + 2u] = sum.z * inv;
+    out[q_base + 4u * lane + 3u] = sum.w * inv;
+#endif
+}
+#endif

@@ -114,8 +114,19 @@ fn check_row(kv: KvFormat, words: &[u32], want: &[f64], what: &str) {
 /// rotated q, every cache row (written rows against the exact rotation, the rest unchanged)
 /// and the attention output against the CPU reference over the cache as stored.
 fn rope_then_attention(style: RopeStyle, n_tokens: usize, pos: usize, seed: u64, kv: KvFormat) -> anyhow::Result<()> {
+    rope_then_attention_dims(style, n_tokens, pos, seed, kv, 64)
+}
+
+fn rope_then_attention_dims(
+    style: RopeStyle,
+    n_tokens: usize,
+    pos: usize,
+    seed: u64,
+    kv: KvFormat,
+    head_dim: usize,
+) -> anyhow::Result<()> {
     let ctx = ctx();
-    let (n_heads, n_kv_heads, head_dim, max_seq) = (6, 2, 64, 96);
+    let (n_heads, n_kv_heads, max_seq) = (6, 2, 96);
     let rs = RopeShape { n_tokens, n_heads, n_kv_heads, head_dim, max_seq, rot_dims: head_dim, style, kv, sinks: 0 };
     let table = rope_table(max_seq, head_dim, 10000.0, RopeScaling::None);
     // Earlier positions already in the cache, then this step's tokens.
@@ -197,6 +208,19 @@ fn decode_step_attention_with_gqa() -> anyhow::Result<()> {
         rope_then_attention(RopeStyle::Norm, 1, 70, 91, kv)?; // more than one tile of context
         rope_then_attention(RopeStyle::Neox, 1, 63, 92, kv)?;
     }
+    Ok(())
+}
+
+#[test]
+fn attention_over_head_dims_of_both_kernel_paths() -> anyhow::Result<()> {
+    // f32 caches take the vec4 path when head_dim is a multiple of 16: 80 leaves lanes of the
+    // last position group idle, 256 has one position group; 40 and 24 take the scalar path.
+    for (i, head_dim) in [16, 24, 40, 80, 128, 256].into_iter().enumerate() {
+        let seed = 400 + 10 * i as u64;
+        rope_then_attention_dims(RopeStyle::Norm, 1, 70, seed, KvFormat::F32, head_dim)?;
+        rope_then_attention_dims(RopeStyle::Neox, 7, 20, seed + 5, KvFormat::F32, head_dim)?;
+    }
+    rope_then_attention_dims(RopeStyle::Norm, 1, 70, 480, KvFormat::Q8, 80)?;
     Ok(())
 }
 

@@ -40,6 +40,7 @@ pub struct LayerWeights {
     pub down: QWeight,        // [dim, ffn]
 }
 
+#[allow(clippy::large_enum_variant)] // one per layer; boxing would only add indirection
 /// The query, key and value projections: as loaded, or stacked into one matrix so that one
 /// matrix-vector product computes all three.
 pub enum Qkv {

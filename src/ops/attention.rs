@@ -24,8 +24,17 @@ pub const MAX_HEAD_DIM: usize = 256;
 pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
     let mut v: Vec<_> = all_defines(Defines::new()).into_iter().map(|d| (ATTENTION_SHADER, d)).collect();
     v.extend(all_defines(Defines::new().set("SPLIT", 1)).into_iter().map(|d| (ATTENTION_SHADER, d)));
+    v.push((ATTENTION_SHADER, KvFormat::F32.defines(Defines::new().set("VEC4", 1))));
+    v.push((ATTENTION_SHADER, KvFormat::F32.defines(Defines::new().set("VEC4", 1).set("SPLIT", 1))));
     v.push((ATTENTION_COMBINE_SHADER, Defines::new()));
     v
+}
+
+/// The shader's defines for `s`: its KV format, and the vec4 path where the cache is f32 and
+/// head_dim a multiple of 16.
+fn defines(s: &AttentionShape, base: Defines) -> Defines {
+    let base = if s.kv == KvFormat::F32 && s.head_dim.is_multiple_of(16) { base.set("VEC4", 1) } else { base };
+    s.kv.defines(base)
 }
 
 /// Whether decode attention should split the context across workgroups on this adapter: a GPU
@@ -70,7 +79,7 @@ pub async fn attention(
     step: &Uniform,
 ) -> Result<Dispatch> {
     check(&s, q, k_cache, v_cache, out)?;
-    let pipeline = ctx.pipeline(&ATTENTION_SHADER, &s.kv.defines(Defines::new())).await?;
+    let pipeline = ctx.pipeline(&ATTENTION_SHADER, &defines(&s, Defines::new())).await?;
     ctx.dispatch_with(
         &pipeline,
         &[q, k_cache, v_cache, out],
@@ -104,7 +113,7 @@ pub async fn attention_split(
             message: format!("chunks of {chunk_len} positions need partials {shape:?}, got {}", partials.label_shape()),
         });
     }
-    let pipeline = ctx.pipeline(&ATTENTION_SHADER, &s.kv.defines(Defines::new().set("SPLIT", 1))).await?;
+    let pipeline = ctx.pipeline(&ATTENTION_SHADER, &defines(&s, Defines::new().set("SPLIT", 1))).await?;
     let chunks = shape[2] as u32;
     let split = ctx.dispatch_with(
         &pipeline,
