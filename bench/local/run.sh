@@ -6,9 +6,11 @@
 #   PYTHON=path/to/python bash bench/local/run.sh
 #
 # PYTHON needs llama-cpp-python, numpy and matplotlib (python3 -m venv .venv &&
-# .venv/bin/pip install llama-cpp-python numpy matplotlib). The script builds what else it needs
-# (release weft binary, wasm package, npm packages) and overwrites its outputs, so running it again
-# repeats the measurement. Settings, from the environment:
+# .venv/bin/pip install llama-cpp-python numpy matplotlib). The script brings the rest (scripts/
+# setup.sh where a tool is missing, the release weft binary, the wasm package, the wllama npm
+# package) and overwrites its outputs, so running it again repeats the measurement. About four
+# minutes on two cores with the defaults, three of them weft on SwiftShader (~1 s per decode step,
+# ~0.45 s per prompt token). Settings, from the environment:
 #   MODEL       models/SmolLM2-135M-Instruct.Q4_1.gguf (scripts/fetch-model.sh fetches it)
 #   PROMPT_LEN  64   prompt tokens (at most 64: the browser API runs the prompt in passes of 64)
 #   GEN         16   generated tokens, the first one out of the prompt pass
@@ -48,18 +50,24 @@ PYTHON=${PYTHON:-python3}
 COLLECT=${COLLECT:-1}
 out=bench/results/local
 
-[ -f "$MODEL" ] || { echo "no model at $MODEL (bash scripts/fetch-model.sh fetches it)" >&2; exit 1; }
+# The toolchain, Chromium, lavapipe and the npm packages: scripts/setup.sh when one is missing.
+if ! { [ -x /usr/bin/chromium ] && command -v wasm-bindgen >/dev/null && [ -x node_modules/.bin/wasm-opt ] &&
+       [ -d node_modules/@playwright/test ]; }; then
+  bash scripts/setup.sh
+fi
+[ -f "$MODEL" ] || [ "$MODEL" != models/SmolLM2-135M-Instruct.Q4_1.gguf ] || bash scripts/fetch-model.sh
+[ -f "$MODEL" ] || { echo "no model at $MODEL" >&2; exit 1; }
 "$PYTHON" -c 'import llama_cpp, numpy, matplotlib' 2>/dev/null || {
   echo "$PYTHON lacks llama-cpp-python, numpy or matplotlib: set PYTHON (see the header of $0)" >&2
   exit 1
 }
 mkdir -p "$out"
+trap 'rm -f "$out"/*.json.tmp' EXIT
 started=$(date +%s)
 step() { echo "== $* ($(( $(date +%s) - started )) s)"; }
 
 step "build"
-[ -x node_modules/.bin/wasm-opt ] && [ -d node_modules/@playwright/test ] || npm install
-[ -d bench/browser/node_modules/@wllama/wllama ] || (cd bench/browser && npm install)
+[ -d bench/browser/node_modules/@wllama/wllama ] || (cd bench/browser && npm ci --no-audit --no-fund)
 cargo build --release --bin weft
 # The wasm package again only when a source is newer than it (wasm-opt alone takes a while).
 if [ ! -f www/pkg/weft_bg.wasm ] || [ -n "$(find src shaders Cargo.toml Cargo.lock -newer www/pkg/weft_bg.wasm -print -quit)" ]; then
