@@ -2,11 +2,13 @@
 
     python bench/collect.py            # writes bench/results.json, bench/results.md, bench/chart.svg
 
-Inputs (each written by the command named in bench/RESULTS.md):
-  bench/results/h100/run/   weft-<shape>-<format>.json (weft bench --json --profile),
+Inputs:
+  bench/results/h100/run/   bench/gpu/run.sh: weft-<shape>-<format>.json (weft bench --json --profile),
                             torch-<shape>.jsonl (bench/gpu/torch_generate.py), qmatmul.json
-  bench/results/local/      weft-native.json (weft bench --json on lavapipe), llama-cpp.json
-                            (bench/native/llama_cpp_bench.py), browser.json (bench/browser/run.mjs)
+  bench/results/local/      bench/local/run.sh: weft-native.json (weft bench --json on the native
+                            Vulkan adapter), llama-cpp.json (bench/native/llama_cpp_bench.py),
+                            browser.json (bench/browser/run.mjs), machine.json (CPU and protocol)
+Missing inputs leave their rows out; so does a browser engine that reported a problem.
 """
 import json
 from pathlib import Path
@@ -57,60 +59,97 @@ def h100() -> dict:
 
 
 def local() -> dict:
+    """The rows of bench/local/run.sh: every engine on this machine's CPU with one protocol."""
     d = RESULTS / "local"
-    rows = {}
+    rows, skipped = {}, []  # skipped: sentences for the notes under the table
+
+    def add(name: str, r: dict, prompt_len: int, gen: int) -> None:
+        rows[name] = {"decode_tok_s": r["decode_tok_s_median"], "prefill_tok_s": r["prefill_tok_s_median"],
+                      "ttft_ms": r["ttft_ms_median"], "prompt_len": prompt_len, "gen": gen}
+
     native = load_json(d / "weft-native.json")
     if native:
-        rows["weft native (lavapipe, Vulkan)"] = {"decode_tok_s": native["decode_tok_s_median"],
-                                                 "prefill_tok_s": native["prefill_tok_s_median"]}
+        adapter = native["adapter"].split(" (")[0]
+        add(f"weft native ({native['backend']}: {adapter})", native, native["prompt_len"], native["gen"])
     cpp = load_json(d / "llama-cpp.json")
     if cpp:
-        rows[f"llama.cpp native ({cpp['threads']} threads)"] = {"decode_tok_s": cpp["decode_tok_s_median"],
-                                                             "prefill_tok_s": cpp["prefill_tok_s_median"]}
+        add(f"llama.cpp native ({cpp['threads']} threads)", cpp, cpp["prompt_len"], cpp["gen"])
     browser = load_json(d / "browser.json")
     for r in (browser or {}).get("results", []):
-        name = "weft browser (SwiftShader WebGPU)" if r["engine"] == "weft" else \
-            f"wllama browser ({r.get('threads')} threads, wasm)"
-        rows[name] = {"decode_tok_s": r["decodeTokS"], "prefill_tok_s": r["prefillTokS"]}
-    return rows
+        if r.get("error"):
+            skipped.append(f"left out {r['engine']} browser: {r['error']}")
+            continue
+        if r["engine"] == "weft":
+            adapter = r.get("adapter") or {}
+            name = f"weft browser (WebGPU: {adapter.get('architecture') or adapter.get('vendor') or '?'})"
+        else:
+            threads = f"{r['threads']} threads" if r.get("multithread") else "1 thread"
+            name = f"{r['engine']} browser (wasm, {threads})"
+        if r.get("problems"):
+            skipped.append(f"left out {name}: {'; '.join(r['problems'])}")
+            continue
+        add(name, r, browser["prompt_len"], browser["gen"])
+    protocols = {(r["prompt_len"], r["gen"]) for r in rows.values()}
+    if len(protocols) > 1:
+        skipped.append(f"the rows differ in (prompt, generated) tokens: {sorted(protocols)}")
+    machine = load_json(d / "machine.json")
+    return {"machine": machine, "rows": rows, "skipped": skipped}
+
+
+def bars(ax, names: list, vals: list, title: str, fmt: str) -> None:
+    ax.barh(names, vals, color=["#2b6cb0" if n.startswith("weft") else "#a0aec0" for n in names])
+    ax.set_title(title)
+    for i, v in enumerate(vals):
+        ax.text(v, i, f" {v:{fmt}}", va="center")
+    ax.invert_yaxis()
 
 
 def chart(data: dict, path: Path) -> None:
-    panels = 3 if data["local"] else 2
-    fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 4.8))
+    rows = data["local"]["rows"]
+    panels = 3 if rows else 2
+    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4.8))
     for ax, shape in zip(axes[:2], ["smollm2-135m", "tinyllama-1.1b"]):
         row = data["h100"]["shapes"].get(shape, {})
-        names = list(row)
-        vals = [row[n]["decode_tok_s"] for n in names]
-        ax.barh(names, vals, color=["#2b6cb0" if n.startswith("weft") else "#a0aec0" for n in names])
-        ax.set_title(f"H100, {shape} shape: decode tok/s")
-        for i, v in enumerate(vals):
-            ax.text(v, i, f" {v:.0f}", va="center")
-        ax.invert_yaxis()
-    row = data["local"]
-    if not row:
-        fig.tight_layout()
-        fig.savefig(path, format="svg")
-        return
-    names = list(row)
-    vals = [row[n]["decode_tok_s"] for n in names]
-    axes[2].barh(names, vals, color=["#2b6cb0" if n.startswith("weft") else "#a0aec0" for n in names])
-    axes[2].set_title("2-core CPU machine, SmolLM2 Q4_1: decode tok/s")
-    for i, v in enumerate(vals):
-        axes[2].text(v, i, f" {v:.1f}", va="center")
-    axes[2].invert_yaxis()
+        bars(ax, list(row), [row[n]["decode_tok_s"] for n in row], f"H100, {shape} shape: decode tok/s", ".0f")
+    if rows:
+        # The engines here span two orders of magnitude: a log axis keeps every bar visible.
+        machine = data["local"]["machine"] or {}
+        first = next(iter(rows.values()))
+        where = f"{machine['cpus']}-CPU machine" if machine.get("cpus") else "this machine"
+        model = machine.get("model_name", "")
+        ax = axes[2]
+        names = list(rows)
+        vals = [rows[n]["decode_tok_s"] for n in names]
+        bars(ax, names, vals, f"{where}: decode tok/s\n"
+             f"{model}\nprompt {first['prompt_len']} tokens + {first['gen']} generated", ".1f")
+        ax.set_xscale("log")
+        ax.set_xlabel("log scale")
+        ax.set_xlim(min(vals) / 3, max(vals) * 8)
     fig.tight_layout()
     fig.savefig(path, format="svg")
 
 
 def markdown(data: dict) -> str:
-    lines = ["| where | model shape | engine | decode tok/s | prefill tok/s |", "|---|---|---|---|---|"]
+    lines = ["| where | model shape | engine | decode tok/s | prefill tok/s | ttft ms |", "|---|---|---|---|---|---|"]
+    num = lambda r, key, fmt: f"{r[key]:{fmt}}" if r.get(key) is not None else ""  # noqa: E731
     for shape, row in data["h100"]["shapes"].items():
         for name, r in row.items():
-            pre = f"{r['prefill_tok_s']:.0f}" if "prefill_tok_s" in r else ""
-            lines.append(f"| H100 | {shape} | {name} | {r['decode_tok_s']:.1f} | {pre} |")
-    for name, r in data["local"].items():
-        lines.append(f"| 2-core CPU | SmolLM2-135M Q4_1 | {name} | {r['decode_tok_s']:.1f} | {r['prefill_tok_s']:.1f} |")
+            lines.append(f"| H100 | {shape} | {name} | {r['decode_tok_s']:.1f} | {num(r, 'prefill_tok_s', '.0f')} "
+                         f"| {num(r, 'ttft_ms', '.1f')} |")
+    loc = data["local"]
+    machine = loc["machine"] or {}
+    where = f"{machine['cpus']}-CPU machine" if machine.get("cpus") else "this machine"
+    model = machine.get("model_name", "")
+    for name, r in loc["rows"].items():
+        lines.append(f"| {where} | {model} | {name} | {r['decode_tok_s']:.1f} | {r['prefill_tok_s']:.1f} "
+                     f"| {r['ttft_ms']:.0f} |")
+    notes = []
+    if loc["rows"]:
+        first = next(iter(loc["rows"].values()))
+        notes.append(f"- {where} ({machine.get('cpu', 'CPU unknown')}, {machine.get('date', 'date unknown')}): "
+                     f"prompt {first['prompt_len']} tokens, {first['gen']} generated, greedy, median of "
+                     f"{machine.get('reps', '?')} after one untimed run (bench/local/run.sh)")
+    notes += [f"- {s}" for s in loc["skipped"]]
     h = data["h100"]
     ratios = []
     copy = h.get("copy_gb_s")
@@ -127,7 +166,7 @@ def markdown(data: dict) -> str:
     for g in h.get("gemv") or []:
         if copy:
             ratios.append(f"- GEMV {g['format']} {g['shape']}: {g['gb_s']:.0f} GB/s = {g['gb_s'] / copy:.1%} of copy")
-    return "\n".join(lines) + "\n\n" + "\n".join(ratios) + "\n"
+    return "\n".join(lines) + "\n\n" + "\n".join(notes + ratios) + "\n"
 
 
 def main() -> None:

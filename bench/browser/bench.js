@@ -1,67 +1,129 @@
-// One benchmark per call, same model file, same prompt text, greedy: prompt tokens/s, decode
-// tokens/s and time to first token as each engine reports them.
+// The page side of bench/browser/run.mjs. Every engine gets the same model file, the same prompt
+// texts (one per repetition, each exactly `promptLen` tokens under the model's tokenizer) and
+// greedy decoding of `gen` tokens. Repetition 0 is untimed: it compiles pipelines and warms caches.
+//
+// Per timed repetition each engine reports, from its own clock:
+//   promptTokens  tokens in the prompt it ran
+//   generated     tokens it produced (the first one comes out of the prompt pass)
+//   ttftMs        from the start of the prompt pass to the first token picked (weft also counts
+//                 tokenizing the prompt, a fraction of a millisecond)
+//   decodeMs      the generated - 1 single-token steps after that, each one a forward pass and
+//                 the pick of the next token
 const log = (line) => { document.getElementById('log').textContent += `\n${line}`; };
 
-async function weft({ model, prompt, gen }) {
+/** `count` prompt texts, each `promptLen` tokens under weft's tokenizer of `model`. Text r starts
+ * at sentence r of `source`, so no two repetitions share a prefix (no engine can reuse a cache). */
+window.makePrompts = async ({ model, source, promptLen, count }) => {
+  const api = await import('/js/index.js');
+  await api.init();
+  const m = await api.loadModel(model, { maxContext: 16, cache: false });
+  try {
+    const sentences = source.match(/[^.!?]+[.!?]+\s*/g);
+    const prompts = [];
+    for (let r = 0; r < count; r++) {
+      const text = [...sentences.slice(r % sentences.length), ...sentences].join('');
+      const ids = await m.encode(text);
+      if (ids.length < promptLen + 2) throw new Error(`the source text has only ${ids.length} tokens`);
+      // Decoding a prefix of ids and encoding it again gives the same ids almost always; search
+      // nearby cuts for the rare case where a merge across the cut changes the count.
+      let found = null;
+      for (const k of [0, 1, -1, 2, -2, 3, -3].map((d) => promptLen + d)) {
+        const t = await m.decode(ids.slice(0, k));
+        if ((await m.encode(t)).length === promptLen) {
+          found = t;
+          break;
+        }
+      }
+      if (found === null) throw new Error(`no prefix of prompt ${r} is exactly ${promptLen} tokens`);
+      prompts.push(found);
+    }
+    return prompts;
+  } finally {
+    await m.dispose();
+  }
+};
+
+async function weft({ model, prompts, gen, maxContext }) {
   const api = await import('/js/index.js');
   await api.init();
   const caps = await api.capabilities();
   const t0 = performance.now();
-  const m = await api.loadModel(model, { maxContext: 512, cache: false });
+  const m = await api.loadModel(model, { maxContext, cache: false });
   const loadMs = performance.now() - t0;
-  let text = '';
-  // One untimed token compiles the prefill and decode pipelines.
-  for await (const c of m.generate('Hello', { maxTokens: 2 })) text += c.text;
-  text = '';
-  for await (const c of m.generate(prompt, { maxTokens: gen })) text += c.text;
-  const s = await m.stats();
-  await m.dispose();
+  const reps = [];
+  try {
+    for (const [i, prompt] of prompts.entries()) {
+      let text = '';
+      // The page's own clock as well: it also counts the worker's messages.
+      const start = performance.now();
+      let first = null;
+      for await (const c of m.generate(prompt, { maxTokens: gen, temperature: 0 })) {
+        first ??= performance.now();
+        text += c.text;
+      }
+      const end = performance.now();
+      const s = await m.stats();
+      const decodeMs = s.tokensPerSecond > 0 ? (s.generatedTokens - 1) * 1000 / s.tokensPerSecond : 0;
+      const rep = {
+        promptTokens: s.promptTokens,
+        generated: s.generatedTokens,
+        ttftMs: s.timeToFirstTokenMs,
+        decodeMs,
+        pageTtftMs: first - start,
+        pageDecodeMs: end - first,
+        text,
+      };
+      log(`weft rep ${i}${i === 0 ? ' (warm-up)' : ''}: ${JSON.stringify(rep)}`);
+      reps.push(rep);
+    }
+  } finally {
+    await m.dispose();
+  }
   return {
     engine: 'weft',
-    adapter: caps.adapterName,
+    adapter: { backend: caps.backend, name: caps.adapterName, vendor: caps.vendor, architecture: caps.architecture },
     loadMs,
-    promptTokens: s.promptTokens,
-    generated: s.generatedTokens,
-    prefillTokS: s.prefillTokensPerSecond,
-    decodeTokS: s.tokensPerSecond,
-    ttftMs: s.timeToFirstTokenMs,
-    text,
+    reps,
   };
 }
 
-async function wllama({ model, prompt, gen, threads }) {
+async function wllama({ model, prompts, gen, threads, maxContext }) {
   const { Wllama } = await import('/wllama/index.js');
   const w = new Wllama({ default: '/wllama/wasm/wllama.wasm' });
   const t0 = performance.now();
   await w.loadModelFromUrl(new URL(model, location.href).href, {
-    n_ctx: 512,
+    n_ctx: maxContext,
     n_threads: threads,
     n_gpu_layers: 0,
   });
   const loadMs = performance.now() - t0;
-  await w.createCompletion({ prompt: 'Hello', max_tokens: 2, temperature: 0 });
-  const r = await w.createCompletion({ prompt, max_tokens: gen, temperature: 0 });
-  const t = r.timings;
-  const multithread = w.isMultithread();
-  const usedThreads = w.getNumThreads();
-  await w.exit();
-  return {
-    engine: 'wllama',
-    threads: usedThreads,
-    multithread,
-    loadMs,
-    promptTokens: t?.prompt_n,
-    generated: t?.predicted_n,
-    prefillTokS: t?.prompt_per_second,
-    decodeTokS: t?.predicted_per_second,
-    ttftMs: t?.prompt_ms,
-    text: r.choices?.[0]?.text ?? '',
-  };
+  const reps = [];
+  try {
+    for (const [i, prompt] of prompts.entries()) {
+      // llama.cpp's server code (wllama runs it): prompt_ms ends when the first token is
+      // sampled, predicted_ms spans from there to the last token (predicted_n - 1 steps).
+      const r = await w.createCompletion({ prompt, max_tokens: gen, temperature: 0, cache_prompt: false, ignore_eos: true });
+      const t = r.timings ?? {};
+      const rep = {
+        promptTokens: t.prompt_n,
+        cachedTokens: t.cache_n,
+        generated: t.predicted_n,
+        ttftMs: t.prompt_ms,
+        decodeMs: t.predicted_ms,
+        text: r.choices?.[0]?.text ?? '',
+      };
+      log(`wllama rep ${i}${i === 0 ? ' (warm-up)' : ''}: ${JSON.stringify(rep)}`);
+      reps.push(rep);
+    }
+    return { engine: 'wllama', threads: w.getNumThreads(), multithread: w.isMultithread(), loadMs, reps };
+  } finally {
+    await w.exit();
+  }
 }
 
 window.bench = async (engine, options) => {
   log(`${engine}: running`);
-  const result = engine === 'weft' ? await weft(options) : await wllama(options);
-  log(JSON.stringify(result));
-  return result;
+  if (engine === 'weft') return weft(options);
+  if (engine === 'wllama') return wllama(options);
+  throw new Error(`unknown engine ${engine}`);
 };
