@@ -284,3 +284,52 @@ fn a_row_over_the_binding_limit_names_the_tensor_and_the_limit() -> anyhow::Resu
     assert!(text.contains("token_embd") && text.contains("4096"), "{text}");
     Ok(())
 }
+
+/// Load-time tuning times every candidate shape once per distinct weight shape, remembers the
+/// fastest in the context, and GEMVs made afterwards use it with results that still match the
+/// reference. The adapter is treated as a GPU here (software adapters keep their measured
+/// shapes and are not tuned).
+#[test]
+fn gemv_tuning_times_every_candidate_and_results_still_match() -> anyhow::Result<()> {
+    let (mut ctx, caps) = device_with_limit()?;
+    assert!(caps.timestamp_query, "this test needs timestamp queries");
+    let untouched = pollster::block_on(qmatmul::tune_gemv(&ctx, &[], Precision::F32))?;
+    assert!(untouched.is_empty());
+    let mut gpu = caps.clone();
+    gpu.is_software = false;
+    ctx.set_capabilities(gpu);
+    let (n, k) = (300, 256);
+    let formats = ["q4_g32_sym", "Q4_1"];
+    let tws: Vec<_> = formats
+        .iter()
+        .enumerate()
+        .map(|(i, f)| qmatmul::test_weight(WeightFormat::parse(f).expect("known format"), 90 + i as u64, n, k))
+        .collect::<Result<_, _>>()?;
+    let ws: Vec<QWeight> = tws.iter().map(|tw| tw.upload(&ctx, "w")).collect::<Result<_, _>>()?;
+    // The same shape twice: timed once.
+    let refs = vec![&ws[0], &ws[1], &ws[0]];
+    let tuned = pollster::block_on(qmatmul::tune_gemv(&ctx, &refs, Precision::F32))?;
+    assert_eq!(tuned.len(), 2, "{tuned:?}");
+    for t in &tuned {
+        assert_eq!(t.timings.len(), qmatmul::GEMV_CANDIDATES.len(), "{t:?}");
+        assert!(t.timings.iter().all(|&(_, us)| us > 0.0 && us.is_finite()), "{t:?}");
+        let best = t.timings.iter().map(|&(_, us)| us).fold(f64::INFINITY, f64::min);
+        assert!(t.timings.iter().any(|&(c, us)| c == t.chosen && us == best), "{t:?}");
+        println!("{} [{}, {}]: chose {:?} of {:?}", t.format, t.rows, t.cols, t.chosen, t.timings);
+    }
+    // Tuned again: nothing new to time.
+    assert!(pollster::block_on(qmatmul::tune_gemv(&ctx, &refs, Precision::F32))?.is_empty());
+    let x = random_f32(95, k);
+    let tx = ctx.upload_f32("x", &[1, k], &x)?;
+    for (tw, w) in tws.iter().zip(&ws) {
+        let out = ctx.zeros("out", &[1, n], DType::F32)?;
+        let d = pollster::block_on(qmatmul::gemv(&ctx, w, &tx, &out, Precision::F32))?;
+        ctx.run(&[&d]);
+        let got = pollster::block_on(ctx.read_f32(&out))?;
+        let (want, scale) = qmatmul::cpu_reference(&tw.dequantize()?, &x, n, k, 1);
+        let worst =
+            got.iter().zip(&want).zip(&scale).map(|((&g, &w), &s)| (g as f64 - w).abs() / s).fold(0.0, f64::max);
+        assert!(worst <= qmatmul::f32_tolerance(k), "{}: {worst:e}", w.format.name());
+    }
+    Ok(())
+}

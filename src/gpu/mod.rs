@@ -64,6 +64,8 @@ pub struct GpuContext {
     caps: Capabilities,
     pipelines: PipelineCache,
     health: Arc<Health>,
+    /// Launch shapes measured on this device, by kernel and shape (see `ops::qmatmul::tune_gemv`).
+    tuned: Mutex<std::collections::HashMap<String, [u32; 3]>>,
 }
 
 /// Errors the device reports outside any error scope, and whether it was lost. wgpu's default
@@ -134,11 +136,21 @@ impl GpuContext {
         device.set_device_lost_callback(move |reason, message| {
             record(&h.lost, format!("{reason:?}: {message}"))
         });
-        Ok(Self { device, queue, caps, pipelines: PipelineCache::default(), health })
+        Ok(Self { device, queue, caps, pipelines: PipelineCache::default(), health, tuned: Mutex::default() })
     }
 
     pub fn capabilities(&self) -> &Capabilities {
         &self.caps
+    }
+
+    /// A launch shape measured earlier on this device for `key`.
+    pub fn tuned(&self, key: &str) -> Option<[u32; 3]> {
+        self.tuned.lock().unwrap_or_else(|p| p.into_inner()).get(key).copied()
+    }
+
+    /// Remembers the launch shape measured fastest for `key`.
+    pub fn set_tuned(&self, key: String, shape: [u32; 3]) {
+        self.tuned.lock().unwrap_or_else(|p| p.into_inner()).insert(key, shape);
     }
 
     /// Lets the web facade add what only `GPUAdapterInfo` knows.

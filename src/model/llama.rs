@@ -24,7 +24,7 @@ use crate::ops::attention::{attention, attention_split, partials_shape, split_pa
 use crate::ops::elementwise::{add_inplace, bias_add, copy, copy_row, silu_mul, silu_mul_pairs};
 use crate::ops::kv::KvFormat;
 use crate::ops::norm::{add_rms_norm, rms_norm};
-use crate::ops::qmatmul::{embed, matmul, Precision, QWeight};
+use crate::ops::qmatmul::{embed, matmul, tune_gemv, GemvTuning, Precision, QWeight};
 use crate::ops::rope::{ring_slot, rope_row, rope_store, rope_store_qkv, rope_table, step_bytes, RopeShape};
 use crate::ops::sample::{params_bytes, sample, SampleParams};
 
@@ -157,6 +157,9 @@ pub struct EngineOptions {
     /// and each residual add fused into the norm that follows it. Results are the same
     /// either way; off only to measure what the fusion buys.
     pub fuse: bool,
+    /// Time the GEMV launch shapes on this device at load and use the fastest per weight shape
+    /// (GPUs with timestamp queries; elsewhere the measured defaults stay).
+    pub tune: bool,
 }
 
 impl Default for EngineOptions {
@@ -169,6 +172,7 @@ impl Default for EngineOptions {
             sinks: 4,
             split_attention: None,
             fuse: true,
+            tune: true,
         }
     }
 }
@@ -218,6 +222,8 @@ pub struct Llama {
     pub config: LlamaConfig,
     pub weights: Weights,
     pub options: EngineOptions,
+    /// GEMV launch shapes measured at load (empty where nothing was tuned).
+    pub gemv_tuning: Vec<GemvTuning>,
     k_cache: Vec<GpuTensor>, // per layer [kv_heads, max_seq, kv.row_words(head_dim)] by ring_slot
     v_cache: Vec<GpuTensor>, // per layer [kv_heads, max_seq, kv.row_words(head_dim)] by ring_slot
     rope: GpuTensor,         // [max_seq, rope_dims / 2, 2] by ring_slot
@@ -288,6 +294,24 @@ impl Llama {
                 weights.layers.push(l.stacked(ctx, i)?);
             }
         }
+        let gemv_tuning = if options.tune {
+            let mut mats: Vec<&QWeight> = Vec::new();
+            for l in &weights.layers {
+                match &l.qkv {
+                    Qkv::Stacked { w, .. } => mats.push(w),
+                    Qkv::Apart { wq, wk, wv, .. } => mats.extend([wq, wk, wv]),
+                }
+                match &l.gate_up {
+                    GateUp::Stacked(w) => mats.push(w),
+                    GateUp::Apart { gate, up } => mats.extend([gate, up]),
+                }
+                mats.extend([&l.wo, &l.down]);
+            }
+            mats.push(weights.output.as_ref().unwrap_or(&weights.embedding));
+            tune_gemv(ctx, &mats, options.precision).await?
+        } else {
+            Vec::new()
+        };
         let split = options.split_attention.unwrap_or_else(|| split_pays(ctx));
         let options =
             EngineOptions { sinks: options.sinks.min(options.max_seq / 2), split_attention: Some(split), ..options };
@@ -342,6 +366,7 @@ impl Llama {
             config,
             weights,
             options,
+            gemv_tuning,
             k_cache,
             v_cache,
             rope,
@@ -506,8 +531,14 @@ impl Llama {
             }
             d.push(matmul(ctx, &l.down, &act, &down, p, p).await?);
             self.capture_into(ctx, &mut d, capture.as_deref_mut(), format!("blk.{i}.mlp_out"), &down).await?;
-            match w.layers.get(i + 1).filter(|_| fuse) {
-                Some(next) => d.push(add_rms_norm(ctx, &x, &down, &next.attn_norm, &h, c.rms_eps).await?),
+            // The norm that follows: the next block's, or for a decode step the final one.
+            let next_norm = match w.layers.get(i + 1) {
+                Some(next) => Some((&next.attn_norm, &h)),
+                None if t == 1 && !all_logits => Some((&w.out_norm, &b.last_norm)),
+                None => None,
+            };
+            match next_norm.filter(|_| fuse) {
+                Some((norm, out)) => d.push(add_rms_norm(ctx, &x, &down, norm, out, c.rms_eps).await?),
                 None => d.push(add_inplace(ctx, &x, &down).await?),
             }
             self.capture_into(ctx, &mut d, capture.as_deref_mut(), format!("blk.{i}.residual"), &x).await?;
@@ -521,8 +552,10 @@ impl Llama {
             self.capture_into(ctx, &mut d, capture, "logits".into(), &logits).await?;
         } else {
             let logits = b.logits.view(&[1, c.vocab])?;
-            d.push(copy_row(ctx, &x, t - 1, &b.last).await?);
-            d.push(rms_norm(ctx, &b.last, &w.out_norm, &b.last_norm, c.rms_eps).await?);
+            if !(fuse && t == 1) {
+                d.push(copy_row(ctx, &x, t - 1, &b.last).await?);
+                d.push(rms_norm(ctx, &b.last, &w.out_norm, &b.last_norm, c.rms_eps).await?);
+            }
             d.push(matmul(ctx, head, &b.last_norm, &logits, p, p).await?);
             let flat = b.logits.view(&[c.vocab])?;
             d.push(sample(ctx, &flat, &self.tokens, &self.chosen, &self.sampling, &self.step).await?);

@@ -22,6 +22,7 @@ pub struct Args {
     pub json: bool,
     pub profile: bool,
     pub fuse: bool,
+    pub tune: bool,
 }
 
 #[derive(Serialize)]
@@ -45,6 +46,8 @@ struct Report {
     kv: KvFormat,
     kv_bytes_per_token: u64,
     fuse: bool,
+    /// GEMV launch shapes timed at load: every candidate's median µs and the one chosen.
+    gemv_tuning: Vec<weft::ops::qmatmul::GemvTuning>,
     /// KV bytes per token of this model under every format, from the engine's layout.
     kv_bytes_per_token_by_format: Vec<(KvFormat, u64)>,
     /// With --profile: one decode step's CPU/GPU split and per-kernel GPU time.
@@ -76,7 +79,7 @@ fn open(ctx: &GpuContext, location: &str, engine: EngineOptions, weights: Weight
 pub fn run(a: Args) -> anyhow::Result<()> {
     let ctx = crate::cli::context()?;
     let quantize = a.quantize.as_deref().map(WeftQuant::parse).transpose()?;
-    let engine = EngineOptions { max_seq: a.prompt_len + a.gen + 1, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, ..Default::default() };
+    let engine = EngineOptions { max_seq: a.prompt_len + a.gen + 1, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, ..Default::default() };
     let started = Instant::now();
     let mut llama = open(&ctx, &a.model, engine, WeightOptions { quantize })?;
     let load_s = started.elapsed().as_secs_f64();
@@ -123,6 +126,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         kv: a.kv,
         kv_bytes_per_token: llama.kv_bytes_per_token(),
         fuse: a.fuse,
+        gemv_tuning: llama.gemv_tuning.clone(),
         kv_bytes_per_token_by_format: KvFormat::ALL
             .iter()
             .map(|&k| (k, model::kv_bytes_per_token(&llama.config, k)))

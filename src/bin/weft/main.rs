@@ -161,6 +161,9 @@ mod cli {
             /// measure what the fusion buys).
             #[arg(long)]
             no_fuse: bool,
+            /// Keep the default GEMV launch shapes instead of timing the candidates at load.
+            #[arg(long)]
+            no_tune: bool,
         },
         /// Write every checkpoint of one forward pass over --ids as .npy files.
         DumpActivations {
@@ -237,8 +240,9 @@ mod cli {
                     budget_mb,
                 })
             }
-            Command::Bench { model, prompt_len, gen, reps, quantize, kv, json, profile, no_fuse } => {
-                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, kv, json, profile, fuse: !no_fuse })
+            Command::Bench { model, prompt_len, gen, reps, quantize, kv, json, profile, no_fuse, no_tune } => {
+                let (fuse, tune) = (!no_fuse, !no_tune);
+                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, kv, json, profile, fuse, tune })
             }
             Command::Generate {
                 model,

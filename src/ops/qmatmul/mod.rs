@@ -12,12 +12,14 @@
 //! - [`embed`]: out[t, k] = row ids[t] of W, decoding only the requested rows.
 
 mod selftest;
+mod tune;
 mod weight;
 
 pub use selftest::{
     cpu_reference, f16_tolerance, f32_tolerance, self_test, test_weight, KernelReport,
     QMatmulReport, TestWeight,
 };
+pub use tune::{tune_gemv, GemvTuning, GEMV_CANDIDATES};
 pub use weight::{QPart, QWeight, WeightFormat};
 
 use serde::Serialize;
@@ -280,7 +282,8 @@ pub async fn gemv(
     y: &GpuTensor,
     precision: Precision,
 ) -> Result<Dispatch> {
-    gemv_tuned(ctx, w, x, y, precision, GemvConfig::for_adapter(ctx.capabilities(), &w.format)).await
+    let config = tune::measured(ctx, w, precision).unwrap_or_else(|| GemvConfig::for_adapter(ctx.capabilities(), &w.format));
+    gemv_tuned(ctx, w, x, y, precision, config).await
 }
 
 /// [`gemv`] with an explicit launch shape, for tuning: `wg` and `lanes` powers of two, `lanes`

@@ -1,0 +1,80 @@
+//! GEMV launch shapes measured on the device at load, per weight shape. The best shape depends
+//! on the GPU and on the matrix: on an H100 the default (32 lanes per row, 8 rows per workgroup)
+//! won on every SmolLM2 layer, while the 49152-row output head ran twice as fast with 4 lanes
+//! per row and 8192 x 8192 about 1.25x faster with 4 rows per lane group (bench/NOTES.md).
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+
+use super::{gemv_tuned, GemvConfig, Precision, QWeight, WeightFormat};
+use crate::error::Result;
+use crate::gpu::{DType, GpuContext};
+use crate::selftest::random_f32;
+
+/// The shapes tried, the adapter's default first: those that won some shape in the H100 sweep.
+pub const GEMV_CANDIDATES: [GemvConfig; 6] = [
+    GemvConfig { wg: 256, rows: 1, lanes: 32 },
+    GemvConfig { wg: 256, rows: 2, lanes: 32 },
+    GemvConfig { wg: 128, rows: 4, lanes: 32 },
+    GemvConfig { wg: 128, rows: 1, lanes: 16 },
+    GemvConfig { wg: 256, rows: 2, lanes: 16 },
+    GemvConfig { wg: 64, rows: 2, lanes: 4 },
+];
+
+/// Timed repetitions of each candidate; the median counts.
+const REPS: usize = 7;
+
+/// What tuning measured for one weight shape.
+#[derive(Clone, Debug, Serialize)]
+pub struct GemvTuning {
+    pub format: String,
+    pub rows: usize,
+    pub cols: usize,
+    /// (config, median µs) for every candidate.
+    pub timings: Vec<(GemvConfig, f64)>,
+    pub chosen: GemvConfig,
+}
+
+fn key(format: &WeightFormat, rows: usize, cols: usize, precision: Precision) -> String {
+    format!("gemv {} {rows}x{cols} {precision:?}", format.name())
+}
+
+/// The launch shape tuning chose for `w`, if it was tuned.
+pub(super) fn measured(ctx: &GpuContext, w: &QWeight, precision: Precision) -> Option<GemvConfig> {
+    ctx.tuned(&key(&w.format, w.rows, w.cols, precision)).map(|[wg, rows, lanes]| GemvConfig { wg, rows, lanes })
+}
+
+/// Times every candidate launch shape on each distinct (format, rows, cols) of `weights` with
+/// the block kernels, and remembers the fastest in `ctx` for later [`super::gemv`] calls. Needs
+/// timestamp queries; on software adapters (where the shapes were measured once, see
+/// [`GemvConfig::for_format`]) or without timestamps it changes nothing and returns nothing.
+pub async fn tune_gemv(ctx: &GpuContext, weights: &[&QWeight], precision: Precision) -> Result<Vec<GemvTuning>> {
+    let caps = ctx.capabilities();
+    if caps.is_software || !caps.timestamp_query {
+        return Ok(Vec::new());
+    }
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for w in weights {
+        let k = key(&w.format, w.rows, w.cols, precision);
+        if w.format.gemv_block().is_none() || ctx.tuned(&k).is_some() || !seen.insert(k.clone()) {
+            continue;
+        }
+        let x = ctx.upload_f32("tune x", &[1, w.cols], &random_f32(w.cols as u64, w.cols))?;
+        let y = ctx.zeros("tune y", &[1, w.rows], DType::F32)?;
+        let mut timings = Vec::with_capacity(GEMV_CANDIDATES.len());
+        for config in GEMV_CANDIDATES {
+            let d = gemv_tuned(ctx, w, &x, &y, precision, config).await?;
+            ctx.run(&[&d]);
+            let reps: Vec<_> = std::iter::repeat_n(&d, REPS).collect();
+            let Some(mut ns) = ctx.time_dispatches(&reps).await? else { return Ok(out) };
+            ns.sort_by(f64::total_cmp);
+            timings.push((config, ns[ns.len() / 2] / 1e3));
+        }
+        let chosen = timings.iter().min_by(|a, b| a.1.total_cmp(&b.1)).map_or(GEMV_CANDIDATES[0], |t| t.0);
+        ctx.set_tuned(k, [chosen.wg, chosen.rows, chosen.lanes]);
+        out.push(GemvTuning { format: w.format.name(), rows: w.rows, cols: w.cols, timings, chosen });
+    }
+    Ok(out)
+}
