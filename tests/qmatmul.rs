@@ -75,11 +75,9 @@ fn gemv_launch_shapes_for_gpus_match_the_reference() -> anyhow::Result<()> {
     // the subgroup sum where the adapter has subgroups) and 16 lanes with 2 rows each, on
     // ragged shapes, against the same reference and tolerance as the default shape.
     let ctx = ctx();
-    let configs = [
-        qmatmul::GemvConfig { wg: 256, rows: 1, lanes: 32 },
-        qmatmul::GemvConfig { wg: 64, rows: 1, lanes: 4 },
-        qmatmul::GemvConfig { wg: 64, rows: 2, lanes: 16 },
-    ];
+    // Every shape load-time tuning may pick is among them.
+    let mut configs = vec![qmatmul::GemvConfig { wg: 64, rows: 1, lanes: 4 }, qmatmul::GemvConfig { wg: 64, rows: 2, lanes: 16 }];
+    configs.extend(qmatmul::GEMV_CANDIDATES);
     let formats =
         ["Q4_0", "Q4_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "q4_g32_sym", "q3_g64_asym", "q2_g128_sym"];
     let mut failures = Vec::new();
@@ -95,7 +93,7 @@ fn gemv_launch_shapes_for_gpus_match_the_reference() -> anyhow::Result<()> {
         let x = random_f32(90 + i as u64, t * k);
         let (want, scale) = qmatmul::cpu_reference(&tw.dequantize()?, &x, n, k, t);
         let xt = ctx.upload_f32("x", &[t, k], &x)?;
-        for config in configs {
+        for &config in &configs {
             let y = ctx.zeros("y", &[t, n], DType::F32)?;
             let d = pollster::block_on(qmatmul::gemv_tuned(ctx, &w, &xt, &y, Precision::F32, config))?;
             ctx.run(&[&d]);
