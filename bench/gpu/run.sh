@@ -16,6 +16,12 @@ if [ -n "${QBENCH:-}" ]; then
   echo "== qmatmul_bench"
   "$QBENCH" --formats ${QFORMATS:-Q4_0,Q8_0,Q4_K,q4_g32_sym,q8_g32_sym} --shapes 8192x8192 --seconds 1 --json \
     2>"$out/qmatmul.err" | tee "$out/qmatmul.json"
+  # Launch shapes load-time tuning may choose besides the default (src/ops/qmatmul/tune.rs).
+  for c in ${QCONFIGS:-256,4,32 128,8,32}; do
+    IFS=, read -r wg rows lanes <<<"$c"
+    "$QBENCH" --formats ${QFORMATS:-Q4_0,Q8_0,Q4_K,q4_g32_sym,q8_g32_sym} --shapes 8192x8192 --seconds 0.5 --json \
+      --wg "$wg" --rows "$rows" --lanes "$lanes" 2>>"$out/qmatmul.err" >"$out/qmatmul-$wg-$rows-$lanes.json"
+  done
 fi
 for s in $shapes; do
   for q in $quants; do
