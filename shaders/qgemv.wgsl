@@ -13,6 +13,11 @@
 //
 // With F16 the partial products are f16 dot products of four terms; the sums stay f32. The
 // token is workgroup_id.z.
+//
+// Fusions for a decode step (BLOCKS with vec4 x only), each saving a dispatch:
+// - NORM: x is RMS-normalised first (x / sqrt(mean(x^2) + eps) * norm_w, eps in Params._pad0):
+//   every workgroup sums its token's squares itself, one extra pass over an x it reads anyway.
+// - RESIDUAL: the result is added to y instead of stored (the residual connection).
 #ifdef F16
 enable f16;
 #endif
@@ -28,6 +33,30 @@ const LPR: u32 = ${LPR}u;
 
 #ifndef SG
 var<workgroup> part: array<f32, WG>;
+#endif
+
+#ifdef NORM
+@group(0) @binding(${NB}) var<storage, read> norm_w: array<vec4<f32>>; // [k / 4]
+var<workgroup> squares: array<f32, WG>;
+
+// 1 / sqrt(mean(x[tok]^2) + eps), the same in every invocation.
+fn inv_rms(tok: u32, lid: u32) -> f32 {
+    let k4 = p.k / 4u;
+    var s = 0.0;
+    for (var i = lid; i < k4; i += WG) {
+        let v = x[tok * k4 + i];
+        s += dot(v, v);
+    }
+    squares[lid] = s;
+    workgroupBarrier();
+    for (var o = WG / 2u; o > 0u; o >>= 1u) {
+        if (lid < o) {
+            squares[lid] += squares[lid + o];
+        }
+        workgroupBarrier();
+    }
+    return 1.0 / sqrt(squares[0] / f32(p.k) + bitcast<f32>(p._pad0));
+}
 #endif
 
 // The sum of `v` over the LPR adjacent lanes that share a row (all of them get it): a butterfly
@@ -68,9 +97,19 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     for (var r = 0u; r < RPT; r++) {
         acc[r] = 0.0;
     }
+#ifdef NORM
+    let scale = inv_rms(tok, lid.x);
+#endif
     // Rows past n repeat row n-1 and are never stored: no lane leaves the loop shape.
     for (var b = lane; b < nb; b += LPR) {
+#ifdef NORM
+        var xs = xblock(tok, b);
+        for (var i = 0u; i < 8u; i++) {
+            xs[i] = xs[i] * scale * norm_w[min(b * 8u + i, p.k / 4u - 1u)];
+        }
+#else
         let xs = xblock(tok, b);
+#endif
         for (var r = 0u; r < RPT; r++) {
             acc[r] += bdot(min(row0 + r, p.n - 1u), b, xs);
         }
@@ -80,7 +119,12 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
             acc[r] = row_sum(acc[r], lid.x);
         }
         if (lane == 0u && row0 + r < p.n) {
-            y[tok * p.ny + p.row0 + row0 + r] = acc[r];
+            let at = tok * p.ny + p.row0 + row0 + r;
+#ifdef RESIDUAL
+            y[at] = y[at] + acc[r];
+#else
+            y[at] = acc[r];
+#endif
         }
     }
 }

@@ -178,3 +178,68 @@ fn rope_store_from_stacked_qkv_equals_separate() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// The decode step's GEMV with the RMSNorm folded in front (every workgroup normalises x
+/// itself) against the CPU's norm then product, and with the residual add folded behind it
+/// against the GEMV's own result added to y: on the adapter's launch shape and on the GPU shape
+/// (32 lanes a row).
+#[test]
+fn gemv_with_norm_prologue_and_residual_epilogue() -> anyhow::Result<()> {
+    use weft::gpu::{BackendChoice, GpuContext};
+    use weft::ops::norm::rms_norm_cpu;
+    use weft::ops::qmatmul::{gemv_fused, GemvFusion};
+    let mut ctx = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
+    let caps = ctx.capabilities().clone();
+    for gpu_shape in [false, true] {
+        let mut c = caps.clone();
+        c.is_software = caps.is_software && !gpu_shape;
+        ctx.set_capabilities(c);
+        let ctx = &ctx;
+        for (i, name) in ["Q4_1", "Q8_0", "Q4_0", "Q6_K", "q4_g32_sym", "q4_g32_asym", "q8_g64_asym"].into_iter().enumerate() {
+            let format = WeightFormat::parse(name).expect("known format");
+            let (n, k) = match format.k_multiple() {
+                1 => (37, 100), // a weft row ending inside its last group
+                32 => (37, 576),
+                _ => (37, 512),
+            };
+            let tw = qmatmul::test_weight(format, 500 + i as u64, n, k)?;
+            let w = tw.upload(ctx, "w")?;
+            assert!(qmatmul::gemv_fuses(&w), "{name}");
+            let x: Vec<f32> = random_f32(510 + i as u64, k).iter().map(|v| v * 4.0).collect();
+            let g: Vec<f32> = random_f32(520 + i as u64, k).iter().map(|v| 1.0 + 0.5 * v).collect();
+            let (tx, tg) = (ctx.upload_f32("x", &[1, k], &x)?, ctx.upload_f32("g", &[k], &g)?);
+            let eps = 1e-5;
+
+            let y = ctx.zeros("y", &[1, n], DType::F32)?;
+            let d = pollster::block_on(gemv_fused(ctx, &w, &tx, &y, GemvFusion { norm: Some((&tg, eps)), residual: false }))?;
+            ctx.run(&[&d]);
+            let got = pollster::block_on(ctx.read_f32(&y))?;
+            let normed: Vec<f32> = rms_norm_cpu(&x, &g, eps).iter().map(|&v| v as f32).collect();
+            let (want, scale) = qmatmul::cpu_reference(&tw.dequantize()?, &normed, n, k, 1);
+            let worst = got.iter().zip(&want).zip(&scale).map(|((&a, &b), &s)| (a as f64 - b).abs() / s).fold(0.0, f64::max);
+            // The product's tolerance plus the norm's relative error carried through it.
+            let tol = qmatmul::f32_tolerance(k) + RMSNORM_TOLERANCE.rel;
+            assert!(worst <= tol, "{name} gpu shape {gpu_shape}: norm + gemv {worst:e} > {tol:e}");
+
+            let base = random_f32(530 + i as u64, n);
+            let plain = ctx.zeros("plain", &[1, n], DType::F32)?;
+            let d = pollster::block_on(qmatmul::gemv(ctx, &w, &tx, &plain, Precision::F32))?;
+            let acc = ctx.upload_f32("acc", &[1, n], &base)?;
+            let r = pollster::block_on(gemv_fused(ctx, &w, &tx, &acc, GemvFusion { norm: None, residual: true }))?;
+            ctx.run(&[&d, &r]);
+            let product = pollster::block_on(ctx.read_f32(&plain))?;
+            let sum: Vec<f32> = base.iter().zip(&product).map(|(a, b)| a + b).collect();
+            assert_eq!(bits(&pollster::block_on(ctx.read_f32(&acc))?), bits(&sum), "{name} gpu shape {gpu_shape}: residual");
+        }
+    }
+    // Formats without a block kernel, and more than one token, are refused.
+    let f16 = qmatmul::test_weight(WeightFormat::parse("F16").expect("F16"), 1, 4, 64)?.upload(&ctx, "f16")?;
+    let x1 = ctx.zeros("x", &[1, 64], DType::F32)?;
+    let y1 = ctx.zeros("y", &[1, 4], DType::F32)?;
+    assert!(pollster::block_on(gemv_fused(&ctx, &f16, &x1, &y1, GemvFusion::default())).is_err());
+    let q = qmatmul::test_weight(WeightFormat::parse("Q8_0").expect("Q8_0"), 2, 4, 64)?.upload(&ctx, "q")?;
+    let x2 = ctx.zeros("x", &[2, 64], DType::F32)?;
+    let y2 = ctx.zeros("y", &[2, 4], DType::F32)?;
+    assert!(pollster::block_on(gemv_fused(&ctx, &q, &x2, &y2, GemvFusion::default())).is_err());
+    Ok(())
+}

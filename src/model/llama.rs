@@ -30,109 +30,12 @@ use crate::ops::sample::{params_bytes, sample, SampleParams};
 
 use super::config::LlamaConfig;
 
-/// One transformer block's weights, in their stored formats.
-pub struct LayerWeights {
-    pub attn_norm: GpuTensor, // [dim]
-    pub qkv: Qkv,
-    pub wo: QWeight,          // [dim, q_dim]
-    pub ffn_norm: GpuTensor,  // [dim]
-    pub gate_up: GateUp,
-    pub down: QWeight,        // [dim, ffn]
-}
+mod decode;
+mod profile;
+mod weights;
 
-#[allow(clippy::large_enum_variant)] // one per layer; boxing would only add indirection
-/// The query, key and value projections: as loaded, or stacked into one matrix so that one
-/// matrix-vector product computes all three.
-pub enum Qkv {
-    Apart {
-        wq: QWeight,               // [q_dim, dim]
-        wk: QWeight,               // [kv_dim, dim]
-        wv: QWeight,               // [kv_dim, dim]
-        bq: Option<GpuTensor>,     // [q_dim]
-        bk: Option<GpuTensor>,     // [kv_dim]
-        bv: Option<GpuTensor>,     // [kv_dim]
-    },
-    Stacked {
-        w: QWeight,                // [q_dim + 2 * kv_dim, dim]
-        bias: Option<GpuTensor>,   // [q_dim + 2 * kv_dim]
-    },
-}
-
-/// The gate and up projections of the MLP, as loaded or stacked.
-pub enum GateUp {
-    Apart {
-        gate: QWeight,             // [ffn, dim]
-        up: QWeight,               // [ffn, dim]
-    },
-    Stacked(QWeight),              // [2 * ffn, dim]: gate rows, then up rows
-}
-
-impl LayerWeights {
-    pub fn bytes(&self) -> u64 {
-        let qkv = match &self.qkv {
-            Qkv::Apart { wq, wk, wv, bq, bk, bv } => {
-                wq.bytes() + wk.bytes() + wv.bytes() + [bq, bk, bv].iter().flat_map(|b| b.as_ref()).map(|b| b.bytes()).sum::<u64>()
-            }
-            Qkv::Stacked { w, bias } => w.bytes() + bias.as_ref().map_or(0, |b| b.bytes()),
-        };
-        let gate_up = match &self.gate_up {
-            GateUp::Apart { gate, up } => gate.bytes() + up.bytes(),
-            GateUp::Stacked(w) => w.bytes(),
-        };
-        qkv + gate_up + self.wo.bytes() + self.down.bytes() + self.attn_norm.bytes() + self.ffn_norm.bytes()
-    }
-
-    /// Stacks Q/K/V (with their biases when all three have one) and gate/up where their formats
-    /// allow ([`QWeight::stack`]); what cannot be stacked stays apart. The separate buffers
-    /// are released once the copies are queued.
-    pub fn stacked(self, ctx: &GpuContext, layer: usize) -> Result<Self> {
-        let qkv = match self.qkv {
-            Qkv::Apart { wq, wk, wv, bq, bk, bv } => {
-                let bias = match (&bq, &bk, &bv) {
-                    (None, None, None) => Some(None),
-                    (Some(q), Some(k), Some(v)) => {
-                        let t = ctx.concat_words(&format!("blk.{layer}.qkv.bias"), &[(q, q.len()), (k, k.len()), (v, v.len())])?;
-                        let n = t.len();
-                        Some(Some(GpuTensor { buffer: t.buffer, shape: vec![n], dtype: DType::F32 }))
-                    }
-                    _ => None,
-                };
-                let w = match bias {
-                    Some(_) => QWeight::stack(ctx, &format!("blk.{layer}.qkv"), &[&wq, &wk, &wv])?,
-                    None => None,
-                };
-                match (w, bias) {
-                    (Some(w), Some(bias)) => Qkv::Stacked { w, bias },
-                    _ => Qkv::Apart { wq, wk, wv, bq, bk, bv },
-                }
-            }
-            stacked => stacked,
-        };
-        let gate_up = match self.gate_up {
-            GateUp::Apart { gate, up } => match QWeight::stack(ctx, &format!("blk.{layer}.gate_up"), &[&gate, &up])? {
-                Some(w) => GateUp::Stacked(w),
-                None => GateUp::Apart { gate, up },
-            },
-            stacked => stacked,
-        };
-        Ok(Self { qkv, gate_up, ..self })
-    }
-}
-
-pub struct Weights {
-    pub embedding: QWeight, // [vocab, dim]
-    pub layers: Vec<LayerWeights>,
-    pub out_norm: GpuTensor, // [dim]
-    /// None: the output head is the embedding (tied).
-    pub output: Option<QWeight>, // [vocab, dim]
-}
-
-impl Weights {
-    pub fn bytes(&self) -> u64 {
-        let layer: u64 = self.layers.iter().map(LayerWeights::bytes).sum();
-        self.embedding.bytes() + layer + self.out_norm.bytes() + self.output.as_ref().map_or(0, |o| o.bytes())
-    }
-}
+pub use profile::StepProfile;
+pub use weights::{GateUp, LayerWeights, Qkv, Weights};
 
 /// Options fixed at load.
 #[derive(Clone, Copy, Debug)]
@@ -245,18 +148,6 @@ pub struct Llama {
     pos: usize,
 }
 
-/// Where a decode step's time goes (see [`Llama::profile_step`]).
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct StepProfile {
-    pub dispatches: usize,
-    /// CPU: recording the step's dispatches and submitting them (median).
-    pub record_submit_ms: f64,
-    /// From submission to the result being readable on the CPU (median).
-    pub wait_ms: f64,
-    /// GPU time per pipeline, summed over the step: (name, µs, dispatches). Empty without
-    /// timestamp queries.
-    pub kernels_us: Vec<(String, f64, usize)>,
-}
 
 /// Milliseconds from a monotonic clock (profiling only).
 #[cfg(not(target_arch = "wasm32"))]
@@ -378,7 +269,10 @@ impl Llama {
             prefill: HashMap::new(),
             pos: 0,
         };
-        model.decode = model.build(ctx, 1, true, false, None).await?;
+        model.decode = match model.build_fused_decode(ctx).await? {
+            Some(graph) => graph,
+            None => model.build(ctx, 1, true, false, None).await?,
+        };
         model.set_sampling(ctx, &SampleParams::default());
         Ok(model)
     }
@@ -681,69 +575,6 @@ impl Llama {
             out.push((name, t.shape.clone(), ctx.read_f32(t).await?));
         }
         Ok(out)
-    }
-
-    /// Wall time of each decode dispatch run alone (submitted and waited for one at a time),
-    /// summed by pipeline: where a step's time goes on adapters without timestamp queries.
-    pub async fn profile_decode(&self, ctx: &GpuContext, reps: usize) -> Result<Vec<(String, f64, usize)>> {
-        let mut by_name: Vec<(String, f64, usize)> = Vec::new();
-        ctx.write_uniform(&self.step, &step_bytes(self.pos as u32, 1));
-        for d in &self.decode.dispatches {
-            let started = web_time_now();
-            for _ in 0..reps {
-                ctx.run(&[d]);
-            }
-            ctx.read_u32(&self.chosen).await?;
-            let ms = (web_time_now() - started) / reps as f64;
-            match by_name.iter_mut().find(|(n, _, _)| n == d.name()) {
-                Some(e) => {
-                    e.1 += ms;
-                    e.2 += 1;
-                }
-                None => by_name.push((d.name().to_string(), ms, 1)),
-            }
-        }
-        by_name.sort_by(|a, b| b.1.total_cmp(&a.1));
-        Ok(by_name)
-    }
-
-    /// A decode step's cost, split: CPU time to record and submit it, the wait for its result,
-    /// and (with timestamp queries) each kernel's GPU time summed by pipeline.
-    pub async fn profile_step(&self, ctx: &GpuContext, reps: usize) -> Result<StepProfile> {
-        ctx.write_uniform(&self.step, &step_bytes(self.pos as u32, 1));
-        let refs: Vec<&Dispatch> = self.decode.dispatches.iter().collect();
-        let (mut record, mut wait) = (Vec::new(), Vec::new());
-        for _ in 0..reps.max(1) {
-            let t0 = web_time_now();
-            ctx.run(&refs);
-            let t1 = web_time_now();
-            ctx.read_u32(&self.chosen).await?;
-            record.push(t1 - t0);
-            wait.push(web_time_now() - t1);
-        }
-        let mut kernels: Vec<(String, f64, usize)> = Vec::new();
-        if let Some(ns) = ctx.time_dispatches(&refs).await? {
-            for (d, ns) in self.decode.dispatches.iter().zip(ns) {
-                match kernels.iter_mut().find(|(n, _, _)| n == d.name()) {
-                    Some(e) => {
-                        e.1 += ns / 1e3;
-                        e.2 += 1;
-                    }
-                    None => kernels.push((d.name().to_string(), ns / 1e3, 1)),
-                }
-            }
-            kernels.sort_by(|a, b| b.1.total_cmp(&a.1));
-        }
-        let median = |v: &mut Vec<f64>| {
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        };
-        Ok(StepProfile {
-            dispatches: refs.len(),
-            record_submit_ms: median(&mut record),
-            wait_ms: median(&mut wait),
-            kernels_us: kernels,
-        })
     }
 
     /// Logits for every token of `ids` (appended to the cache), [len, vocab], read back in

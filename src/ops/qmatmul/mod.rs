@@ -212,6 +212,15 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
             }
         }
         all.push((QEMBED_SHADER, embed_defines(f)));
+        if f.gemv_block().is_some() {
+            // The decode step's fused forms (vec4 x, F32), on both launch shapes.
+            let pb = 3 + f.weight_bindings() - 1;
+            for (config, subgroup) in [(GemvConfig::for_format(f), 0), (GEMV_BLOCKS_GPU, 32)] {
+                let d = gemv_defines(f, Precision::F32, config, 4, subgroup);
+                all.push((QGEMV_SHADER, d.clone().set("NORM", 1).set("NB", pb).set("PB", pb + 1)));
+                all.push((QGEMV_SHADER, d.set("RESIDUAL", 1)));
+            }
+        }
     }
     all.sort_by(|a, b| (a.0.name, &a.1).cmp(&(b.0.name, &b.1)));
     all.dedup_by(|a, b| a.0.name == b.0.name && a.1 == b.1);
@@ -296,6 +305,50 @@ pub async fn gemv_tuned(
     precision: Precision,
     config: GemvConfig,
 ) -> Result<Dispatch> {
+    gemv_with(ctx, w, x, y, precision, config, GemvFusion::default()).await
+}
+
+/// What a fused GEMV does besides the product (see [`gemv_fused`]).
+#[derive(Clone, Copy, Default)]
+pub struct GemvFusion<'a> {
+    /// RMS-normalise x first with this weight [k] and epsilon.
+    pub norm: Option<(&'a GpuTensor, f32)>,
+    /// Add the product to y instead of storing it.
+    pub residual: bool,
+}
+
+/// Whether [`gemv_fused`] takes `w`: the block kernels with K a multiple of 4.
+pub fn gemv_fuses(w: &QWeight) -> bool {
+    w.format.gemv_block().is_some() && w.cols.is_multiple_of(4)
+}
+
+/// The decode step's GEMV with its neighbours folded in, at F32: `y = W · rms_norm(x) * norm_w`
+/// with `fusion.norm`, `y += W · x` with `fusion.residual`. Only for weights [`gemv_fuses`]
+/// takes, one token at a time.
+pub async fn gemv_fused(ctx: &GpuContext, w: &QWeight, x: &GpuTensor, y: &GpuTensor, fusion: GemvFusion<'_>) -> Result<Dispatch> {
+    let fail = |message: String| Error::Shape { op: "gemv_fused", message };
+    if !gemv_fuses(w) || x.shape.first() != Some(&1) {
+        return Err(fail(format!("{} [{}, {}] with x {}: needs a block format, K a multiple of 4 and one token",
+            w.format.name(), w.rows, w.cols, x.label_shape())));
+    }
+    if let Some((norm, _)) = fusion.norm {
+        if norm.shape != [w.cols] || norm.dtype != DType::F32 {
+            return Err(fail(format!("norm weight {} for K = {}", norm.label_shape(), w.cols)));
+        }
+    }
+    let config = tune::measured(ctx, w, Precision::F32).unwrap_or_else(|| GemvConfig::for_adapter(ctx.capabilities(), &w.format));
+    gemv_with(ctx, w, x, y, Precision::F32, config, fusion).await
+}
+
+async fn gemv_with(
+    ctx: &GpuContext,
+    w: &QWeight,
+    x: &GpuTensor,
+    y: &GpuTensor,
+    precision: Precision,
+    config: GemvConfig,
+    fusion: GemvFusion<'_>,
+) -> Result<Dispatch> {
     let t = check_operands("gemv", w, x, y)?;
     check_precision(ctx, "gemv", precision)?;
     let GemvConfig { wg, rows, lanes } = config;
@@ -305,14 +358,27 @@ pub async fn gemv_tuned(
     // Subgroup builtins in WGSL need `enable subgroups;`, which naga's front end refuses: the
     // browser (which compiles the text itself) gets the shared-memory sum.
     let subgroup = if cfg!(target_arch = "wasm32") { 0 } else { ctx.capabilities().subgroup_min_size };
-    let defines = gemv_defines(&w.format, precision, config, w.cols, subgroup);
+    let mut defines = gemv_defines(&w.format, precision, config, w.cols, subgroup);
+    if fusion.norm.is_some() {
+        // The norm weight takes the parameters' binding; they move one up.
+        let pb = 3 + w.format.weight_bindings() - 1;
+        defines = defines.set("NORM", 1).set("NB", pb).set("PB", pb + 1);
+    }
+    if fusion.residual {
+        defines = defines.set("RESIDUAL", 1);
+    }
     let pipeline = ctx.pipeline(&QGEMV_SHADER, &defines).await?;
     let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
     let per_group = config.rows_per_group(w.format.gemv_block().is_some());
     per_part(w, |part| {
         let [gx, gy, _] = grid((part.rows as u32).div_ceil(per_group), max);
-        let p = params(w, part, t, gx, 0);
-        ctx.dispatch(&pipeline, &bindings(part, x, y), Some(bytemuck::cast_slice(&p)), [gx, gy, t])
+        let mut p = params(w, part, t, gx, 0);
+        let mut tensors = bindings(part, x, y);
+        if let Some((norm, eps)) = fusion.norm {
+            tensors.push(norm);
+            p[9] = eps.to_bits();
+        }
+        ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&p)), [gx, gy, t])
     })
 }
 

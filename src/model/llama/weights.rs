@@ -1,0 +1,111 @@
+//! A Llama-family model's weights as the engine holds them: per block the norms and the
+//! projections, Q/K/V and gate/up either as loaded or stacked into one matrix each.
+
+use crate::error::Result;
+use crate::gpu::{DType, GpuContext, GpuTensor};
+use crate::ops::qmatmul::QWeight;
+
+/// One transformer block's weights, in their stored formats.
+pub struct LayerWeights {
+    pub attn_norm: GpuTensor, // [dim]
+    pub qkv: Qkv,
+    pub wo: QWeight,          // [dim, q_dim]
+    pub ffn_norm: GpuTensor,  // [dim]
+    pub gate_up: GateUp,
+    pub down: QWeight,        // [dim, ffn]
+}
+
+#[allow(clippy::large_enum_variant)] // one per layer; boxing would only add indirection
+/// The query, key and value projections: as loaded, or stacked into one matrix so that one
+/// matrix-vector product computes all three.
+pub enum Qkv {
+    Apart {
+        wq: QWeight,               // [q_dim, dim]
+        wk: QWeight,               // [kv_dim, dim]
+        wv: QWeight,               // [kv_dim, dim]
+        bq: Option<GpuTensor>,     // [q_dim]
+        bk: Option<GpuTensor>,     // [kv_dim]
+        bv: Option<GpuTensor>,     // [kv_dim]
+    },
+    Stacked {
+        w: QWeight,                // [q_dim + 2 * kv_dim, dim]
+        bias: Option<GpuTensor>,   // [q_dim + 2 * kv_dim]
+    },
+}
+
+/// The gate and up projections of the MLP, as loaded or stacked.
+pub enum GateUp {
+    Apart {
+        gate: QWeight,             // [ffn, dim]
+        up: QWeight,               // [ffn, dim]
+    },
+    Stacked(QWeight),              // [2 * ffn, dim]: gate rows, then up rows
+}
+
+impl LayerWeights {
+    pub fn bytes(&self) -> u64 {
+        let qkv = match &self.qkv {
+            Qkv::Apart { wq, wk, wv, bq, bk, bv } => {
+                wq.bytes() + wk.bytes() + wv.bytes() + [bq, bk, bv].iter().flat_map(|b| b.as_ref()).map(|b| b.bytes()).sum::<u64>()
+            }
+            Qkv::Stacked { w, bias } => w.bytes() + bias.as_ref().map_or(0, |b| b.bytes()),
+        };
+        let gate_up = match &self.gate_up {
+            GateUp::Apart { gate, up } => gate.bytes() + up.bytes(),
+            GateUp::Stacked(w) => w.bytes(),
+        };
+        qkv + gate_up + self.wo.bytes() + self.down.bytes() + self.attn_norm.bytes() + self.ffn_norm.bytes()
+    }
+
+    /// Stacks Q/K/V (with their biases when all three have one) and gate/up where their formats
+    /// allow ([`QWeight::stack`]); what cannot be stacked stays apart. The separate buffers
+    /// are released once the copies are queued.
+    pub fn stacked(self, ctx: &GpuContext, layer: usize) -> Result<Self> {
+        let qkv = match self.qkv {
+            Qkv::Apart { wq, wk, wv, bq, bk, bv } => {
+                let bias = match (&bq, &bk, &bv) {
+                    (None, None, None) => Some(None),
+                    (Some(q), Some(k), Some(v)) => {
+                        let t = ctx.concat_words(&format!("blk.{layer}.qkv.bias"), &[(q, q.len()), (k, k.len()), (v, v.len())])?;
+                        let n = t.len();
+                        Some(Some(GpuTensor { buffer: t.buffer, shape: vec![n], dtype: DType::F32 }))
+                    }
+                    _ => None,
+                };
+                let w = match bias {
+                    Some(_) => QWeight::stack(ctx, &format!("blk.{layer}.qkv"), &[&wq, &wk, &wv])?,
+                    None => None,
+                };
+                match (w, bias) {
+                    (Some(w), Some(bias)) => Qkv::Stacked { w, bias },
+                    _ => Qkv::Apart { wq, wk, wv, bq, bk, bv },
+                }
+            }
+            stacked => stacked,
+        };
+        let gate_up = match self.gate_up {
+            GateUp::Apart { gate, up } => match QWeight::stack(ctx, &format!("blk.{layer}.gate_up"), &[&gate, &up])? {
+                Some(w) => GateUp::Stacked(w),
+                None => GateUp::Apart { gate, up },
+            },
+            stacked => stacked,
+        };
+        Ok(Self { qkv, gate_up, ..self })
+    }
+}
+
+pub struct Weights {
+    pub embedding: QWeight, // [vocab, dim]
+    pub layers: Vec<LayerWeights>,
+    pub out_norm: GpuTensor, // [dim]
+    /// None: the output head is the embedding (tied).
+    pub output: Option<QWeight>, // [vocab, dim]
+}
+
+impl Weights {
+    pub fn bytes(&self) -> u64 {
+        let layer: u64 = self.layers.iter().map(LayerWeights::bytes).sum();
+        self.embedding.bytes() + layer + self.out_norm.bytes() + self.output.as_ref().map_or(0, |o| o.bytes())
+    }
+}
+
