@@ -103,10 +103,20 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     // Rows past n repeat row n-1 and are never stored: no lane leaves the loop shape.
     for (var b = lane; b < nb; b += LPR) {
 #ifdef NORM
-        var xs = xblock(tok, b);
-        for (var i = 0u; i < 8u; i++) {
-            xs[i] = xs[i] * scale * norm_w[min(b * 8u + i, p.k / 4u - 1u)];
-        }
+        // Spelled out: a loop writing xs[i] puts the array in local memory on some compilers.
+        let raw = xblock(tok, b);
+        let g = b * 8u;
+        let last = p.k / 4u - 1u;
+        let xs = array<vec4<f32>, 8>(
+            raw[0] * scale * norm_w[min(g, last)],
+            raw[1] * scale * norm_w[min(g + 1u, last)],
+            raw[2] * scale * norm_w[min(g + 2u, last)],
+            raw[3] * scale * norm_w[min(g + 3u, last)],
+            raw[4] * scale * norm_w[min(g + 4u, last)],
+            raw[5] * scale * norm_w[min(g + 5u, last)],
+            raw[6] * scale * norm_w[min(g + 6u, last)],
+            raw[7] * scale * norm_w[min(g + 7u, last)],
+        );
 #else
         let xs = xblock(tok, b);
 #endif
