@@ -123,29 +123,33 @@ fn sliding_window_generation_continues_past_max_seq() -> anyhow::Result<()> {
 }
 
 /// Stacked Q/K/V and gate/up with the residual adds fused into the norms compute what the
-/// separate dispatches compute, bit for bit: logits of a 16-token pass. The decode step, whose
-/// GEMVs also take the norms and residual adds in, gives the same greedy ids.
+/// separate dispatches compute, bit for bit: logits of a 16-token pass and greedy ids. The decode
+/// step with the norms and residual adds also folded into its GEMVs (the GPU default, forced
+/// here) gives the same greedy ids.
 #[test]
 fn fused_and_separate_dispatches_agree() -> anyhow::Result<()> {
     let ctx = ctx()?;
     let mut runs = Vec::new();
-    for fuse in [true, false] {
-        let (mut llama, tok) = load(&ctx, EngineOptions { max_seq: 64, max_batch: 16, fuse, ..Default::default() })?;
+    for (fuse, fuse_norms) in [(true, Some(false)), (false, None), (true, Some(true))] {
+        let engine = EngineOptions { max_seq: 64, max_batch: 16, fuse, fuse_norms, ..Default::default() };
+        let (mut llama, tok) = load(&ctx, engine)?;
         let prompt = tok.encode(PROMPT, true);
         let ids = greedy(&ctx, &mut llama, &prompt, F32_IDS.len())?;
         let logits = last_logits(&ctx, &mut llama, &prompt)?;
         let n = llama.decode_dispatches();
-        println!("fuse {fuse}: {n} dispatches per decode step, {} bytes of weights, ids {ids:?}", llama.weights.bytes());
-        runs.push((ids, logits.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), llama.weights.bytes(), n));
+        println!("fuse {fuse} norms {fuse_norms:?}: {n} dispatches per decode step, {} bytes of weights, ids {ids:?}",
+            llama.weights.bytes());
+        assert_eq!(ids, F32_IDS, "fuse {fuse}, norms {fuse_norms:?}");
+        runs.push((logits.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), llama.weights.bytes(), n));
     }
-    // Per block: Q/K/V two fewer GEMVs, gate/up one fewer, both norms into the GEMVs after
-    // them and both residual adds into the GEMVs before them (7 of 14); the final norm goes
-    // into the output head, which then needs neither a copy of the last row nor a norm.
+    assert!(runs[0].0 == runs[1].0, "logits differ between the fused and separate engines");
+    assert_eq!(runs[0].1, runs[1].1, "stacking must not change the weight bytes");
     let layers = 30;
-    assert_eq!(runs[1].3 - runs[0].3, 7 * layers + 2, "dispatches saved");
-    assert_eq!(runs[0].0, F32_IDS, "fused");
-    assert_eq!(runs[1].0, F32_IDS, "separate");
-    assert!(runs[0].1 == runs[1].1, "logits differ between the fused and separate engines");
-    assert_eq!(runs[0].2, runs[1].2, "stacking must not change the weight bytes");
+    // Per block: Q/K/V two fewer GEMVs, gate/up one fewer, two residual adds into the norms;
+    // the last add goes into the final norm, which then needs no copy of the last row.
+    assert_eq!(runs[1].2 - runs[0].2, 5 * layers + 1, "dispatches saved by stacking and add + norm");
+    // Both norms into the GEMVs after them and both adds into the GEMVs before them (7 of 14
+    // a block); the final norm into the output head.
+    assert_eq!(runs[1].2 - runs[2].2, 7 * layers + 2, "dispatches saved with the norms in the GEMVs");
     Ok(())
 }

@@ -60,6 +60,11 @@ pub struct EngineOptions {
     /// and each residual add fused into the norm that follows it. Results are the same
     /// either way; off only to measure what the fusion buys.
     pub fuse: bool,
+    /// With `fuse`, the decode step's RMSNorms also folded into the GEMVs after them and its
+    /// residual adds into the GEMVs before them (8 dispatches a block instead of 10). `None`
+    /// decides by adapter: on GPUs, not on CPU-emulated adapters, where every workgroup's own
+    /// sum of squares (a barrier tree) cost more than the dispatches it saves (bench/NOTES.md).
+    pub fuse_norms: Option<bool>,
     /// Time the GEMV launch shapes on this device at load and use the fastest per weight shape
     /// (GPUs with timestamp queries; elsewhere the measured defaults stay).
     pub tune: bool,
@@ -75,6 +80,7 @@ impl Default for EngineOptions {
             sinks: 4,
             split_attention: None,
             fuse: true,
+            fuse_norms: None,
             tune: true,
         }
     }
@@ -204,8 +210,13 @@ impl Llama {
             Vec::new()
         };
         let split = options.split_attention.unwrap_or_else(|| split_pays(ctx));
-        let options =
-            EngineOptions { sinks: options.sinks.min(options.max_seq / 2), split_attention: Some(split), ..options };
+        let fuse_norms = options.fuse_norms.unwrap_or(!ctx.capabilities().is_software);
+        let options = EngineOptions {
+            sinks: options.sinks.min(options.max_seq / 2),
+            split_attention: Some(split),
+            fuse_norms: Some(fuse_norms),
+            ..options
+        };
         let b = options.max_batch;
         let decode_shape = AttentionShape {
             n_tokens: 1,

@@ -19,7 +19,7 @@ impl Llama {
     /// (the caller builds the unfused one then).
     pub(super) async fn build_fused_decode(&self, ctx: &GpuContext) -> Result<Option<Graph>> {
         let (c, b, w) = (&self.config, &self.buffers, &self.weights);
-        if !self.options.fuse || self.options.precision != Precision::F32 {
+        if !self.options.fuse || self.options.fuse_norms != Some(true) || self.options.precision != Precision::F32 {
             return Ok(None);
         }
         let head = w.output.as_ref().unwrap_or(&w.embedding);
