@@ -110,7 +110,7 @@ impl GpuContext {
     /// `slot` in the same command buffer, submits once and returns those words.
     pub async fn run_and_read_u32(
         &self,
-        dispatches: &[&super::Dispatch],
+        dispatches: &[super::Dispatch],
         tensor: &GpuTensor,
         slot: &ReadSlot,
     ) -> Result<Vec<u32>> {
@@ -120,7 +120,7 @@ impl GpuContext {
 
     /// The commands of [`GpuContext::run_and_read_u32`], recorded but not submitted: a step
     /// whose inputs stay on the GPU can be recorded while the previous one runs.
-    pub fn encode_step(&self, dispatches: &[&super::Dispatch], tensor: &GpuTensor, slot: &ReadSlot) -> StepCommands {
+    pub fn encode_step(&self, dispatches: &[super::Dispatch], tensor: &GpuTensor, slot: &ReadSlot) -> StepCommands {
         let size = slot.buffer.size().min(tensor.bytes());
         let mut encoder = self
             .device

@@ -168,6 +168,33 @@ fn web_time_now() -> f64 {
     js_sys::Date::now()
 }
 
+/// RoPE + KV store over `t` tokens of this model and engine.
+fn rope_shape(c: &LlamaConfig, o: &EngineOptions, t: usize) -> RopeShape {
+    RopeShape {
+        n_tokens: t,
+        n_heads: c.n_heads,
+        n_kv_heads: c.n_kv_heads,
+        head_dim: c.head_dim,
+        max_seq: o.max_seq,
+        rot_dims: c.rope_dims,
+        style: c.rope_style,
+        kv: o.kv,
+        sinks: o.sinks,
+    }
+}
+
+/// Attention over the cache for `t` tokens of this model and engine.
+fn attention_shape(c: &LlamaConfig, o: &EngineOptions, t: usize) -> AttentionShape {
+    AttentionShape {
+        n_tokens: t,
+        n_heads: c.n_heads,
+        n_kv_heads: c.n_kv_heads,
+        head_dim: c.head_dim,
+        max_seq: o.max_seq,
+        kv: o.kv,
+    }
+}
+
 fn zeros(ctx: &GpuContext, label: &str, shape: &[usize]) -> Result<GpuTensor> {
     ctx.zeros(label, shape, DType::F32)
 }
@@ -218,14 +245,7 @@ impl Llama {
             ..options
         };
         let b = options.max_batch;
-        let decode_shape = AttentionShape {
-            n_tokens: 1,
-            n_heads: c.n_heads,
-            n_kv_heads: c.n_kv_heads,
-            head_dim: c.head_dim,
-            max_seq: options.max_seq,
-            kv: options.kv,
-        };
+        let decode_shape = attention_shape(c, &options, 1);
         if !options.kv.fits(c.head_dim) {
             return Err(Error::Model(format!("a {} KV cache cannot hold rows of head_dim {}", options.kv, c.head_dim)));
         }
@@ -348,25 +368,8 @@ impl Llama {
         let act = b.act.view(&[t, c.ffn_dim])?;
         let down = b.down.view(&[t, c.dim])?;
         let heads = |x: &GpuTensor, n: usize| x.view(&[t, n, c.head_dim]);
-        let rs = RopeShape {
-            n_tokens: t,
-            n_heads: c.n_heads,
-            n_kv_heads: c.n_kv_heads,
-            head_dim: c.head_dim,
-            max_seq: self.options.max_seq,
-            rot_dims: c.rope_dims,
-            style: c.rope_style,
-            kv: self.options.kv,
-            sinks: self.options.sinks,
-        };
-        let shape = AttentionShape {
-            n_tokens: t,
-            n_heads: c.n_heads,
-            n_kv_heads: c.n_kv_heads,
-            head_dim: c.head_dim,
-            max_seq: self.options.max_seq,
-            kv: self.options.kv,
-        };
+        let rs = rope_shape(c, &self.options, t);
+        let shape = attention_shape(c, &self.options, t);
         let scale = 1.0 / (c.head_dim as f32).sqrt();
         let w = &self.weights;
         let p = self.options.precision;
@@ -548,8 +551,7 @@ impl Llama {
             }
             self.write_ids(ctx, chunk)?;
             let graph = &self.prefill[&t];
-            let refs: Vec<&Dispatch> = graph.dispatches.iter().collect();
-            next = ctx.run_and_read_u32(&refs, &self.chosen, &self.slot).await?[0];
+            next = ctx.run_and_read_u32(&graph.dispatches, &self.chosen, &self.slot).await?[0];
             self.pos += t;
             done += t;
         }
@@ -561,15 +563,15 @@ impl Llama {
         self.check_position(1)?;
         ctx.write_uniform(&self.step, &step_bytes(self.pos as u32, 1));
         self.prepare_rope(ctx, 1)?;
-        let refs: Vec<&Dispatch> = self.decode.dispatches.iter().collect();
+        let steps = &self.decode.dispatches;
         let commands = match self.recorded.take() {
             Some(c) => c,
-            None => ctx.encode_step(&refs, &self.chosen, &self.slot),
+            None => ctx.encode_step(steps, &self.chosen, &self.slot),
         };
         let submitted = ctx.submit_step(commands);
         // The next step's commands are the same and read their inputs (the token, the position
         // uniform) on the GPU, so they are recorded while this step runs.
-        self.recorded = Some(ctx.encode_step(&refs, &self.chosen, &self.slot));
+        self.recorded = Some(ctx.encode_step(steps, &self.chosen, &self.slot));
         let next = ctx.read_step(&self.slot, submitted).await?[0];
         self.pos += 1;
         Ok(next)

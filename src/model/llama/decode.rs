@@ -5,13 +5,13 @@
 //! output head, normalising, and the sampler. Eight dispatches a block where the unfused graph
 //! takes ten; the same products, with the norm's sum of squares in another order.
 
-use super::{GateUp, Graph, Llama, Qkv};
+use super::{attention_shape, rope_shape, GateUp, Graph, Llama, Qkv};
 use crate::error::Result;
 use crate::gpu::GpuContext;
-use crate::ops::attention::{attention, attention_split, AttentionShape, SPLIT_CHUNK};
+use crate::ops::attention::{attention, attention_split, SPLIT_CHUNK};
 use crate::ops::elementwise::{bias_add, silu_mul_pairs};
 use crate::ops::qmatmul::{embed, gemv_fuses, gemv_fused, GemvFusion, Precision, QWeight};
-use crate::ops::rope::{rope_store_qkv, RopeShape};
+use crate::ops::rope::rope_store_qkv;
 use crate::ops::sample::sample;
 
 impl Llama {
@@ -47,25 +47,8 @@ impl Llama {
         let gate_up = b.gate_up.view(&[1, 2 * c.ffn_dim])?;
         let act = b.act.view(&[1, c.ffn_dim])?;
         let logits = b.logits.view(&[1, c.vocab])?;
-        let rs = RopeShape {
-            n_tokens: 1,
-            n_heads: c.n_heads,
-            n_kv_heads: c.n_kv_heads,
-            head_dim: c.head_dim,
-            max_seq: self.options.max_seq,
-            rot_dims: c.rope_dims,
-            style: c.rope_style,
-            kv: self.options.kv,
-            sinks: self.options.sinks,
-        };
-        let shape = AttentionShape {
-            n_tokens: 1,
-            n_heads: c.n_heads,
-            n_kv_heads: c.n_kv_heads,
-            head_dim: c.head_dim,
-            max_seq: self.options.max_seq,
-            kv: self.options.kv,
-        };
+        let rs = rope_shape(c, &self.options, 1);
+        let shape = attention_shape(c, &self.options, 1);
         let scale = 1.0 / (c.head_dim as f32).sqrt();
         let normed = |norm| GemvFusion { norm: Some((norm, eps)), residual: false };
         let added = GemvFusion { norm: None, residual: true };
