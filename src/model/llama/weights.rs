@@ -63,22 +63,17 @@ impl LayerWeights {
     pub fn stacked(self, ctx: &GpuContext, layer: usize) -> Result<Self> {
         let qkv = match self.qkv {
             Qkv::Apart { wq, wk, wv, bq, bk, bv } => {
-                let bias = match (&bq, &bk, &bv) {
-                    (None, None, None) => Some(None),
-                    (Some(q), Some(k), Some(v)) => {
-                        let t = ctx.concat_words(&format!("blk.{layer}.qkv.bias"), &[(q, q.len()), (k, k.len()), (v, v.len())])?;
+                // Stacked only when all three have a bias or none has.
+                let uniform = matches!((&bq, &bk, &bv), (None, None, None) | (Some(_), Some(_), Some(_)));
+                let w = if uniform { QWeight::stack(ctx, &format!("blk.{layer}.qkv"), &[&wq, &wk, &wv])? } else { None };
+                match (w, bq, bk, bv) {
+                    (Some(w), Some(q), Some(k), Some(v)) => {
+                        let t = ctx.concat_words(&format!("blk.{layer}.qkv.bias"), &[(&q, q.len()), (&k, k.len()), (&v, v.len())])?;
                         let n = t.len();
-                        Some(Some(GpuTensor { buffer: t.buffer, shape: vec![n], dtype: DType::F32 }))
+                        Qkv::Stacked { w, bias: Some(GpuTensor { buffer: t.buffer, shape: vec![n], dtype: DType::F32 }) }
                     }
-                    _ => None,
-                };
-                let w = match bias {
-                    Some(_) => QWeight::stack(ctx, &format!("blk.{layer}.qkv"), &[&wq, &wk, &wv])?,
-                    None => None,
-                };
-                match (w, bias) {
-                    (Some(w), Some(bias)) => Qkv::Stacked { w, bias },
-                    _ => Qkv::Apart { wq, wk, wv, bq, bk, bv },
+                    (Some(w), None, None, None) => Qkv::Stacked { w, bias: None },
+                    (_, bq, bk, bv) => Qkv::Apart { wq, wk, wv, bq, bk, bv },
                 }
             }
             stacked => stacked,
