@@ -291,8 +291,12 @@ pub async fn gemv(
     y: &GpuTensor,
     precision: Precision,
 ) -> Result<Dispatch> {
-    let config = tune::measured(ctx, w, precision).unwrap_or_else(|| GemvConfig::for_adapter(ctx.capabilities(), &w.format));
-    gemv_tuned(ctx, w, x, y, precision, config).await
+    gemv_tuned(ctx, w, x, y, precision, gemv_config(ctx, w, precision)).await
+}
+
+/// The launch shape for `w`: the one tuning measured fastest, else the adapter's default.
+fn gemv_config(ctx: &GpuContext, w: &QWeight, precision: Precision) -> GemvConfig {
+    tune::measured(ctx, w, precision).unwrap_or_else(|| GemvConfig::for_adapter(ctx.capabilities(), &w.format))
 }
 
 /// [`gemv`] with an explicit launch shape, for tuning: `wg` and `lanes` powers of two, `lanes`
@@ -336,8 +340,7 @@ pub async fn gemv_fused(ctx: &GpuContext, w: &QWeight, x: &GpuTensor, y: &GpuTen
             return Err(fail(format!("norm weight {} for K = {}", norm.label_shape(), w.cols)));
         }
     }
-    let config = tune::measured(ctx, w, Precision::F32).unwrap_or_else(|| GemvConfig::for_adapter(ctx.capabilities(), &w.format));
-    gemv_with(ctx, w, x, y, Precision::F32, config, fusion).await
+    gemv_with(ctx, w, x, y, Precision::F32, gemv_config(ctx, w, Precision::F32), fusion).await
 }
 
 async fn gemv_with(
