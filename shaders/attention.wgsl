@@ -68,6 +68,26 @@ var<workgroup> qs: array<f32, MAX_HEAD_DIM>;
 var<workgroup> probs: array<f32, WG>;
 var<workgroup> partial: array<f32, WG>;
 
+// The context positions [x, y) this workgroup covers: the query's whole context, or with SPLIT
+// its chunk `chunk`.
+fn context_range(t: u32, chunk: u32) -> vec2<u32> {
+    let n_ctx = min(step.pos + t + 1u, p.max_seq);
+#ifdef SPLIT
+    let first = chunk * p.chunk_len;
+    return vec2<u32>(first, min(first + p.chunk_len, n_ctx));
+#else
+    return vec2<u32>(0u, n_ctx);
+#endif
+}
+
+#ifdef SPLIT
+// Where chunk `chunk` of query head h of token t keeps its max, sum and head_dim values.
+fn partials_at(t: u32, h: u32, chunk: u32) -> u32 {
+    let chunks = (p.max_seq + p.chunk_len - 1u) / p.chunk_len;
+    return ((t * p.n_heads + h) * chunks + chunk) * (p.head_dim + 2u);
+}
+#endif
+
 #ifndef VEC4
 // The scaled query (in qs) dotted with the K row starting at word `row`.
 fn k_dot(row: u32) -> f32 {
@@ -130,7 +150,6 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     }
     let lane = lid.x;
     let kvh = h / (p.n_heads / p.n_kv_heads);
-    let n_ctx = min(step.pos + t + 1u, p.max_seq);
     let q_base = (t * p.n_heads + h) * p.head_dim;
     for (var d = lane; d < p.head_dim; d += WG) {
         qs[d] = q[q_base + d] * p.scale;
@@ -141,13 +160,9 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     var l = 0.0;
     var acc = array<f32, DIMS>(0.0, 0.0, 0.0, 0.0);
     let kv_base = kvh * p.max_seq * p.row_words;
-#ifdef SPLIT
-    let first = wid.z * p.chunk_len;
-    let limit = min(first + p.chunk_len, n_ctx);
-#else
-    let first = 0u;
-    let limit = n_ctx;
-#endif
+    let range = context_range(t, wid.z);
+    let first = range.x;
+    let limit = range.y;
     for (var start = first; start < limit; start += WG) {
         let j = start + lane;
         var s = LOWEST;
@@ -197,9 +212,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         workgroupBarrier();
     }
 #ifdef SPLIT
-    let stride = p.head_dim + 2u;
-    let chunks = (p.max_seq + p.chunk_len - 1u) / p.chunk_len;
-    let at = ((t * p.n_heads + h) * chunks + wid.z) * stride;
+    let at = partials_at(t, h, wid.z);
     if (lane == 0u) {
         partials[at] = m;
         partials[at + 1u] = l;
@@ -256,7 +269,6 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let lane = lid.x;
     let n4 = p.head_dim / 4u;
     let kvh = h / (p.n_heads / p.n_kv_heads);
-    let n_ctx = min(step.pos + t + 1u, p.max_seq);
     let q_base = (t * p.n_heads + h) * p.head_dim;
     if (lane < n4) {
         let at = q_base + 4u * lane;
@@ -272,13 +284,9 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     var l = 0.0;
     var acc = vec4<f32>(0.0);
     let kv_base = kvh * p.max_seq * n4;
-#ifdef SPLIT
-    let first = wid.z * p.chunk_len;
-    let limit = min(first + p.chunk_len, n_ctx);
-#else
-    let first = 0u;
-    let limit = n_ctx;
-#endif
+    let range = context_range(t, wid.z);
+    let first = range.x;
+    let limit = range.y;
     for (var start = first; start < limit; start += WG) {
         let j = start + lane;
         let count = min(WG, limit - start);
@@ -332,9 +340,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         sum += merged[gg * n4 + lane];
     }
 #ifdef SPLIT
-    let stride = p.head_dim + 2u;
-    let chunks = (p.max_seq + p.chunk_len - 1u) / p.chunk_len;
-    let at = ((t * p.n_heads + h) * chunks + wid.z) * stride;
+    let at = partials_at(t, h, wid.z);
     if (lane == 0u) {
         partials[at] = m;
         partials[at + 1u] = l;
