@@ -290,13 +290,8 @@ fn decode(i: u32) -> u32 {
 }
 #endif
 #ifdef DT_Q3_K
-fn decode(i: u32) -> u32 {
-    let base = (i / 256u) * 110u;
-    let e = i % 256u;
-    let n = e / 128u;
-    let j = (e % 128u) / 32u;
-    let w = e % 32u;
-    let k = n * 8u + j * 2u + w / 16u;
+// 6-bit scale `k` of the Q3_K super-block at byte `base`, minus 32 (also the block kernel's).
+fn q3_scale(base: u32, k: u32) -> f32 {
     var low: u32;
     if (k < 8u) {
         low = byte_at(base + 96u + k) & 0xfu;
@@ -304,7 +299,17 @@ fn decode(i: u32) -> u32 {
         low = byte_at(base + 88u + k) >> 4u;
     }
     let high = (byte_at(base + 104u + k % 4u) >> (2u * (k / 4u))) & 3u;
-    let dl = half_at(base + 108u) * f32(i32(low | (high << 4u)) - 32);
+    return f32(i32(low | (high << 4u)) - 32);
+}
+
+fn decode(i: u32) -> u32 {
+    let base = (i / 256u) * 110u;
+    let e = i % 256u;
+    let n = e / 128u;
+    let j = (e % 128u) / 32u;
+    let w = e % 32u;
+    let k = n * 8u + j * 2u + w / 16u;
+    let dl = half_at(base + 108u) * q3_scale(base, k);
     let q = i32((byte_at(base + 32u + n * 32u + w) >> (2u * j)) & 3u);
     let hm = (byte_at(base + w) >> (n * 4u + j)) & 1u;
     return bitcast<u32>(dl * f32(q - select(4, 0, hm != 0u)));

@@ -118,18 +118,7 @@ fn bdot(row: u32, b: u32, xs: array<vec4<f32>, 8>) -> f32 {
 #endif
 
 #ifdef B_Q3_K
-// 6-bit scale `k` of the Q3_K super-block at byte `base`, minus 32 (as decode.wgsl reads it).
-fn q3_scale(base: u32, k: u32) -> f32 {
-    var low: u32;
-    if (k < 8u) {
-        low = byte_at(base + 96u + k) & 0xfu;
-    } else {
-        low = byte_at(base + 88u + k) >> 4u;
-    }
-    let high = (byte_at(base + 104u + k % 4u) >> (2u * (k / 4u))) & 3u;
-    return f32(i32(low | (high << 4u)) - 32);
-}
-
+// The scales come from q3_scale in decode.wgsl, the same reader the decoder uses.
 // 110 bytes (two-byte aligned, like Q6_K): hmask[32], qs[64], scales[12], d. Chunk c = 4n + j
 // is the two bits at bit 2j of qs[32n + l], minus 4 where bit 4n + j of hmask[l] is clear.
 fn bdot(row: u32, b: u32, xs: array<vec4<f32>, 8>) -> f32 {
