@@ -5,6 +5,7 @@ mod ggml;
 pub mod sample;
 pub mod scaled;
 mod scalar;
+pub mod repack;
 pub mod weft;
 
 use crate::error::{Error, Result};

@@ -36,6 +36,8 @@ macro_rules! q_shader {
             name: $name,
             source: concat!(
                 include_str!(concat!("../../../shaders/", $file)),
+                include_str!("../../../shaders/qparams.wgsl"),
+                include_str!("../../../shaders/gemv_norm.wgsl"),
                 include_str!("../../../shaders/qweight.wgsl"),
                 include_str!("../../../shaders/qblock.wgsl"),
                 include_str!("../../../shaders/qblock_k.wgsl"),
@@ -48,6 +50,15 @@ macro_rules! q_shader {
 pub const QGEMV_SHADER: ShaderSource = q_shader!("qgemv", "qgemv.wgsl");
 pub const QGEMM_SHADER: ShaderSource = q_shader!("qgemm", "qgemm.wgsl");
 pub const QEMBED_SHADER: ShaderSource = q_shader!("qembed", "qembed.wgsl");
+/// The GEMV of GPUs for weft weights with K a multiple of 32 ([`gpu_gemv`]).
+pub const QGEMV_GPU_SHADER: ShaderSource = ShaderSource {
+    name: "qgemv_gpu",
+    source: concat!(
+        include_str!("../../../shaders/qgemv_gpu.wgsl"),
+        include_str!("../../../shaders/qparams.wgsl"),
+        include_str!("../../../shaders/gemv_norm.wgsl"),
+    ),
+};
 
 /// Launch shape of the GEMV kernel. Block formats (see [`WeightFormat::gemv_block`]): `wg`
 /// invocations per workgroup, `lanes` adjacent ones sharing `rows` rows (each lane takes every
@@ -173,6 +184,29 @@ fn gemv_defines(format: &WeightFormat, precision: Precision, c: GemvConfig, k: u
     if precision == Precision::F16 { d.set("F16", 1) } else { d }
 }
 
+/// Whether the GEMV of `w` runs shaders/qgemv_gpu.wgsl: for weft weights with K a multiple of
+/// 32, at F32, with lanes sharing rows (the GPU launch shapes; CPU-emulated adapters keep the
+/// block kernel's one row per invocation, measured best there) and 1, 2 or 4 rows per lane group.
+fn gpu_gemv(format: &WeightFormat, k: usize, precision: Precision, c: GemvConfig) -> bool {
+    matches!(format, WeightFormat::Weft(_))
+        && k.is_multiple_of(32)
+        && precision == Precision::F32
+        && c.lanes > 1
+        && matches!(c.rows, 1 | 2 | 4)
+}
+
+fn gpu_gemv_defines(format: &WeightFormat, c: GemvConfig, subgroup: u32) -> Defines {
+    let mut d = format.defines().set("WG", c.wg).set("LPR", c.lanes).set("RPT", c.rows);
+    d = d.set("PB", 3 + format.weight_bindings() - 1);
+    if c.rows >= 2 {
+        d = d.set("R2", 1);
+    }
+    if c.rows == 4 {
+        d = d.set("R4", 1);
+    }
+    if c.lanes <= subgroup { d.set("SG", 1) } else { d }
+}
+
 /// The block kernel's path define, where `format` has one and `precision` and `c` select it.
 fn gemm_block(format: &WeightFormat, precision: Precision, c: GemmConfig) -> Option<&'static str> {
     format.gemv_block().filter(|_| precision == Precision::F32 && c.tokens > 0)
@@ -212,6 +246,17 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
             }
         }
         all.push((QEMBED_SHADER, embed_defines(f)));
+        if matches!(f, WeightFormat::Weft(_)) {
+            let pb = 3 + f.weight_bindings() - 1;
+            for rows in [1, 2, 4] {
+                for subgroup in [0, 32] {
+                    let d = gpu_gemv_defines(f, GemvConfig { wg: 256, rows, lanes: 32 }, subgroup);
+                    all.push((QGEMV_GPU_SHADER, d.clone()));
+                    all.push((QGEMV_GPU_SHADER, d.clone().set("NORM", 1).set("NB", pb).set("PB", pb + 1)));
+                    all.push((QGEMV_GPU_SHADER, d.set("RESIDUAL", 1)));
+                }
+            }
+        }
         if f.gemv_block().is_some() {
             // The decode step's fused forms (vec4 x, F32), on both launch shapes.
             let pb = 3 + f.weight_bindings() - 1;
@@ -361,7 +406,12 @@ async fn gemv_with(
     // Subgroup builtins in WGSL need `enable subgroups;`, which naga's front end refuses: the
     // browser (which compiles the text itself) gets the shared-memory sum.
     let subgroup = if cfg!(target_arch = "wasm32") { 0 } else { ctx.capabilities().subgroup_min_size };
-    let mut defines = gemv_defines(&w.format, precision, config, w.cols, subgroup);
+    let gpu = gpu_gemv(&w.format, w.cols, precision, config);
+    let (shader, mut defines) = if gpu {
+        (&QGEMV_GPU_SHADER, gpu_gemv_defines(&w.format, config, subgroup))
+    } else {
+        (&QGEMV_SHADER, gemv_defines(&w.format, precision, config, w.cols, subgroup))
+    };
     if fusion.norm.is_some() {
         // The norm weight takes the parameters' binding; they move one up.
         let pb = 3 + w.format.weight_bindings() - 1;
@@ -370,9 +420,9 @@ async fn gemv_with(
     if fusion.residual {
         defines = defines.set("RESIDUAL", 1);
     }
-    let pipeline = ctx.pipeline(&QGEMV_SHADER, &defines).await?;
+    let pipeline = ctx.pipeline(shader, &defines).await?;
     let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
-    let per_group = config.rows_per_group(w.format.gemv_block().is_some());
+    let per_group = config.rows_per_group(gpu || w.format.gemv_block().is_some());
     per_part(w, |part| {
         let [gx, gy, _] = grid((part.rows as u32).div_ceil(per_group), max);
         let mut p = params(w, part, t, gx, 0);

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: kernel checks, GEMV throughput and decode/prefill of GGUF models
+# of three shapes, all in one session so every ratio pairs figures of the same session.
+#
+#   bash bench/gpu/session.sh OUT_DIR [STEPS]
+#
+# Expects, in the repository root: .gl/*.deb (libvulkan1), .dev/*.xz (release binaries: weft,
+# qmatmul_bench, and optionally the test binaries qmatmul-*, fused_kernels-*), .whl/gguf-*.whl.
+# STEPS (default "copy tests gemv models"): which parts to run.
+#   copy    the device's copy bandwidth through PyTorch (bytes read + written per second)
+#   tests   the GEMV test binaries on this GPU
+#   gemv    qmatmul_bench over formats, shapes and launch shapes (inside and beyond L2)
+#   models  random-weight GGUFs (Q4_0, Q8_0) of the SmolLM2, TinyLlama and 7B shapes; weft bench
+set -uo pipefail
+out=${1:?output folder}
+steps=${2:-copy tests gemv models}
+mkdir -p "$out"
+log() { echo "== $*" | tee -a "$out/session.log"; }
+
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+bin=/tmp/weft-bin
+mkdir -p "$bin"
+for f in .dev/*.xz; do xz -dc "$f" >"$bin/$(basename "$f" .xz)"; done
+chmod +x "$bin"/*
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee -a "$out/session.log"
+
+if [[ $steps == *copy* ]]; then
+  log copy
+  python3 - <<'EOF' 2>&1 | tee -a "$out/session.log"
+import torch
+x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+y = torch.empty_like(x)
+for _ in range(3):
+    y.copy_(x)
+s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+times = []
+for _ in range(5):
+    s.record()
+    for _ in range(10):
+        y.copy_(x)
+    e.record()
+    torch.cuda.synchronize()
+    times.append(s.elapsed_time(e) / 10)
+ms = sorted(times)[2]
+print(f"device copy (PyTorch, 1 GiB, median of 5x10): {2 * x.numel() / ms / 1e6:.0f} GB/s")
+EOF
+fi
+
+if [[ $steps == *tests* ]]; then
+  for t in "$bin"/qmatmul-* "$bin"/fused_kernels-*; do
+    [ -x "$t" ] || continue
+    log "test $(basename "$t")"
+    "$t" --test-threads 1 2>&1 | tail -15 | tee -a "$out/session.log"
+  done
+fi
+
+if [[ $steps == *gemv* ]]; then
+  formats=${QFORMATS:-Q4_0,Q8_0,Q4_K,q4_g32_asym,q3_g32_asym,q2_g32_asym,q4_g32_sym,q8_g32_sym}
+  for c in ${QCONFIGS:-256,1,32 256,2,32 256,4,32 128,4,32}; do
+    IFS=, read -r wg rows lanes <<<"$c"
+    log "qmatmul_bench $c"
+    "$bin/qmatmul_bench" --formats "$formats" --shapes ${QSHAPES:-8192x8192,14336x4096,4096x14336,16384x16384} \
+      --seconds 0.4 --json --wg "$wg" --rows "$rows" --lanes "$lanes" 2>>"$out/qmatmul.err" >"$out/qmatmul-$wg-$rows-$lanes.json"
+    python3 - "$out/qmatmul-$wg-$rows-$lanes.json" <<'EOF' | tee -a "$out/session.log"
+import json, sys
+d = json.load(open(sys.argv[1]))
+for r in d["rows"]:
+    print(f'{r["format"]:>12} {r["n"]:>6}x{r["k"]:<6} {r["us_per_call"]:9.1f} us {r["gb_per_s"]:7.0f} GB/s')
+EOF
+  done
+fi
+
+if [[ $steps == *models* ]]; then
+  models=/tmp/weft-models
+  mkdir -p "$models"
+  # name type dim ffn layers heads kv vocab
+  specs=${MODEL_SPECS:-"smollm2 Q4_0 576 1536 30 9 3 49152
+tinyllama Q4_0 2048 5632 22 32 4 32000
+tinyllama Q8_0 2048 5632 22 32 4 32000
+7b Q4_0 4096 14336 32 32 8 32000
+7b Q8_0 4096 14336 32 32 8 32000"}
+  while read -r name ty dim ffn layers heads kv vocab; do
+    f="$models/$name-$ty.gguf"
+    [ -f "$f" ] || python3 bench/gpu/gen_quant_gguf.py "$f" "$ty" "$dim" "$ffn" "$layers" "$heads" "$kv" "$vocab" \
+      >>"$out/models.log" 2>&1
+    log "weft bench $name $ty"
+    "$bin/weft" bench "$f" --prompt-len 128 --gen 128 --reps 3 --profile ${WEFT_BENCH_ARGS:-} \
+      2>"$out/weft-$name-$ty.err" | tee -a "$out/session.log"
+    tail -3 "$out/weft-$name-$ty.err"
+  done <<<"$specs"
+fi
+log done
