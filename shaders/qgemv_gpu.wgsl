@@ -2,13 +2,18 @@
 // weft weights with K a multiple of 32 — and the GGUF types that are repacked into them at upload
 // (Q4_0, Q8_0; src/ops/qmatmul/weight.rs). The BLOCKS kernel of qgemv.wgsl read 12-17 % of an
 // H100's copy bandwidth; this one is written for the memory system:
-// - no arrays: a chunk's activations and the accumulators are named values, since a dynamically
-//   indexed array may be placed in local memory by the driver's compiler;
+// - the activations are staged in workgroup memory, a tile of 2 · LPR chunks at a time, and read
+//   from there by every row group of the workgroup: loaded from device memory by each lane they
+//   cost more traffic than the weights (32 f32 per 16 bytes of 4-bit weights), and on an H100
+//   those loads were served at about 3.3 TB/s, so they, not the weights, set the time;
+// - no dynamically indexed arrays in registers: a chunk's activations and the accumulators are
+//   named values, since such an array may be placed in local memory by the driver's compiler;
 // - a lane loads a whole 32-weight chunk with one vector load (vec4 of words at 4 and 8 bits),
 //   adjacent lanes load adjacent chunks, so a subgroup's loads of a row are one contiguous run;
 // - levels become floats by the exponent trick (q | 0x4B000000 reads as 2^23 + q), which skips
 //   the int-to-float conversion, a quarter-rate instruction on NVIDIA GPUs;
-// - two chunks a loop turn, all their loads issued before the arithmetic that uses them;
+// - two chunks a lane per tile, their weights and scales loaded before the barrier that waits for
+//   the tile, so the loads overlap the staging;
 // - RPT rows (1, 2 or 4) share each load of the activations.
 // LPR adjacent lanes share a group of RPT rows; lane j takes chunks j, j + LPR, ... and the
 // lanes' sums are added by subgroup shuffles (SG) or a shared-memory tree.
@@ -38,6 +43,11 @@ const TWO23: f32 = 8388608.0;
 #ifndef SG
 var<workgroup> part: array<vec4<f32>, WG>;
 #endif
+
+// A tile of activations: 2 · LPR chunks of eight vec4, each chunk followed by one vec4 of padding,
+// so that the lanes of a subgroup, reading adjacent chunks, hit different banks.
+const TILE: u32 = 2u * LPR;
+var<workgroup> xt: array<vec4<f32>, TILE * 9u>;
 
 #ifdef WB4
 @group(0) @binding(0) var<storage, read> q: array<vec4<u32>>; // one per chunk
@@ -118,7 +128,7 @@ fn fields(w: u32, sh: vec4<u32>, mask: u32) -> vec4<u32> {
     return (vec4<u32>(w) >> sh) & vec4<u32>(mask);
 }
 
-// The 32 activations of chunk c of token `tok`.
+// The 32 activations of chunk j of the tile.
 struct X8 {
     x0: vec4<f32>,
     x1: vec4<f32>,
@@ -130,19 +140,33 @@ struct X8 {
     x7: vec4<f32>,
 }
 
-fn xchunk(tok: u32, c: u32, inv: f32) -> X8 {
-    let at = tok * (p.k / 4u) + 8u * c;
+fn xchunk(j: u32) -> X8 {
+    let at = 9u * j;
+    return X8(xt[at], xt[at + 1u], xt[at + 2u], xt[at + 3u], xt[at + 4u], xt[at + 5u], xt[at + 6u], xt[at + 7u]);
+}
+
+// Copies chunks t0 .. t0 + TILE of token `tok`'s activations (normalised with NORM) into `xt`.
+fn stage(tok: u32, t0: u32, nb: u32, lid: u32, inv: f32) {
+    let n = min(TILE, nb - t0) * 8u;
+    let row = tok * (p.k / 4u) + t0 * 8u;
+    for (var v = lid; v < n; v += WG) {
 #ifdef NORM
-    let g = 8u * c;
-    return X8(
-        x[at] * inv * norm_w[g], x[at + 1u] * inv * norm_w[g + 1u],
-        x[at + 2u] * inv * norm_w[g + 2u], x[at + 3u] * inv * norm_w[g + 3u],
-        x[at + 4u] * inv * norm_w[g + 4u], x[at + 5u] * inv * norm_w[g + 5u],
-        x[at + 6u] * inv * norm_w[g + 6u], x[at + 7u] * inv * norm_w[g + 7u],
-    );
+        xt[v + v / 8u] = x[row + v] * inv * norm_w[t0 * 8u + v];
 #else
-    return X8(x[at], x[at + 1u], x[at + 2u], x[at + 3u], x[at + 4u], x[at + 5u], x[at + 6u], x[at + 7u]);
+        xt[v + v / 8u] = x[row + v];
 #endif
+    }
+}
+
+// A chunk's quants with its scale and zero.
+struct W {
+    q: Chunk,
+    s: f32,
+    z: f32,
+}
+
+fn fetch(row: u32, c: u32) -> W {
+    return W(load(row, c), scale(row, c), zero(row, c));
 }
 
 // Σ (q - z) · x over one chunk (the scale is applied by the caller).
@@ -185,9 +209,9 @@ fn cdot(w: Chunk, z: f32, xs: X8) -> f32 {
 #endif
 }
 
-// s · Σ (q - z) · x for chunk c of `row`, its quants already loaded.
-fn term(row: u32, c: u32, w: Chunk, xs: X8) -> f32 {
-    return scale(row, c) * cdot(w, zero(row, c), xs);
+// s · Σ (q - z) · x for one chunk.
+fn term(w: W, xs: X8) -> f32 {
+    return w.s * cdot(w.q, w.z, xs);
 }
 
 // The sums of the LPR adjacent lanes that share a group of rows, in every one of them.
@@ -241,41 +265,37 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let inv = 1.0;
 #endif
     var acc = vec4<f32>(0.0);
-    var c = lane;
-    for (; c + LPR < nb; c += 2u * LPR) {
-        let d = c + LPR;
-        let w0 = load(r0, c);
-        let v0 = load(r0, d);
+    for (var t0 = 0u; t0 < nb; t0 += TILE) {
+        // Lane `lane` takes chunks c and d of this tile (clamped past the row's end, then not
+        // counted); its loads are issued before it waits for the tile.
+        let c = min(t0 + lane, nb - 1u);
+        let d = min(t0 + lane + LPR, nb - 1u);
+        let w0 = fetch(r0, c);
+        let v0 = fetch(r0, d);
 #ifdef R2
-        let w1 = load(r1, c);
-        let v1 = load(r1, d);
+        let w1 = fetch(r1, c);
+        let v1 = fetch(r1, d);
 #endif
 #ifdef R4
-        let w2 = load(r2, c);
-        let v2 = load(r2, d);
-        let w3 = load(r3, c);
-        let v3 = load(r3, d);
+        let w2 = fetch(r2, c);
+        let v2 = fetch(r2, d);
+        let w3 = fetch(r3, c);
+        let v3 = fetch(r3, d);
 #endif
-        let xa = xchunk(tok, c, inv);
-        let xb = xchunk(tok, d, inv);
-        acc.x += term(r0, c, w0, xa) + term(r0, d, v0, xb);
+        workgroupBarrier(); // the previous tile's reads are done
+        stage(tok, t0, nb, lid.x, inv);
+        workgroupBarrier();
+        let xa = xchunk(lane);
+        let xb = xchunk(lane + LPR);
+        let has_c = t0 + lane < nb;
+        let has_d = t0 + lane + LPR < nb;
+        acc.x += select(0.0, term(w0, xa), has_c) + select(0.0, term(v0, xb), has_d);
 #ifdef R2
-        acc.y += term(r1, c, w1, xa) + term(r1, d, v1, xb);
+        acc.y += select(0.0, term(w1, xa), has_c) + select(0.0, term(v1, xb), has_d);
 #endif
 #ifdef R4
-        acc.z += term(r2, c, w2, xa) + term(r2, d, v2, xb);
-        acc.w += term(r3, c, w3, xa) + term(r3, d, v3, xb);
-#endif
-    }
-    if (c < nb) {
-        let xa = xchunk(tok, c, inv);
-        acc.x += term(r0, c, load(r0, c), xa);
-#ifdef R2
-        acc.y += term(r1, c, load(r1, c), xa);
-#endif
-#ifdef R4
-        acc.z += term(r2, c, load(r2, c), xa);
-        acc.w += term(r3, c, load(r3, c), xa);
+        acc.z += select(0.0, term(w2, xa), has_c) + select(0.0, term(v2, xb), has_d);
+        acc.w += select(0.0, term(w3, xa), has_c) + select(0.0, term(v3, xb), has_d);
 #endif
     }
     if (LPR > 1u) {
