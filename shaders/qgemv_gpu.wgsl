@@ -11,7 +11,12 @@
 // - a lane loads a whole 32-weight chunk with one vector load (vec4 of words at 4 and 8 bits),
 //   adjacent lanes load adjacent chunks, so a subgroup's loads of a row are one contiguous run;
 // - levels become floats by the exponent trick (q | 0x4B000000 reads as 2^23 + q), which skips
-//   the int-to-float conversion, a quarter-rate instruction on NVIDIA GPUs;
+//   the int-to-float conversion, a quarter-rate instruction on NVIDIA GPUs; and a field is
+//   masked where it lies rather than shifted down (q · 16^c for the c-th nibble of a half-word),
+//   the activations it meets being staged pre-multiplied by 16^-c (XSCALE): a power of two, so
+//   each product (q - z) · x is the same as without the trick, for one integer operation a
+//   weight instead of two (at 4 bits the integer pipe, half the rate of the float one, set the
+//   time on an H100);
 // - two chunks a lane per tile, their weights and scales loaded before the barrier that waits for
 //   the tile, so the loads overlap the staging;
 // - RPT rows (1, 2 or 4) share each load of the activations.
@@ -113,19 +118,43 @@ fn zero(row: u32, c: u32) -> f32 {
 #endif
 }
 
-// q - z for four levels q (each below 2^23).
+// PLACE: the place value of the weight field that meets component c of a staged vec4 of
+// activations, once masked where it lies (see cdot); XSCALE = 1 / PLACE, what the activations
+// are multiplied by when staged. Powers of two, so nothing rounds.
+#ifdef WB4
+const PLACE: vec4<f32> = vec4<f32>(1.0, 16.0, 256.0, 4096.0);
+#endif
+#ifdef WB8
+const PLACE: vec4<f32> = vec4<f32>(1.0, 256.0, 1.0, 256.0);
+#endif
+#ifdef WB2
+const PLACE: vec4<f32> = vec4<f32>(1.0, 4.0, 16.0, 64.0);
+#endif
+#ifdef WB3
+const PLACE: vec4<f32> = vec4<f32>(1.0);
+#endif
+const XSCALE: vec4<f32> = vec4<f32>(1.0) / PLACE;
+
+// (q - z) · PLACE for four levels masked in place (q · PLACE below 2^23), exactly.
 fn centred(w: vec4<u32>, z: f32) -> vec4<f32> {
     let v = bitcast<vec4<f32>>(w | vec4<u32>(MAGIC));
+    let zs = vec4<f32>(z) * PLACE;
 #ifdef ASYM
-    return (v - vec4<f32>(TWO23)) - vec4<f32>(z);
+    return (v - vec4<f32>(TWO23)) - zs;
 #else
-    return v - vec4<f32>(TWO23 + z);
+    return v - (vec4<f32>(TWO23) + zs);
 #endif
 }
 
 // The `mask`-wide fields of `w` at bit offsets `sh`.
 fn fields(w: u32, sh: vec4<u32>, mask: u32) -> vec4<u32> {
     return (vec4<u32>(w) >> sh) & vec4<u32>(mask);
+}
+
+// w, w, w >> 16, w >> 16: a word's four bytes at place values 1, 256, 1, 256 once masked.
+fn bytes(w: u32) -> vec4<u32> {
+    let h = w >> 16u;
+    return vec4<u32>(w, w, h, h);
 }
 
 // The 32 activations of chunk j of the tile.
@@ -151,9 +180,9 @@ fn stage(tok: u32, t0: u32, nb: u32, lid: u32, inv: f32) {
     let row = tok * (p.k / 4u) + t0 * 8u;
     for (var v = lid; v < n; v += WG) {
 #ifdef NORM
-        xt[v + v / 8u] = x[row + v] * inv * norm_w[t0 * 8u + v];
+        xt[v + v / 8u] = x[row + v] * inv * norm_w[t0 * 8u + v] * XSCALE;
 #else
-        xt[v + v / 8u] = x[row + v];
+        xt[v + v / 8u] = x[row + v] * XSCALE;
 #endif
     }
 }
@@ -172,27 +201,28 @@ fn fetch(row: u32, c: u32) -> W {
 // Σ (q - z) · x over one chunk (the scale is applied by the caller).
 fn cdot(w: Chunk, z: f32, xs: X8) -> f32 {
 #ifdef WB4
-    let lo = vec4<u32>(0u, 4u, 8u, 12u);
-    let hi = vec4<u32>(16u, 20u, 24u, 28u);
-    return dot(centred(fields(w.x, lo, 15u), z), xs.x0) + dot(centred(fields(w.x, hi, 15u), z), xs.x1)
-        + dot(centred(fields(w.y, lo, 15u), z), xs.x2) + dot(centred(fields(w.y, hi, 15u), z), xs.x3)
-        + dot(centred(fields(w.z, lo, 15u), z), xs.x4) + dot(centred(fields(w.z, hi, 15u), z), xs.x5)
-        + dot(centred(fields(w.w, lo, 15u), z), xs.x6) + dot(centred(fields(w.w, hi, 15u), z), xs.x7);
+    // Word i: levels 8i .. 8i + 3 in its low half-word, 8i + 4 .. 8i + 7 in its high one.
+    let m = vec4<u32>(0xfu, 0xf0u, 0xf00u, 0xf000u);
+    return dot(centred(vec4<u32>(w.x) & m, z), xs.x0) + dot(centred(vec4<u32>(w.x >> 16u) & m, z), xs.x1)
+        + dot(centred(vec4<u32>(w.y) & m, z), xs.x2) + dot(centred(vec4<u32>(w.y >> 16u) & m, z), xs.x3)
+        + dot(centred(vec4<u32>(w.z) & m, z), xs.x4) + dot(centred(vec4<u32>(w.z >> 16u) & m, z), xs.x5)
+        + dot(centred(vec4<u32>(w.w) & m, z), xs.x6) + dot(centred(vec4<u32>(w.w >> 16u) & m, z), xs.x7);
 #endif
 #ifdef WB8
-    let b = vec4<u32>(0u, 8u, 16u, 24u);
-    return dot(centred(fields(w.a.x, b, 255u), z), xs.x0) + dot(centred(fields(w.a.y, b, 255u), z), xs.x1)
-        + dot(centred(fields(w.a.z, b, 255u), z), xs.x2) + dot(centred(fields(w.a.w, b, 255u), z), xs.x3)
-        + dot(centred(fields(w.b.x, b, 255u), z), xs.x4) + dot(centred(fields(w.b.y, b, 255u), z), xs.x5)
-        + dot(centred(fields(w.b.z, b, 255u), z), xs.x6) + dot(centred(fields(w.b.w, b, 255u), z), xs.x7);
+    // Word i: levels 4i .. 4i + 3, a byte each; bytes 0 and 2 at place value 1, 1 and 3 at 256.
+    let m = vec4<u32>(0xffu, 0xff00u, 0xffu, 0xff00u);
+    return dot(centred(bytes(w.a.x) & m, z), xs.x0) + dot(centred(bytes(w.a.y) & m, z), xs.x1)
+        + dot(centred(bytes(w.a.z) & m, z), xs.x2) + dot(centred(bytes(w.a.w) & m, z), xs.x3)
+        + dot(centred(bytes(w.b.x) & m, z), xs.x4) + dot(centred(bytes(w.b.y) & m, z), xs.x5)
+        + dot(centred(bytes(w.b.z) & m, z), xs.x6) + dot(centred(bytes(w.b.w) & m, z), xs.x7);
 #endif
 #ifdef WB2
-    // Word i holds levels 16i .. 16i + 15, two bits each.
-    let s = vec4<u32>(0u, 2u, 4u, 6u);
-    return dot(centred(fields(w.x, s, 3u), z), xs.x0) + dot(centred(fields(w.x, s + 8u, 3u), z), xs.x1)
-        + dot(centred(fields(w.x, s + 16u, 3u), z), xs.x2) + dot(centred(fields(w.x, s + 24u, 3u), z), xs.x3)
-        + dot(centred(fields(w.y, s, 3u), z), xs.x4) + dot(centred(fields(w.y, s + 8u, 3u), z), xs.x5)
-        + dot(centred(fields(w.y, s + 16u, 3u), z), xs.x6) + dot(centred(fields(w.y, s + 24u, 3u), z), xs.x7);
+    // Word i holds levels 16i .. 16i + 15, two bits each; byte j holds four of them.
+    let m = vec4<u32>(0x3u, 0xcu, 0x30u, 0xc0u);
+    return dot(centred(vec4<u32>(w.x) & m, z), xs.x0) + dot(centred(vec4<u32>(w.x >> 8u) & m, z), xs.x1)
+        + dot(centred(vec4<u32>(w.x >> 16u) & m, z), xs.x2) + dot(centred(vec4<u32>(w.x >> 24u) & m, z), xs.x3)
+        + dot(centred(vec4<u32>(w.y) & m, z), xs.x4) + dot(centred(vec4<u32>(w.y >> 8u) & m, z), xs.x5)
+        + dot(centred(vec4<u32>(w.y >> 16u) & m, z), xs.x6) + dot(centred(vec4<u32>(w.y >> 24u) & m, z), xs.x7);
 #endif
 #ifdef WB3
     // Low bit pairs of levels 0-15 in word x, 16-31 in word y; bit i of word z is level i's third.

@@ -82,7 +82,7 @@ const GEMV_BLOCKS: GemvConfig = GemvConfig { wg: 64, rows: 2, lanes: 1 };
 /// rows, and the lanes of a warp should read adjacent words: 32 lanes per row (a warp on NVIDIA,
 /// half a wave64 on AMD) and eight rows per 256-invocation workgroup give an 8192-row matrix
 /// 1024 workgroups, each lane walking every 32nd chunk of its row.
-const GEMV_BLOCKS_GPU: GemvConfig = GemvConfig { wg: 256, rows: 1, lanes: 32 };
+const GEMV_BLOCKS_GPU: GemvConfig = GemvConfig { wg: 256, rows: 2, lanes: 32 };
 
 impl GemvConfig {
     /// The launch shape for `format` on a CPU-emulated adapter (lavapipe's measured best).
