@@ -19,15 +19,17 @@
 // middle byte inverted, or with `grow=1` 4096 zero bytes longer; its ETag differs):
 //   change=K     requests after the K-th (the HEAD counts) see version B
 //   alternate=1  even-numbered requests see version B, odd ones version A (mixed versions)
+//   scramble=1   version B is version A with every byte inverted
 //   keepetag=1   version B keeps version A's validators (a server whose ETag lies)
 //   validator=weak|lm|none  a weak ETag, Last-Modified only, or no validator at all
-//   nolength=1   no Content-Length (the body is sent chunked)
+//   nolength=1   no Content-Length on GET (the body is sent chunked)
 //   longbody=N   N bytes more than Content-Length, on a raw socket
 //   shortbody=N  N bytes fewer than Content-Length, then the connection is closed
 // Each log entry records the version it served (`version: 'a' | 'b'`).
 import { createServer } from 'node:http';
 import { createReadStream, promises as fs } from 'node:fs';
 import path from 'node:path';
+import { Readable } from 'node:stream';
 
 const args = process.argv.slice(2);
 const opt = { port: 8080, host: '127.0.0.1', root: 'www', mounts: [], range: true, coop: false };
@@ -144,6 +146,7 @@ async function* fileBytes(file, size, start, end, version) {
     const flip = version === 'b' ? size >> 1 : -1;
     let at = start;
     for await (const chunk of createReadStream(file, { start, end: last })) {
+      if (version === 'b-scramble') for (let i = 0; i < chunk.length; i++) chunk[i] ^= 0xff;
       if (flip >= at && flip < at + chunk.length) chunk[flip - at] ^= 0xff;
       at += chunk.length;
       yield chunk;
@@ -200,7 +203,7 @@ async function handle(req, res) {
   // Which version this request sees (lying-server faults).
   const changed =
     (q.has('change') && state.seen > Number(q.get('change'))) || (q.has('alternate') && state.seen % 2 === 0);
-  const version = changed ? (q.has('grow') ? 'b-grow' : 'b') : 'a';
+  const version = changed ? (q.has('grow') ? 'b-grow' : q.has('scramble') ? 'b-scramble' : 'b') : 'a';
   if (q.has('change') || q.has('alternate')) entry.version = changed ? 'b' : 'a';
   const size = stat.size + (version === 'b-grow' ? 4096 : 0);
   // The inode and change time are in the ETag: a file replaced by one of the same size and
@@ -244,7 +247,7 @@ async function handle(req, res) {
     }
   }
   const length = size === 0 ? 0 : end - start + 1;
-  if (!q.has('nolength')) headers['Content-Length'] = String(length);
+  if (!q.has('nolength') || req.method === 'HEAD') headers['Content-Length'] = String(length);
   entry.status = status;
   const longBy = Number(q.get('longbody') ?? 0);
   const shortBy = Number(q.get('shortbody') ?? 0);
@@ -269,17 +272,15 @@ async function handle(req, res) {
   if (dropAfter > 0 && !state.dropped && length > dropAfter) {
     state.dropped = true;
     entry.dropped = dropAfter;
-    for await (const chunk of fileBytes(file, stat.size, start, start + dropAfter - 1, version)) {
-      if (!res.write(chunk)) await new Promise((r) => res.once('drain', r));
-    }
-    res.destroy();
+    Readable.from(fileBytes(file, stat.size, start, start + dropAfter - 1, version))
+      .on('error', () => res.destroy())
+      .on('end', () => res.destroy())
+      .pipe(res, { end: false });
     return;
   }
-  for await (const chunk of fileBytes(file, stat.size, start, end, version)) {
-    if (res.destroyed) return;
-    if (!res.write(chunk)) await new Promise((r) => res.once('drain', r).once('close', r));
-  }
-  res.end();
+  Readable.from(fileBytes(file, stat.size, start, end, version))
+    .on('error', () => res.destroy())
+    .pipe(res);
 }
 
 const server = createServer((req, res) => {
