@@ -12,7 +12,7 @@ export class WeftError extends Error {
   }
 }
 
-const DETAIL_KEYS = ['url', 'start', 'end', 'status', 'needed'];
+const DETAIL_KEYS = ['url', 'start', 'end', 'status', 'needed', 'tokens', 'context'];
 
 /** The same error as a WeftError (errors from the wasm module already carry `code`). */
 export function toWeftError(e) {
@@ -45,10 +45,16 @@ async function call(fn) {
   }
 }
 
-/** The WebGPU adapter's identity, features and limits. */
+/** The WebGPU adapter's identity, features and limits with `webgpu: true`, or
+ * `{ webgpu: false, code, reason }`. Never rejects. */
 export async function capabilities() {
-  await init();
-  return call(() => wasm.capabilities());
+  try {
+    await init();
+    return await wasm.capabilities();
+  } catch (e) {
+    const err = toWeftError(e);
+    return { webgpu: false, code: err.code, reason: err.message };
+  }
 }
 
 /** Deletes every cached model range. */
@@ -63,16 +69,47 @@ export async function wasmMemoryBytes() {
   return wasm.wasmMemoryBytes();
 }
 
-function absolute(url) {
-  return new URL(url, globalThis.location?.href).href;
+/** `url` resolved against the page; a malformed one is an INVALID_ARGUMENT error. */
+export function absoluteUrl(url) {
+  if (typeof url !== 'string' && !(url instanceof URL)) {
+    throw new WeftError('INVALID_ARGUMENT', `the model URL must be a string or URL, not ${typeof url}`);
+  }
+  try {
+    return new URL(url, globalThis.location?.href).href;
+  } catch {
+    throw new WeftError('INVALID_ARGUMENT', `'${url}' is not a valid URL`, { url: String(url) });
+  }
+}
+
+/** Options of generate() handled here; the sampling ones are checked by the wasm module. */
+const GENERATE_KEYS = new Set(['maxTokens', 'signal', 'temperature', 'topK', 'topP', 'repeatPenalty', 'seed']);
+
+/** Checks generate()'s own options and returns [maxTokens, signal, sampling options]. */
+export function generateOptions(options) {
+  if (options === undefined || options === null) options = {};
+  if (typeof options !== 'object') throw new WeftError('INVALID_ARGUMENT', 'the generate options must be an object');
+  for (const key of Object.keys(options)) {
+    if (!GENERATE_KEYS.has(key)) {
+      throw new WeftError('INVALID_ARGUMENT', `unknown generate option '${key}'; the options are ${[...GENERATE_KEYS].join(', ')}`);
+    }
+  }
+  const { maxTokens = 256, signal, ...sampling } = options;
+  if (!Number.isSafeInteger(maxTokens) || maxTokens < 1) {
+    throw new WeftError('INVALID_ARGUMENT', `option 'maxTokens' must be a positive integer; got ${String(maxTokens)}`);
+  }
+  if (signal !== undefined && signal !== null && !(signal instanceof AbortSignal)) {
+    throw new WeftError('INVALID_ARGUMENT', "option 'signal' must be an AbortSignal");
+  }
+  return [maxTokens, signal ?? undefined, sampling];
 }
 
 /** Loads a model from `url` layer by layer (options: onProgress, signal, kv, maxContext, cache,
  * retries, backoffMs). */
 export async function loadModel(url, options = {}) {
+  const href = absoluteUrl(url);
   await init();
-  if (options.signal?.aborted) throw new WeftError('LOAD_ABORTED', `loading ${url} was aborted`, { url });
-  const inner = await call(() => wasm.loadModel(absolute(url), options));
+  if (options?.signal?.aborted) throw new WeftError('LOAD_ABORTED', `loading ${url} was aborted`, { url });
+  const inner = await call(() => wasm.loadModel(href, options));
   return new Model(inner);
 }
 
@@ -80,10 +117,18 @@ function abortedError() {
   return new WeftError('ABORTED', 'generation was aborted');
 }
 
+function supersededError() {
+  return new WeftError('ABORTED', 'a later generate() or dispose() on this model ended this generation');
+}
+
 export class Model extends EventTarget {
   #inner;
-  #busy = false;
   #lost = false;
+  // The generation that owns the model, if any: { cancelled, step } where `step` is the call
+  // into the model in flight (null between chunks). A new generate() or dispose() cancels it
+  // and waits for its step, so an iterator left by `break`, dropped without return(), or
+  // aborted never keeps the model busy.
+  #session = null;
 
   constructor(inner) {
     super();
@@ -108,24 +153,55 @@ export class Model extends EventTarget {
     }
   }
 
-  /** Streams the continuation of `prompt` chunk by chunk: {token, text, done}. */
+  /** Cancels the current generation and waits until no call of it runs. */
+  async #takeOver() {
+    while (this.#session) {
+      const old = this.#session;
+      old.cancelled = true;
+      if (!old.step) {
+        this.#session = null;
+        break;
+      }
+      await old.step.catch(() => {});
+      if (this.#session === old) this.#session = null;
+    }
+  }
+
+  /** One call of the generation `session` into the model. */
+  async #step(session, fn) {
+    if (session.cancelled) throw supersededError();
+    const step = this.#call(fn);
+    session.step = step;
+    try {
+      return await step;
+    } finally {
+      session.step = null;
+    }
+  }
+
+  /** Streams the continuation of `prompt` chunk by chunk: {token, text, done}. Past the
+   * context it goes on over a sliding window; a prompt longer than the context is a
+   * CONTEXT_FULL error. */
   async *generate(prompt, options = {}) {
-    const { maxTokens = 256, signal, ...sampling } = options;
-    if (this.#busy) throw new WeftError('BUSY', 'a generation is already running on this model');
-    this.#busy = true;
+    const [maxTokens, signal, sampling] = generateOptions(options);
+    this.#alive();
+    await this.#takeOver();
+    const session = { cancelled: false, step: null };
+    this.#session = session;
     try {
       if (signal?.aborted) throw abortedError();
-      let chunk = await this.#call((m) => m.begin(String(prompt), sampling));
+      let chunk = await this.#step(session, (m) => m.begin(String(prompt), sampling));
       for (let n = 1; ; n++) {
         yield chunk;
+        if (session.cancelled) throw supersededError();
         if (chunk.done || n >= maxTokens) break;
         if (signal?.aborted) throw abortedError();
-        chunk = await this.#call((m) => m.next());
+        chunk = await this.#step(session, (m) => m.next());
       }
       const tail = this.#inner?.finish() ?? '';
       if (tail) yield { token: -1, text: tail, done: true };
     } finally {
-      this.#busy = false;
+      if (this.#session === session) this.#session = null;
     }
   }
 
@@ -169,8 +245,10 @@ export class Model extends EventTarget {
     this.#alive().destroyDevice();
   }
 
-  /** Frees the model's GPU buffers. */
+  /** Frees the model's GPU buffers, once a generation's call in flight has finished. */
   async dispose() {
+    if (!this.#inner) return;
+    await this.#takeOver();
     this.#inner?.free();
     this.#inner = null;
   }

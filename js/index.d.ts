@@ -4,7 +4,10 @@
  * - LOAD_HTTP: the server answered with an error status (`status`, `url`, `start`, `end` set)
  * - LOAD_NETWORK: no response after the retries (connection refused or dropped)
  * - LOAD_RANGE: a response with the wrong Content-Range, total length or body length
- * - LOAD_ABORTED: the load's AbortSignal fired; ABORTED: a generation's did
+ * - LOAD_CHANGED: the file changed on the server during the load (and again on the one retry)
+ * - LOAD_ABORTED: the load's AbortSignal fired; ABORTED: a generation's did, or a later
+ *   generate() or dispose() on the model ended it
+ * - CONTEXT_FULL: the prompt alone is longer than the context (`tokens`, `context` set)
  * - FORMAT: the file is not a model weft reads; MODEL: it is, but its contents are inconsistent
  * - TOKENIZER: the tokenizer or chat template failed
  * - GPU_OOM: the GPU ran out of memory (`needed` bytes); GPU_LIMIT: one buffer exceeds a limit
@@ -16,11 +19,13 @@ export type ErrorCode =
   | 'LOAD_NETWORK'
   | 'LOAD_RANGE'
   | 'LOAD_ABORTED'
+  | 'LOAD_CHANGED'
   | 'LOAD'
   | 'ABORTED'
   | 'FORMAT'
   | 'MODEL'
   | 'TOKENIZER'
+  | 'CONTEXT_FULL'
   | 'GPU_OOM'
   | 'GPU_LIMIT'
   | 'DEVICE_LOST'
@@ -42,6 +47,9 @@ export declare class WeftError extends Error {
   readonly status?: number;
   /** For GPU_OOM: bytes the model needs on the GPU. */
   readonly needed?: number;
+  /** For CONTEXT_FULL: the prompt's tokens and the context's positions. */
+  readonly tokens?: number;
+  readonly context?: number;
 }
 
 export interface InitOptions {
@@ -51,7 +59,11 @@ export interface InitOptions {
   workerUrl?: string | URL;
 }
 
+/** With `webgpu: false` only `code` and `reason` are set: capabilities() never rejects. */
 export interface Capabilities {
+  webgpu: boolean;
+  code?: ErrorCode;
+  reason?: string;
   backend: string;
   adapterName: string;
   vendor: string;
@@ -74,6 +86,7 @@ export interface LoadProgress {
   wasmMemoryBytes: number;
 }
 
+/** Unknown keys are an INVALID_ARGUMENT error naming the key. */
 export interface LoadOptions {
   onProgress?: (progress: LoadProgress) => void;
   signal?: AbortSignal;
@@ -89,14 +102,19 @@ export interface LoadOptions {
   backoffMs?: number;
 }
 
+/** Unknown keys and values out of range are INVALID_ARGUMENT errors naming the option. */
 export interface GenerateOptions {
-  /** Most tokens to produce (default 256). */
+  /** Most tokens to produce, a positive integer (default 256). */
   maxTokens?: number;
-  /** 0 (default) is greedy. */
+  /** 0 (default) is greedy; else 0.001 to 100. */
   temperature?: number;
+  /** Keep the k most likely tokens, an integer; 0 (default) keeps all. */
   topK?: number;
+  /** In (0, 1]; 1 (default) keeps all. */
   topP?: number;
+  /** 0.01 to 100; 1 (default) is off. */
   repeatPenalty?: number;
+  /** An integer from 0 to 2^32 - 1. */
   seed?: number;
   signal?: AbortSignal;
 }
@@ -106,7 +124,7 @@ export interface Chunk {
   token: number;
   /** Text this token completes (may be empty mid-character or for control tokens). */
   text: string;
-  /** End of sequence or a full context. */
+  /** End of sequence (a full context is not an end: generation goes on over a sliding window). */
   done: boolean;
 }
 
@@ -133,8 +151,13 @@ export interface LoadStats {
   /** Cached ranges that failed their length or hash check and were fetched again. */
   cacheRejected: number;
   retries: number;
-  /** The server ignored Range; the body was streamed once instead. */
+  /** The server ignored Range, or sent no strong ETag; the body was streamed once instead. */
   streamedWholeBody: boolean;
+  /** NO_STRONG_VALIDATOR: the server sent no strong ETag, so the file was read in one
+   * streamed GET and nothing was cached. */
+  warnings: string[];
+  /** The file changed on the server mid-load and was loaded again from the start. */
+  reloadedAfterChange: boolean;
   peakWasmMemoryBytes: number;
 }
 
@@ -153,7 +176,10 @@ export interface Stats {
 }
 
 export declare class Model extends EventTarget {
-  /** Streams the continuation of `prompt` (special tokens such as <|im_start|> are parsed). */
+  /** Streams the continuation of `prompt` (special tokens such as <|im_start|> are parsed).
+   * Past the context it goes on over a sliding window; a prompt longer than the context is
+   * CONTEXT_FULL. A new generate() (or dispose()) ends one still running or left unfinished
+   * (by `break`, or an iterator dropped): that one then rejects with ABORTED. */
   generate(prompt: string, options?: GenerateOptions): AsyncGenerator<Chunk, void, void>;
   /** The assistant's reply to `messages`, with the model's chat template applied. */
   chat(messages: ChatMessage[], options?: GenerateOptions): Promise<string>;

@@ -1,6 +1,6 @@
 // weft's JavaScript API for pages: the model runs in a Web Worker (worker.js), so the page never
 // blocks on the GPU. The API matches direct.js, which runs in the calling thread instead.
-import { WeftError } from './direct.js';
+import { WeftError, absoluteUrl, generateOptions } from './direct.js';
 
 export { WeftError };
 
@@ -67,9 +67,14 @@ export function init(options = {}) {
   return started;
 }
 
+/** Never rejects: without a usable WebGPU (or worker) it reports `{ webgpu: false, code, reason }`. */
 export async function capabilities() {
-  await init();
-  return request('capabilities');
+  try {
+    await init();
+    return await request('capabilities');
+  } catch (e) {
+    return { webgpu: false, code: e?.code ?? 'INTERNAL', reason: e?.message ?? String(e) };
+  }
 }
 
 export async function clearCache() {
@@ -91,10 +96,17 @@ function forwardAbort(signal, id) {
 }
 
 export async function loadModel(url, options = {}) {
+  const absolute = absoluteUrl(url);
+  if (options === null || typeof options !== 'object') throw new WeftError('INVALID_ARGUMENT', 'the loadModel options must be an object');
   await init();
   const { onProgress, signal, ...rest } = options;
+  if (onProgress !== undefined && typeof onProgress !== 'function') {
+    throw new WeftError('INVALID_ARGUMENT', "option 'onProgress' must be a function");
+  }
+  if (signal !== undefined && !(signal instanceof AbortSignal)) {
+    throw new WeftError('INVALID_ARGUMENT', "option 'signal' must be an AbortSignal");
+  }
   if (signal?.aborted) throw new WeftError('LOAD_ABORTED', `loading ${url} was aborted`, { url });
-  const absolute = new URL(url, globalThis.location?.href).href;
   const [id, promise] = send('load', { url: absolute, options: rest, cancellable: !!signal }, { onProgress });
   const detach = forwardAbort(signal, id);
   try {
@@ -120,7 +132,8 @@ export class Model extends EventTarget {
   }
 
   async *generate(prompt, options = {}) {
-    const { signal, ...rest } = options;
+    generateOptions(options);
+    const { signal, ...rest } = options ?? {};
     const queue = [];
     let wake = null;
     const [id, finished] = send('generate', this.#args({ prompt: String(prompt), options: rest }), {

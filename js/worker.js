@@ -10,7 +10,7 @@ let nextModel = 1;
 function errorData(e) {
   const err = weft.toWeftError(e);
   const out = { message: err.message, code: err.code };
-  for (const k of ['url', 'start', 'end', 'status', 'needed']) if (err[k] !== undefined) out[k] = err[k];
+  for (const k of ['url', 'start', 'end', 'status', 'needed', 'tokens', 'context']) if (err[k] !== undefined) out[k] = err[k];
   return out;
 }
 
@@ -36,6 +36,8 @@ const ops = {
     const opts = { ...options };
     if (cancellable) opts.signal = controllerFor(id).signal;
     opts.onProgress = (progress) => postMessage({ id, progress });
+    // Options the page sent as undefined arrive as undefined: drop them like the page would.
+    for (const k of Object.keys(opts)) if (opts[k] === undefined) delete opts[k];
     const m = await weft.loadModel(url, opts);
     const handle = nextModel++;
     models.set(handle, m);

@@ -59,6 +59,9 @@ pub enum Error {
     #[error("model: {0}")]
     Model(String),
 
+    #[error("the prompt is {tokens} tokens but the context holds {context}: shorten it, or load the model with a larger context")]
+    ContextFull { tokens: usize, context: usize },
+
     #[error(transparent)]
     Load(#[from] crate::loader::LoadError),
 }

@@ -138,16 +138,26 @@ fn fnv1a64_known_values() {
 }
 
 #[test]
-fn cache_validator_prefers_etag_and_always_has_the_length() {
-    use weft::loader::cache::validator;
-    let both = validator(Some("\"abc\""), Some("Sun, 22 Nov 2026 10:00:00 GMT"), 100);
-    assert_eq!(both.as_deref(), Some("etag:\"abc\";len:100"));
-    let modified = validator(None, Some("Sun, 22 Nov 2026 10:00:00 GMT"), 100);
-    assert_eq!(modified.as_deref(), Some("modified:Sun, 22 Nov 2026 10:00:00 GMT;len:100"));
-    assert_ne!(validator(Some("\"abc\""), None, 100), validator(Some("\"abc\""), None, 101));
-    // Nothing identifies the version: nothing may be cached.
-    assert_eq!(validator(None, None, 100), None);
-    assert_eq!(validator(Some(" "), Some(""), 100), None);
+fn cache_validator_is_the_strong_etag_and_the_length() {
+    use weft::loader::cache::{strong_etag, validator};
+    assert_eq!(validator(Some("\"abc\""), 100).as_deref(), Some("etag:\"abc\";len:100"));
+    assert_ne!(validator(Some("\"abc\""), 100), validator(Some("\"abc\""), 101));
+    // A weak ETag (or Last-Modified alone) survives a same-size, same-time replacement of the
+    // file: ranges cached under it could mix two files, so nothing is cached.
+    assert_eq!(validator(Some("W/\"abc\""), 100), None);
+    assert_eq!(validator(None, 100), None);
+    assert_eq!(validator(Some(" "), 100), None);
+    assert_eq!(validator(Some("abc"), 100), None, "an unquoted tag is malformed");
+    assert_eq!(strong_etag(Some(" \"x\" ")).as_deref(), Some("\"x\""));
+    assert_eq!(strong_etag(Some("W/\"x\"")), None);
+}
+
+#[test]
+fn fnv1a64_continues_over_chunks() {
+    use weft::loader::cache::{fnv1a64, fnv1a64_update, FNV1A64_START};
+    let bytes = b"the same bytes in any number of chunks";
+    let chunked = bytes.chunks(5).fold(FNV1A64_START, fnv1a64_update);
+    assert_eq!(chunked, fnv1a64(bytes));
 }
 
 #[test]

@@ -6,7 +6,7 @@ const $ = (id) => document.getElementById(id);
 // Mild sampling: greedy decoding makes a 135M model repeat itself within a few sentences.
 const SAMPLING = { temperature: 0.3, topP: 0.9, repeatPenalty: 1.1 };
 
-const state = { model: null, messages: [], generation: null, loading: false };
+const state = { model: null, messages: [], generation: null, loading: false, context: 0 };
 
 const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 const yes = (b) => (b ? 'yes' : 'no');
@@ -136,6 +136,7 @@ async function load(event) {
     });
     state.model = model;
     const s = await showFigures();
+    state.context = s.contextLength;
     $('cache-state').textContent = cacheText(s.load, cacheOn);
     $('model-name').textContent = url.split('/').pop().split('?')[0];
     setLoadState(`Ready: ${mib(s.load.fileBytes)} file, ${s.contextLength} positions of context.`, 'ready');
@@ -186,8 +187,12 @@ async function send(event) {
   let first = 0;
   const sent = performance.now();
   const maxTokens = Math.max(1, Number($('max-tokens').value) || 256);
+  let dropped = 0;
   try {
-    for await (const chunk of state.model.chatStream(state.messages.slice(), { ...SAMPLING, maxTokens, signal: controller.signal })) {
+    const fitted = await fitToContext(state.model, state.messages, Math.min(maxTokens, Math.floor(state.context / 4)));
+    dropped = fitted.dropped;
+    li.dataset.dropped = String(dropped);
+    for await (const chunk of state.model.chatStream(fitted.messages, { ...SAMPLING, maxTokens, signal: controller.signal })) {
       tokens++;
       // Live figures as the page sees them; the worker's exact ones replace them at the end.
       if (tokens === 1) {
@@ -217,12 +222,31 @@ async function send(event) {
   if (!state.model) return;
   try {
     const s = await showFigures();
-    const suffix = li.classList.contains('stopped') ? ' · stopped' : '';
+    const left = dropped ? ` · ${dropped} earlier message${dropped > 1 ? 's' : ''} left out to fit the context` : '';
+    const suffix = (li.classList.contains('stopped') ? ' · stopped' : '') + left;
     if (!li.classList.contains('failed')) meta.textContent = `${s.generatedTokens} tokens · ${s.tokensPerSecond.toFixed(2)} tok/s${suffix}`;
   } catch {
     // The figures stay as they were; a lost device is reported by its own event.
   }
   setChatEnabled(true);
+}
+
+// The messages to send: the oldest turns are left out until the prompt fits the context with
+// room for `reserve` reply tokens (past the context generation goes on over a sliding window,
+// but a prompt longer than the context is refused). A system message and the newest user
+// message always stay.
+async function fitToContext(model, messages, reserve) {
+  const budget = Math.max(1, state.context - reserve);
+  const system = messages[0]?.role === 'system' ? [messages[0]] : [];
+  let rest = messages.slice(system.length);
+  for (;;) {
+    const tokens = (await model.encode(await model.chatPrompt([...system, ...rest]))).length;
+    if (tokens <= budget || rest.length <= 1) {
+      return { messages: [...system, ...rest], dropped: messages.length - system.length - rest.length };
+    }
+    // The oldest turn: a user message and the reply to it.
+    rest = rest.slice(rest[1]?.role === 'assistant' ? 2 : 1);
+  }
 }
 
 function newChat() {

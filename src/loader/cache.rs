@@ -1,8 +1,8 @@
 //! What a persistent per-range cache of model bytes stores and checks, independent of where it
 //! lives (the browser keeps entries in the Cache API; see `web`).
 //!
-//! An entry is keyed by the file's URL, a validator that changes whenever the file does (ETag,
-//! else Last-Modified, always with the length), and the byte range. It carries its length and an
+//! An entry is keyed by the file's URL, a validator that changes whenever the file does (its
+//! strong ETag, with the length), and the byte range. It carries its length and an
 //! FNV-1a hash of its bytes; an entry whose bytes do not match both is never used.
 
 use std::ops::Range;
@@ -13,9 +13,16 @@ pub const CACHE_NAME: &str = "weft-model-ranges-v1";
 pub const LENGTH_HEADER: &str = "x-weft-length";
 pub const HASH_HEADER: &str = "x-weft-fnv1a64";
 
+/// FNV-1a's starting state.
+pub const FNV1A64_START: u64 = 0xcbf2_9ce4_8422_2325;
+
 /// 64-bit FNV-1a: enough to catch truncated or corrupted entries, cheap over ~100 MB.
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    fnv1a64_update(FNV1A64_START, bytes)
+}
+
+/// Continues an FNV-1a hash over more bytes (a stream hashed chunk by chunk).
+pub fn fnv1a64_update(mut hash: u64, bytes: &[u8]) -> u64 {
     for &b in bytes {
         hash ^= u64::from(b);
         hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
@@ -23,13 +30,20 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
     hash
 }
 
-/// Identifies one version of a file: the strong or weak ETag if the server sends one, else
-/// Last-Modified; the length is always part of it. None when the server sends neither, and then
-/// nothing is cached (a changed file could not be told apart).
-pub fn validator(etag: Option<&str>, last_modified: Option<&str>, len: u64) -> Option<String> {
-    let tag = etag.map(str::trim).filter(|e| !e.is_empty()).map(|e| format!("etag:{e}"));
-    let modified = last_modified.map(str::trim).filter(|m| !m.is_empty()).map(|m| format!("modified:{m}"));
-    tag.or(modified).map(|v| format!("{v};len:{len}"))
+/// A strong entity tag (`"..."`); None for a weak one (`W/"..."`), a missing or malformed one.
+/// Only a strong tag identifies the bytes themselves, so only it may join ranges fetched at
+/// different times into one file.
+pub fn strong_etag(etag: Option<&str>) -> Option<String> {
+    let tag = etag?.trim();
+    (tag.len() >= 2 && tag.starts_with('"') && tag.ends_with('"')).then(|| tag.to_string())
+}
+
+/// Identifies one version of a file: its strong ETag, with the length. None without a strong
+/// ETag, and then nothing is cached: a weak ETag or Last-Modified stays the same for a file
+/// replaced by another of the same size and time (`cp -p`, `rsync -a`, tar), so ranges cached or
+/// fetched at different times could belong to different files.
+pub fn validator(etag: Option<&str>, len: u64) -> Option<String> {
+    strong_etag(etag).map(|tag| format!("etag:{tag};len:{len}"))
 }
 
 /// The cache key of `range` of `url` at version `validator`. The Cache API keys entries by URL

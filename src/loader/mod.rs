@@ -39,6 +39,11 @@ pub enum LoadError {
     #[error("loading {url} was aborted")]
     Aborted { url: String },
 
+    /// The file is not the version the load started with: a response's validator or total
+    /// length differs from the first one's. Nothing of the mixed bytes is used.
+    #[error("{url} changed on the server while it was being read ({message}); load it again")]
+    Changed { url: String, message: String },
+
     #[error("{source_name}: bytes {start}..{end} lie outside the {len}-byte file")]
     OutOfRange { source_name: String, start: u64, end: u64, len: u64 },
 

@@ -102,12 +102,22 @@ impl RangeReader for FileReader {
     }
 }
 
+/// How long a response may stall (no header, or no body bytes) before the read fails.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Reads an HTTP(S) resource with `Range` requests. A server that ignores `Range` and sends
 /// the whole body is read once; later ranges are served from that copy.
+///
+/// Every later response must be the first one's version: its Content-Range total is the file's
+/// length and its ETag (sent back in `If-Range` when strong) and Last-Modified are the first's,
+/// else the read fails with [`LoadError::Changed`]. Bodies are read up to what was asked for.
 pub struct HttpReader {
     url: String,
     agent: ureq::Agent,
     len: u64,
+    /// The first response's ETag and Last-Modified.
+    etag: Option<String>,
+    last_modified: Option<String>,
     /// The first bytes, fetched by `open` to learn the length; header reads start here.
     head: Vec<u8>,
     whole_body: Mutex<Option<Arc<Vec<u8>>>>,
@@ -115,30 +125,47 @@ pub struct HttpReader {
     bytes_fetched: AtomicU64,
 }
 
-/// What one GET returned.
+/// What one GET returned, with the response's ETag and Last-Modified.
 enum Fetched {
     Partial { bytes: Vec<u8>, total: u64 },
     Whole(Vec<u8>),
 }
 
+struct Validators {
+    etag: Option<String>,
+    last_modified: Option<String>,
+}
+
 impl HttpReader {
     /// Requests the first [`INITIAL_HEADER_READ`] bytes, which also tells the file's length.
     pub fn open(url: &str) -> Result<Self> {
+        Self::open_with_timeout(url, READ_TIMEOUT)
+    }
+
+    /// [`Self::open`] with another stall limit for each response's header and each body read.
+    pub fn open_with_timeout(url: &str, read_timeout: Duration) -> Result<Self> {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_connect(Some(Duration::from_secs(30)))
+            .timeout_recv_response(Some(read_timeout))
+            .timeout_per_read(Some(read_timeout))
             .build()
             .into();
         let mut reader = Self {
             url: url.to_string(),
             agent,
             len: 0,
+            etag: None,
+            last_modified: None,
             head: Vec::new(),
             whole_body: Mutex::new(None),
             requests: AtomicU64::new(0),
             bytes_fetched: AtomicU64::new(0),
         };
-        match reader.get(0..INITIAL_HEADER_READ, true)? {
+        let (fetched, validators) = reader.get(0..INITIAL_HEADER_READ, true)?;
+        reader.etag = validators.etag;
+        reader.last_modified = validators.last_modified;
+        match fetched {
             Fetched::Partial { bytes, total } => {
                 reader.len = total;
                 reader.head = bytes;
@@ -171,38 +198,69 @@ impl HttpReader {
         }
     }
 
+    fn changed(&self, message: String) -> LoadError {
+        LoadError::Changed { url: self.url.clone(), message }
+    }
+
+    /// A later response's validators against the first response's.
+    fn check_validators(&self, got: &Validators) -> Result<(), LoadError> {
+        if let (Some(got), Some(want)) = (&got.etag, &self.etag) {
+            if got != want {
+                return Err(self.changed(format!("ETag {got}, where the first response had {want}")));
+            }
+        }
+        if let (Some(got), Some(want)) = (&got.last_modified, &self.last_modified) {
+            if got != want {
+                return Err(self.changed(format!("Last-Modified {got}, where the first response had {want}")));
+            }
+        }
+        Ok(())
+    }
+
     /// One GET for `range` (non-empty). With `clamp_to_file`, a range past the end of a shorter
-    /// file is answered with what exists, as servers do for the opening read.
-    fn get(&self, range: Range<u64>, clamp_to_file: bool) -> Result<Fetched, LoadError> {
+    /// file is answered with what exists, as servers do for the opening read. The body is read
+    /// up to the bytes asked for (the whole file for a 200 once its length is known).
+    fn get(&self, range: Range<u64>, clamp_to_file: bool) -> Result<(Fetched, Validators), LoadError> {
         let last = range.end.saturating_sub(1);
         self.requests.fetch_add(1, Ordering::Relaxed);
-        let mut response = self
-            .agent
-            .get(&self.url)
-            .header("Range", format!("bytes={}-{last}", range.start))
-            .call()
-            .map_err(|e| self.error(&range, None, e.to_string()))?;
+        let mut request = self.agent.get(&self.url).header("Range", format!("bytes={}-{last}", range.start));
+        if let Some(tag) = crate::loader::cache::strong_etag(self.etag.as_deref()) {
+            request = request.header("If-Range", tag);
+        }
+        let mut response = request.call().map_err(|e| self.error(&range, None, e.to_string()))?;
         let status = response.status().as_u16();
-        let content_range = response
-            .headers()
-            .get("content-range")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
+        let header = |name: &str| {
+            response.headers().get(name).and_then(|v| v.to_str().ok()).map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
+        };
+        let content_range = header("content-range");
+        let validators = Validators { etag: header("etag"), last_modified: header("last-modified") };
+        if !clamp_to_file {
+            self.check_validators(&validators)?;
+        }
+        let limit = match status {
+            206 => range.end - range.start,
+            // The opening read learns the length from this body; its Content-Length bounds it.
+            _ if clamp_to_file => header("content-length").and_then(|n| n.parse().ok()).unwrap_or(u64::MAX),
+            _ => self.len,
+        };
         let body = response
             .body_mut()
             .with_config()
-            .limit(u64::MAX)
+            .limit(limit)
             .read_to_vec()
-            .map_err(|e| self.error(&range, Some(status), format!("reading the body: {e}")))?;
+            .map_err(|e| self.error(&range, Some(status), format!("reading the body (at most {limit} bytes): {e}")))?;
         self.bytes_fetched.fetch_add(body.len() as u64, Ordering::Relaxed);
-        match status {
-            200 => Ok(Fetched::Whole(body)),
+        let fetched = match status {
+            200 => Fetched::Whole(body),
             206 => {
                 let header = content_range
                     .ok_or_else(|| self.error(&range, Some(206), "206 without Content-Range"))?;
                 let (start, end_inclusive, total) = parse_content_range(&header).ok_or_else(|| {
                     self.error(&range, Some(206), format!("unreadable Content-Range '{header}'"))
                 })?;
+                if !clamp_to_file && total != self.len {
+                    return Err(self.changed(format!("Content-Range '{header}' for a file of {} bytes", self.len)));
+                }
                 let expected_end = if clamp_to_file { last.min(total.saturating_sub(1)) } else { last };
                 let body_matches = end_inclusive
                     .checked_sub(start)
@@ -215,10 +273,11 @@ impl HttpReader {
                         format!("server sent '{header}' with {} bytes", body.len()),
                     ));
                 }
-                Ok(Fetched::Partial { bytes: body, total })
+                Fetched::Partial { bytes: body, total }
             }
-            other => Err(self.error(&range, Some(other), format!("HTTP status {other}"))),
-        }
+            other => return Err(self.error(&range, Some(other), format!("HTTP status {other}"))),
+        };
+        Ok((fetched, validators))
     }
 
     fn read_sync(&self, range: Range<u64>) -> Result<Vec<u8>> {
@@ -238,11 +297,11 @@ impl HttpReader {
             return slice_of(&body, &range)
                 .ok_or_else(|| self.error(&range, Some(200), "the body is shorter than before").into());
         }
-        match self.get(range.clone(), false)? {
+        match self.get(range.clone(), false)?.0 {
             Fetched::Partial { bytes, .. } => Ok(bytes),
             Fetched::Whole(body) => {
                 if body.len() as u64 != self.len {
-                    return Err(self.error(&range, Some(200), "the body length changed").into());
+                    return Err(self.changed(format!("a whole body of {} bytes for a file of {}", body.len(), self.len)).into());
                 }
                 let bytes = slice_of(&body, &range);
                 if let Ok(mut slot) = self.whole_body.lock() {

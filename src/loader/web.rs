@@ -5,6 +5,13 @@
 //! stream, progressively: each read takes the bytes it needs as they arrive and drops the rest,
 //! so memory stays near one layer. Reads come in file order (the model loader sorts them);
 //! a read behind the stream's position restarts the download from the beginning.
+//!
+//! Every range request names the HEAD's strong ETag in `If-Range`, and every response's ETag,
+//! Last-Modified, total length and Content-Length is compared with the HEAD's: a file that
+//! changed mid-load is a [`LoadError::Changed`], never a mix of two versions. A server without a
+//! strong ETag gives no way to tell that ranges fetched at different times are one file, so the
+//! file is then read in one streamed GET and not cached (warning `NO_STRONG_VALIDATOR`); a
+//! restarted stream must repeat the bytes the last one delivered (their FNV-1a hash).
 
 use std::cell::{Cell, RefCell};
 use std::ops::Range;
@@ -63,7 +70,13 @@ pub struct FetchStats {
     pub retries: u64,
     /// The server ignored `Range` and the body was streamed instead.
     pub streamed_whole_body: bool,
+    /// Codes of what made the load slower than it could be: `NO_STRONG_VALIDATOR` (the server
+    /// sent no strong ETag: one streamed GET, nothing cached).
+    pub warnings: Vec<String>,
 }
+
+/// Warning code: no strong ETag, so the file is streamed in one GET and not cached.
+pub const NO_STRONG_VALIDATOR: &str = "NO_STRONG_VALIDATOR";
 
 /// Whether a failed attempt is worth repeating.
 enum Attempt {
@@ -80,6 +93,9 @@ struct BodyStream {
     /// The last bytes served, ending at `pos`: a read may start a little before where the
     /// previous one ended (the header parser asks past the start of the tensor data).
     behind: Vec<u8>,
+    /// Bytes of the body received so far and their FNV-1a hash.
+    hashed: u64,
+    hash: u64,
 }
 
 /// Most bytes kept behind the stream's position.
@@ -88,6 +104,15 @@ const KEEP_BEHIND: usize = 1 << 20;
 pub struct WebReader {
     url: String,
     len: u64,
+    /// The HEAD's strong ETag.
+    strong_etag: Option<String>,
+    /// The same, sent in `If-Range` to a server of the page's own origin (elsewhere it is not a
+    /// CORS-safelisted header: every range would need a preflight the server may refuse).
+    if_range: Option<String>,
+    /// The HEAD's ETag (strong or weak) and Last-Modified, which every response must repeat.
+    etag: Option<String>,
+    last_modified: Option<String>,
+    /// The cache's version key; None (nothing cached) without a strong ETag.
     validator: Option<String>,
     options: WebOptions,
     cache: Option<Cache>,
@@ -95,6 +120,9 @@ pub struct WebReader {
     ignores_range: Cell<bool>,
     body: RefCell<Option<BodyStream>>,
     stats: RefCell<FetchStats>,
+    /// Length and hash of the longest prefix a whole-body stream has delivered: a restarted
+    /// stream must deliver the same bytes.
+    streamed: Cell<(u64, u64)>,
 }
 
 fn js_text(value: &JsValue) -> String {
@@ -112,6 +140,15 @@ async fn sleep(ms: f64) {
     let _ = JsFuture::from(promise).await;
 }
 
+/// Whether `url` (absolute) is on the origin of this page or worker.
+fn same_origin(url: &str) -> bool {
+    js_sys::Reflect::get(&js_sys::global(), &"location".into())
+        .and_then(|l| js_sys::Reflect::get(&l, &"origin".into()))
+        .ok()
+        .and_then(|o| o.as_string())
+        .is_some_and(|origin| url == origin || url.starts_with(&format!("{origin}/")))
+}
+
 async fn open_cache() -> Option<Cache> {
     let storage: CacheStorage = js_sys::Reflect::get(&js_sys::global(), &"caches".into()).ok()?.dyn_into().ok()?;
     JsFuture::from(storage.open(cache::CACHE_NAME)).await.ok()?.dyn_into().ok()
@@ -123,12 +160,17 @@ impl WebReader {
         let mut reader = Self {
             url: url.to_string(),
             len: 0,
+            strong_etag: None,
+            if_range: None,
+            etag: None,
+            last_modified: None,
             validator: None,
             options,
             cache: None,
             ignores_range: Cell::new(false),
             body: RefCell::new(None),
             stats: RefCell::new(FetchStats::default()),
+            streamed: Cell::new((0, cache::FNV1A64_START)),
         };
         let response = reader.with_retries(|| reader.head()).await?;
         let headers = response.headers();
@@ -141,7 +183,16 @@ impl WebReader {
             message: "the server sent no Content-Length for HEAD".to_string(),
         })?;
         reader.len = len;
-        reader.validator = cache::validator(get("etag").as_deref(), get("last-modified").as_deref(), len);
+        let etag = get("etag").map(|e| e.trim().to_string()).filter(|e| !e.is_empty());
+        reader.strong_etag = cache::strong_etag(etag.as_deref());
+        reader.if_range = reader.strong_etag.clone().filter(|_| same_origin(url));
+        reader.validator = cache::validator(etag.as_deref(), len);
+        reader.etag = etag;
+        reader.last_modified = get("last-modified").map(|m| m.trim().to_string()).filter(|m| !m.is_empty());
+        if reader.strong_etag.is_none() {
+            reader.ignores_range.set(true);
+            reader.stats.borrow_mut().warnings.push(NO_STRONG_VALIDATOR.to_string());
+        }
         if reader.options.cache && reader.validator.is_some() {
             reader.cache = open_cache().await;
         }
@@ -162,6 +213,34 @@ impl WebReader {
 
     fn http_error(&self, range: &Range<u64>, status: Option<u16>, message: impl Into<String>) -> LoadError {
         LoadError::Http { url: self.url.clone(), start: range.start, end: range.end, status, message: message.into() }
+    }
+
+    fn changed(&self, message: impl Into<String>) -> Attempt {
+        Attempt::Fatal(LoadError::Changed { url: self.url.clone(), message: message.into() })
+    }
+
+    /// The response's validators against the HEAD's: a different ETag or Last-Modified means
+    /// another version of the file. Where the HEAD had a strong ETag, a response must repeat it
+    /// to be told from a changed file, unless it answered `If-Range` with a 206.
+    fn check_validators(&self, response: &Response) -> Result<(), Attempt> {
+        let headers = response.headers();
+        let get = |name: &str| headers.get(name).ok().flatten().map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+        match (get("etag"), &self.etag) {
+            (Some(got), Some(want)) if &got != want => {
+                return Err(self.changed(format!("ETag {got}, where the first response had {want}")))
+            }
+            (Some(got), None) => return Err(self.changed(format!("ETag {got}, where the first response had none"))),
+            (None, Some(want)) if self.strong_etag.is_some() && (response.status() == 200 || self.if_range.is_none()) => {
+                return Err(self.changed(format!("a response without the ETag {want} to compare")))
+            }
+            _ => {}
+        }
+        if let (Some(got), Some(want)) = (get("last-modified"), &self.last_modified) {
+            if &got != want {
+                return Err(self.changed(format!("Last-Modified {got}, where the first response had {want}")));
+            }
+        }
+        Ok(())
     }
 
     fn range_error(&self, range: &Range<u64>, status: u16, message: impl Into<String>) -> LoadError {
@@ -214,6 +293,11 @@ impl WebReader {
         let headers = Headers::new().map_err(|e| Attempt::Fatal(self.http_error(range, None, js_text(&e))))?;
         if let Some(value) = range_header {
             headers.set("Range", &value).map_err(|e| Attempt::Fatal(self.http_error(range, None, js_text(&e))))?;
+            // The range only if the file is still the HEAD's version; else the whole new file,
+            // whose ETag then tells the change.
+            if let Some(tag) = &self.if_range {
+                headers.set("If-Range", tag).map_err(|e| Attempt::Fatal(self.http_error(range, None, js_text(&e))))?;
+            }
         }
         init.set_headers_headers(&headers);
         let request = Request::new_with_str_and_init(&self.url, &init)
@@ -245,15 +329,20 @@ impl WebReader {
         let response = self.send("GET", range, Some(header)).await?;
         let status = response.status();
         if status == 200 {
+            let stream = self.body_stream(range, response)?;
             self.ignores_range.set(true);
-            self.stats.borrow_mut().streamed_whole_body = true;
-            *self.body.borrow_mut() = Some(self.body_stream(range, response)?);
+            *self.body.borrow_mut() = Some(stream);
             return self.stream_range(range).await;
         }
+        self.check_validators(&response)?;
         let content_range = response.headers().get("content-range").ok().flatten().unwrap_or_default();
         let want_last = range.end - 1;
+        let want = range.end - range.start;
         match parse_content_range(&content_range) {
-            Some((start, last, total)) if start == range.start && last == want_last && total == self.len => {}
+            Some((_, _, total)) if total != self.len => {
+                return Err(self.changed(format!("Content-Range '{content_range}' for a file of {} bytes", self.len)))
+            }
+            Some((start, last, _)) if start == range.start && last == want_last => {}
             _ => {
                 return Err(Attempt::Fatal(self.range_error(
                     range,
@@ -265,9 +354,18 @@ impl WebReader {
                 )))
             }
         }
+        let sent = response.headers().get("content-length").ok().flatten();
+        if let Some(sent) = sent.filter(|n| n.trim().parse::<u64>().ok() != Some(want)) {
+            return Err(Attempt::Fatal(self.range_error(
+                range,
+                status,
+                format!("Content-Length {sent} for a range of {want} bytes"),
+            )));
+        }
         let body =
             response.array_buffer().map_err(|e| Attempt::Fatal(self.http_error(range, Some(status), js_text(&e))))?;
-        let body = JsFuture::from(body).await.map_err(|e| self.rejected(range, Some(status), &e))?;
+        // A body that fails mid-way (cut short, connection lost) is a network error.
+        let body = JsFuture::from(body).await.map_err(|e| self.rejected(range, None, &e))?;
         let bytes = Uint8Array::new(&body).to_vec();
         self.stats.borrow_mut().bytes_fetched += bytes.len() as u64;
         if bytes.len() as u64 != range.end - range.start {
@@ -280,20 +378,37 @@ impl WebReader {
         Ok(bytes)
     }
 
-    fn body_stream(&self, range: &Range<u64>, response: Response) -> Result<BodyStream, Attempt> {
+    fn check_whole(&self, range: &Range<u64>, response: &Response) -> Result<(), Attempt> {
+        self.check_validators(response)?;
         let sent = response.headers().get("content-length").ok().flatten().and_then(|v| v.trim().parse::<u64>().ok());
-        if sent.is_some_and(|n| n != self.len) {
-            return Err(Attempt::Fatal(self.range_error(
+        match sent {
+            Some(n) if n != self.len => Err(self.changed(format!("a whole body of {n} bytes for a file of {}", self.len))),
+            // Without a length or a strong ETag nothing shows that this body is the HEAD's file.
+            None if self.strong_etag.is_none() => Err(Attempt::Fatal(self.range_error(
                 range,
                 200,
-                format!("the whole body is {} bytes but the file was {}", sent.unwrap_or(0), self.len),
-            )));
+                "a whole-file response without Content-Length from a server without a strong ETag cannot be \
+                 checked against the file's length; serve the file with Content-Length or an ETag",
+            ))),
+            _ => Ok(()),
         }
+    }
+
+    /// A whole-file response as a stream, once its validators and length are the HEAD's.
+    fn body_stream(&self, range: &Range<u64>, response: Response) -> Result<BodyStream, Attempt> {
+        if let Err(e) = self.check_whole(range, &response) {
+            // Not the file the load started with: stop its download.
+            if let Some(body) = response.body() {
+                let _ = body.cancel();
+            }
+            return Err(e);
+        }
+        self.stats.borrow_mut().streamed_whole_body = true;
         let body =
             response.body().ok_or_else(|| Attempt::Fatal(self.range_error(range, 200, "a 200 without a body")))?;
         let reader: ReadableStreamDefaultReader =
             body.get_reader().dyn_into().map_err(|e| Attempt::Fatal(self.http_error(range, Some(200), js_text(&e))))?;
-        Ok(BodyStream { reader, pos: 0, pending: Vec::new(), behind: Vec::new() })
+        Ok(BodyStream { reader, pos: 0, pending: Vec::new(), behind: Vec::new(), hashed: 0, hash: cache::FNV1A64_START })
     }
 
     /// `range` from the whole-body stream, (re)starting the download when the stream is gone
@@ -352,8 +467,8 @@ impl WebReader {
         Ok(out)
     }
 
-    async fn next_chunk(&self, stream: &BodyStream, range: &Range<u64>) -> Result<Vec<u8>, Attempt> {
-        let result = JsFuture::from(stream.reader.read()).await.map_err(|e| self.rejected(range, Some(200), &e))?;
+    async fn next_chunk(&self, stream: &mut BodyStream, range: &Range<u64>) -> Result<Vec<u8>, Attempt> {
+        let result = JsFuture::from(stream.reader.read()).await.map_err(|e| self.rejected(range, None, &e))?;
         let done = js_sys::Reflect::get(&result, &"done".into()).ok().and_then(|v| v.as_bool()).unwrap_or(true);
         if done {
             return Err(Attempt::Retry(self.range_error(
@@ -365,7 +480,30 @@ impl WebReader {
         let value = js_sys::Reflect::get(&result, &"value".into()).unwrap_or(JsValue::UNDEFINED);
         let chunk = Uint8Array::new(&value).to_vec();
         self.stats.borrow_mut().bytes_fetched += chunk.len() as u64;
+        self.hash_chunk(stream, &chunk)?;
         Ok(chunk)
+    }
+
+    /// Hashes a stream's next chunk; where it passes the end of the longest prefix an earlier
+    /// stream delivered, the two hashes must agree (the same file, not a new version).
+    fn hash_chunk(&self, stream: &mut BodyStream, chunk: &[u8]) -> Result<(), Attempt> {
+        let (known, known_hash) = self.streamed.get();
+        let mut rest = chunk;
+        if stream.hashed < known && known <= stream.hashed + chunk.len() as u64 {
+            let cut = (known - stream.hashed) as usize;
+            stream.hash = cache::fnv1a64_update(stream.hash, &chunk[..cut]);
+            stream.hashed = known;
+            if stream.hash != known_hash {
+                return Err(self.changed(format!("bytes 0..{known} differ from an earlier read of them")));
+            }
+            rest = &chunk[cut..];
+        }
+        stream.hash = cache::fnv1a64_update(stream.hash, rest);
+        stream.hashed += rest.len() as u64;
+        if stream.hashed > known {
+            self.streamed.set((stream.hashed, stream.hash));
+        }
+        Ok(())
     }
 
     async fn cached(&self, range: &Range<u64>) -> Option<Vec<u8>> {

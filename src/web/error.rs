@@ -13,6 +13,7 @@ pub fn code(e: &Error) -> &'static str {
         Error::Load(LoadError::Http { status: None, .. }) => "LOAD_NETWORK",
         Error::Load(LoadError::BadRange { .. } | LoadError::OutOfRange { .. }) => "LOAD_RANGE",
         Error::Load(LoadError::Aborted { .. }) => "LOAD_ABORTED",
+        Error::Load(LoadError::Changed { .. }) => "LOAD_CHANGED",
         Error::Load(_) => "LOAD",
         Error::OutOfMemory { .. } => "GPU_OOM",
         Error::BufferTooLarge { .. } => "GPU_LIMIT",
@@ -20,6 +21,7 @@ pub fn code(e: &Error) -> &'static str {
         Error::NoAdapter { .. } | Error::RequestDevice(_) => "UNSUPPORTED",
         Error::Format(_) => "FORMAT",
         Error::Tokenizer(_) => "TOKENIZER",
+        Error::ContextFull { .. } => "CONTEXT_FULL",
         Error::Model(_) | Error::Shape { .. } => "MODEL",
         _ => "GPU",
     }
@@ -37,9 +39,14 @@ pub fn to_js(e: &Error) -> JsValue {
     let (url, start, end, status) = match e {
         Error::Load(LoadError::Http { url, start, end, status, .. }) => (url, *start, *end, *status),
         Error::Load(LoadError::BadRange { url, start, end, status, .. }) => (url, *start, *end, Some(*status)),
-        Error::Load(LoadError::Aborted { url }) => (url, 0, 0, None),
+        Error::Load(LoadError::Aborted { url } | LoadError::Changed { url, .. }) => (url, 0, 0, None),
         Error::OutOfMemory { needed, .. } => {
             set(&err, "needed", JsValue::from_f64(*needed as f64));
+            return err;
+        }
+        Error::ContextFull { tokens, context } => {
+            set(&err, "tokens", JsValue::from_f64(*tokens as f64));
+            set(&err, "context", JsValue::from_f64(*context as f64));
             return err;
         }
         _ => return err,

@@ -9,6 +9,7 @@ use crate::gpu::{BackendChoice, Capabilities, GpuContext};
 
 mod error;
 mod model;
+mod options;
 
 thread_local! {
     static CONTEXT: RefCell<Option<Rc<GpuContext>>> = const { RefCell::new(None) };
@@ -66,11 +67,32 @@ async fn web_adapter_info(caps: Capabilities) -> Capabilities {
     }
 }
 
-/// Adapter identity, features and limits, as a plain object.
+/// Adapter identity, features and limits, as a plain object with `webgpu: true`; where there is
+/// no usable WebGPU, `{ webgpu: false, code, reason }`. It never rejects: it reports what is there.
 #[wasm_bindgen]
-pub async fn capabilities() -> Result<JsValue, JsError> {
-    let ctx = context().await?;
-    Ok(serde_wasm_bindgen::to_value(ctx.capabilities())?)
+pub async fn capabilities() -> JsValue {
+    let unavailable = |code: &str, reason: &str| {
+        let out = js_sys::Object::new();
+        let _ = js_sys::Reflect::set(&out, &"webgpu".into(), &false.into());
+        let _ = js_sys::Reflect::set(&out, &"code".into(), &code.into());
+        let _ = js_sys::Reflect::set(&out, &"reason".into(), &reason.into());
+        out.into()
+    };
+    // Without navigator.gpu there is nothing to ask for an adapter.
+    let gpu = js_sys::Reflect::get(&js_sys::global(), &"navigator".into())
+        .and_then(|n| js_sys::Reflect::get(&n, &"gpu".into()))
+        .unwrap_or(JsValue::UNDEFINED);
+    if gpu.is_undefined() || gpu.is_null() {
+        return unavailable("UNSUPPORTED", "this browser or context exposes no WebGPU (navigator.gpu)");
+    }
+    match shared_context().await {
+        Ok(ctx) => {
+            let value = serde_wasm_bindgen::to_value(ctx.capabilities()).unwrap_or_else(|_| js_sys::Object::new().into());
+            let _ = js_sys::Reflect::set(&value, &"webgpu".into(), &true.into());
+            value
+        }
+        Err(e) => unavailable(error::code(&e), &e.to_string()),
+    }
 }
 
 /// Multiplies `a` [m, k] by `b` [k, n] with the GPU's tiled matmul and returns the f32 result,

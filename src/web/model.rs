@@ -4,17 +4,18 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use js_sys::{Function, Promise, Reflect};
-use serde::{Deserialize, Serialize};
+use js_sys::{Promise, Reflect};
+use serde::Serialize;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::future_to_promise;
 
 use super::error::{from_js_error, js_error, to_js};
+use super::options::{self, LoadOptions};
 use crate::gpu::GpuContext;
-use crate::loader::web::{FetchStats, WebOptions, WebReader};
-use crate::model::{self, EngineOptions, KvFormat, Llama, Progress, WeightOptions};
-use crate::ops::sample::SampleParams;
+use crate::loader::web::{FetchStats, WebReader};
+use crate::loader::LoadError;
+use crate::model::{self, EngineOptions, Llama, Progress, WeightOptions};
 use crate::tokenizer::chat::Message;
 use crate::tokenizer::{TextStream, Tokenizer};
 use crate::Error;
@@ -29,72 +30,6 @@ pub fn wasm_memory_bytes() -> f64 {
         .dyn_into::<js_sys::WebAssembly::Memory>()
         .map(|m| m.buffer().unchecked_into::<js_sys::ArrayBuffer>().byte_length() as f64)
         .unwrap_or(0.0)
-}
-
-/// Options of `loadModel` (read field by field: `signal` and `onProgress` are live objects).
-struct LoadOptions {
-    on_progress: Option<Function>,
-    web: WebOptions,
-    max_context: usize,
-    kv: KvFormat,
-}
-
-fn field(options: &JsValue, key: &str) -> Option<JsValue> {
-    if options.is_undefined() || options.is_null() {
-        return None;
-    }
-    Reflect::get(options, &key.into()).ok().filter(|v| !v.is_undefined() && !v.is_null())
-}
-
-fn number(options: &JsValue, key: &str) -> Result<Option<f64>, JsValue> {
-    match field(options, key) {
-        None => Ok(None),
-        Some(v) => v
-            .as_f64()
-            .filter(|n| n.is_finite() && *n >= 0.0)
-            .map(Some)
-            .ok_or_else(|| js_error("INVALID_ARGUMENT", &format!("option '{key}' must be a non-negative number"))),
-    }
-}
-
-impl LoadOptions {
-    fn parse(options: &JsValue) -> Result<Self, JsValue> {
-        let on_progress = match field(options, "onProgress") {
-            None => None,
-            Some(f) => Some(
-                f.dyn_into::<Function>().map_err(|_| js_error("INVALID_ARGUMENT", "onProgress must be a function"))?,
-            ),
-        };
-        let signal = match field(options, "signal") {
-            None => None,
-            Some(s) => Some(
-                s.dyn_into::<web_sys::AbortSignal>()
-                    .map_err(|_| js_error("INVALID_ARGUMENT", "signal must be an AbortSignal"))?,
-            ),
-        };
-        let kv = match field(options, "kv") {
-            None => KvFormat::F32,
-            Some(kv) => {
-                let kv = kv.as_string().unwrap_or_default();
-                kv.parse::<KvFormat>().map_err(|_| {
-                    js_error("INVALID_ARGUMENT", &format!("kv '{kv}' is not a KV-cache format; use \"f32\", \"f16\" or \"q8\""))
-                })?
-            }
-        };
-        let mut web = WebOptions { signal, ..WebOptions::default() };
-        if let Some(cache) = field(options, "cache") {
-            web.cache =
-                cache.as_bool().ok_or_else(|| js_error("INVALID_ARGUMENT", "option 'cache' must be a boolean"))?;
-        }
-        if let Some(r) = number(options, "retries")? {
-            web.retries = r as u32;
-        }
-        if let Some(ms) = number(options, "backoffMs")? {
-            web.backoff_ms = ms;
-        }
-        let max_context = number(options, "maxContext")?.map_or(2048, |n| (n as usize).max(1));
-        Ok(Self { on_progress, web, max_context, kv })
-    }
 }
 
 #[derive(Serialize)]
@@ -113,6 +48,8 @@ struct LoadStats {
     load_ms: f64,
     #[serde(flatten)]
     fetch: FetchStats,
+    /// The file changed on the server during the first attempt, and was loaded again.
+    reloaded_after_change: bool,
     /// Largest linear memory seen during the load.
     peak_wasm_memory_bytes: f64,
 }
@@ -135,33 +72,8 @@ struct Session {
     gen: GenerationStats,
 }
 
-/// Sampling options of `generate`.
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-struct GenerateOptions {
-    temperature: Option<f32>,
-    top_k: Option<u32>,
-    top_p: Option<f32>,
-    repeat_penalty: Option<f32>,
-    seed: Option<u32>,
-}
-
-impl GenerateOptions {
-    fn params(&self) -> SampleParams {
-        let d = SampleParams::default();
-        SampleParams {
-            temperature: self.temperature.unwrap_or(d.temperature),
-            top_k: self.top_k.unwrap_or(d.top_k),
-            top_p: self.top_p.unwrap_or(d.top_p),
-            repeat_penalty: self.repeat_penalty.unwrap_or(d.repeat_penalty),
-            seed: self.seed.unwrap_or(d.seed),
-            ..d
-        }
-    }
-}
-
-/// One generated token: its id, the text it completes, and whether generation must stop
-/// (end of sequence or a full context).
+/// One generated token: its id, the text it completes, and whether it ended the sequence (a
+/// full context does not: generation goes on over the sliding window).
 #[derive(Serialize)]
 struct Chunk {
     token: u32,
@@ -175,13 +87,43 @@ pub struct Model {
     inner: Rc<RefCell<Session>>,
 }
 
-/// Loads a model from `url` layer by layer (see js/index.d.ts for the options).
+/// Loads a model from `url` layer by layer (see js/index.d.ts for the options). A file that
+/// changes on the server mid-load is loaded again from the start, once: every byte of the model
+/// then comes from the new version.
 #[wasm_bindgen(js_name = loadModel)]
 pub async fn load_model(url: String, options: JsValue) -> Result<Model, JsValue> {
     let opts = LoadOptions::parse(&options)?;
     let started = now_ms();
     let ctx = super::shared_context().await.map_err(|e| to_js(&e))?;
-    let reader = WebReader::open(&url, opts.web.clone()).await.map_err(|e| to_js(&e))?;
+    let mut changed = 0;
+    let (llama, tok, reader, peak) = loop {
+        match load_once(&ctx, &url, &opts).await {
+            Err(Error::Load(LoadError::Changed { .. })) if changed == 0 => changed += 1,
+            Err(e) => return Err(to_js(&e)),
+            Ok(loaded) => break loaded,
+        }
+    };
+    ctx.check().map_err(|e| to_js(&e))?;
+    let load = LoadStats {
+        url,
+        file_bytes: crate::loader::RangeReader::len(&reader),
+        load_ms: now_ms() - started,
+        fetch: reader.stats(),
+        reloaded_after_change: changed > 0,
+        peak_wasm_memory_bytes: peak.max(wasm_memory_bytes()),
+    };
+    let session = Session { ctx, llama, tok, stream: TextStream::default(), load, gen: GenerationStats::default() };
+    Ok(Model { inner: Rc::new(RefCell::new(session)) })
+}
+
+/// One load from a fresh HEAD: the model, its tokenizer, the reader (for its stats) and the
+/// peak linear memory seen.
+async fn load_once(
+    ctx: &GpuContext,
+    url: &str,
+    opts: &LoadOptions,
+) -> crate::Result<(Llama, Tokenizer, WebReader, f64)> {
+    let reader = WebReader::open(url, opts.web.clone()).await?;
     let mut peak = wasm_memory_bytes();
     let mut report = |p: Progress| {
         let memory = wasm_memory_bytes();
@@ -195,28 +137,14 @@ pub async fn load_model(url: String, options: JsValue) -> Result<Model, JsValue>
     };
     let engine = EngineOptions { max_seq: opts.max_context, kv: opts.kv, ..EngineOptions::default() };
     let watch = ctx.watch_out_of_memory();
-    let opened = model::open(&ctx, &reader, engine, WeightOptions::default(), &mut report).await;
+    let opened = model::open(ctx, &reader, engine, WeightOptions::default(), &mut report).await;
     let oom = watch.pop().await;
-    let (llama, tok) = match (opened, oom) {
-        (Ok((llama, _)), Some(e)) => {
-            return Err(to_js(&Error::OutOfMemory { needed: llama.gpu_bytes(), message: e.to_string() }))
-        }
-        (Err(_), Some(e)) => {
-            return Err(to_js(&Error::OutOfMemory { needed: reader_weights(&reader), message: e.to_string() }))
-        }
-        (Err(e), None) => return Err(to_js(&e)),
-        (Ok(loaded), None) => loaded,
-    };
-    ctx.check().map_err(|e| to_js(&e))?;
-    let load = LoadStats {
-        url,
-        file_bytes: crate::loader::RangeReader::len(&reader),
-        load_ms: now_ms() - started,
-        fetch: reader.stats(),
-        peak_wasm_memory_bytes: peak.max(wasm_memory_bytes()),
-    };
-    let session = Session { ctx, llama, tok, stream: TextStream::default(), load, gen: GenerationStats::default() };
-    Ok(Model { inner: Rc::new(RefCell::new(session)) })
+    match (opened, oom) {
+        (Ok((llama, _)), Some(e)) => Err(Error::OutOfMemory { needed: llama.gpu_bytes(), message: e.to_string() }),
+        (Err(_), Some(e)) => Err(Error::OutOfMemory { needed: reader_weights(&reader), message: e.to_string() }),
+        (Err(e), None) => Err(e),
+        (Ok((llama, tok)), None) => Ok((llama, tok, reader, peak)),
+    }
 }
 
 /// The file's size: an upper bound on its weights, for an out-of-memory message before the
@@ -257,26 +185,35 @@ fn to_value<T: Serialize>(value: &T) -> Result<JsValue, JsValue> {
 }
 
 fn chunk(s: &mut Session, token: u32) -> Result<JsValue, JsValue> {
+    // The sampler answers u32::MAX when it had no distribution to draw from (NaN logits): a
+    // model error, never a token id.
+    if token as usize >= s.llama.config.vocab {
+        return Err(to_js(&Error::Model(format!(
+            "the sampler returned no token (id {token:#x} for a vocabulary of {}): the logits were not finite",
+            s.llama.config.vocab
+        ))));
+    }
     let text = s.stream.push(&s.tok, token).map_err(|e| to_js(&e))?;
-    let done = Some(token) == s.tok.eos || s.llama.position() + 1 >= s.llama.options.max_seq;
+    let done = Some(token) == s.tok.eos;
     to_value(&Chunk { token, text, done })
 }
 
 #[wasm_bindgen]
 impl Model {
     /// Starts a generation: encodes `prompt` (special tokens parsed), runs it, and resolves to
-    /// the first chunk. Forgets any earlier sequence.
+    /// the first chunk. Forgets any earlier sequence. A prompt longer than the context is a
+    /// CONTEXT_FULL error; generation past the context goes on over the sliding window.
     pub fn begin(&self, prompt: String, options: JsValue) -> Promise {
-        let opts: Result<GenerateOptions, JsValue> = if options.is_undefined() || options.is_null() {
-            Ok(GenerateOptions::default())
-        } else {
-            serde_wasm_bindgen::from_value(options).map_err(from_js_error)
-        };
+        let params = options::sampling(&options);
         run(&self.inner, move |s| {
             Box::pin(async move {
-                let params = opts?.params();
+                let params = params?;
                 let started = now_ms();
                 let ids = s.tok.encode(&prompt, true);
+                let context = s.llama.options.max_seq;
+                if ids.len() > context {
+                    return Err(to_js(&Error::ContextFull { tokens: ids.len(), context }));
+                }
                 s.llama.reset();
                 s.stream = TextStream::default();
                 s.llama.set_sampling(&s.ctx, &params);
