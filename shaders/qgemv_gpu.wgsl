@@ -26,8 +26,9 @@
 // Each weight is s · (q - z) with q - z exact, as the reference computes it; only the order of
 // the additions differs from the reference, which the kernels' named tolerance covers.
 //
-// Fusions of the decode step: NORM (x RMS-normalised first, see gemv_norm.wgsl) and RESIDUAL
-// (the product added to y).
+// Fusions of the decode step: NORM (x RMS-normalised first, see gemv_norm.wgsl; its sum of
+// squares is taken while x is staged and 1 / rms scales the finished sums, so x is read once)
+// and RESIDUAL (the product added to y).
 
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;   // [t, k / 4]
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;   // [t, ny]
@@ -174,17 +175,23 @@ fn xchunk(j: u32) -> X8 {
     return X8(xt[at], xt[at + 1u], xt[at + 2u], xt[at + 3u], xt[at + 4u], xt[at + 5u], xt[at + 6u], xt[at + 7u]);
 }
 
-// Copies chunks t0 .. t0 + TILE of token `tok`'s activations (normalised with NORM) into `xt`.
-fn stage(tok: u32, t0: u32, nb: u32, lid: u32, inv: f32) {
+// Copies chunks t0 .. t0 + TILE of token `tok`'s activations into `xt` (times the norm's weight
+// with NORM), returning the sum of squares of the values this invocation copied: the norm's
+// 1 / rms is a scalar of the token, applied to the finished sums.
+fn stage(tok: u32, t0: u32, nb: u32, lid: u32) -> f32 {
     let n = min(TILE, nb - t0) * 8u;
     let row = tok * (p.k / 4u) + t0 * 8u;
+    var ss = 0.0;
     for (var v = lid; v < n; v += WG) {
+        let xv = x[row + v];
 #ifdef NORM
-        xt[v + v / 8u] = x[row + v] * inv * norm_w[t0 * 8u + v] * XSCALE;
+        ss += dot(xv, xv);
+        xt[v + v / 8u] = xv * norm_w[t0 * 8u + v] * XSCALE;
 #else
-        xt[v + v / 8u] = x[row + v] * XSCALE;
+        xt[v + v / 8u] = xv * XSCALE;
 #endif
     }
+    return ss;
 }
 
 // A chunk's quants with its scale and zero.
@@ -289,12 +296,8 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let r1 = min(row0 + 1u, last);
     let r2 = min(row0 + 2u, last);
     let r3 = min(row0 + 3u, last);
-#ifdef NORM
-    let inv = inv_rms(tok, lid.x);
-#else
-    let inv = 1.0;
-#endif
     var acc = vec4<f32>(0.0);
+    var ss = 0.0;
     for (var t0 = 0u; t0 < nb; t0 += TILE) {
         // Lane `lane` takes chunks c and d of this tile (clamped past the row's end, then not
         // counted); its loads are issued before it waits for the tile.
@@ -313,7 +316,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         let v3 = fetch(r3, d);
 #endif
         workgroupBarrier(); // the previous tile's reads are done
-        stage(tok, t0, nb, lid.x, inv);
+        ss += stage(tok, t0, nb, lid.x);
         workgroupBarrier();
         let xa = xchunk(lane);
         let xb = xchunk(lane + LPR);
@@ -331,6 +334,9 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     if (LPR > 1u) {
         acc = row_sum(acc, lid.x);
     }
+#ifdef NORM
+    acc *= inv_rms_of(wg_sum(ss, lid.x));
+#endif
     if (lane == 0u) {
         store(tok, row0, acc.x);
 #ifdef R2

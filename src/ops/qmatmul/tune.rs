@@ -13,10 +13,14 @@ use crate::gpu::{DType, GpuContext};
 use crate::selftest::random_f32;
 
 /// The shapes tried, the adapter's default first: those that won some shape in the H100 sweep,
-/// and more rows per lane group, which reuse each x load for more weights.
-pub const GEMV_CANDIDATES: [GemvConfig; 8] = [
-    GemvConfig { wg: 256, rows: 1, lanes: 32 },
+/// more rows per lane group, which reuse each x load for more weights, and small workgroups,
+/// which give matrices of few rows (4096 x 14336) more workgroups to spread over the GPU.
+pub const GEMV_CANDIDATES: [GemvConfig; 11] = [
     GemvConfig { wg: 256, rows: 2, lanes: 32 },
+    GemvConfig { wg: 256, rows: 1, lanes: 32 },
+    GemvConfig { wg: 64, rows: 1, lanes: 32 },
+    GemvConfig { wg: 64, rows: 2, lanes: 32 },
+    GemvConfig { wg: 128, rows: 2, lanes: 32 },
     GemvConfig { wg: 128, rows: 4, lanes: 32 },
     GemvConfig { wg: 256, rows: 4, lanes: 32 },
     GemvConfig { wg: 128, rows: 8, lanes: 32 },
