@@ -7,6 +7,7 @@ mod bpe;
 pub mod chat;
 mod gguf;
 mod hf;
+pub mod merge;
 mod pretokenize;
 mod spm;
 mod stream;
@@ -266,10 +267,9 @@ impl Tokenizer {
         match &self.kind {
             Kind::ByteBpe { pre, merges, byte_ids } => {
                 for piece in pre.split(text) {
-                    let mut symbols: Vec<u32> =
-                        piece.bytes().map(|b| byte_ids[b as usize].unwrap_or(self.unknown)).collect();
-                    merges.apply(&mut symbols);
-                    out.extend(symbols);
+                    for chunk in merge::chunks(piece, false) {
+                        merges.encode(chunk, byte_ids, self.unknown, out);
+                    }
                 }
             }
             Kind::SentencePiece { scores, byte_tokens, add_space_prefix, space_prefix_if_missing } => {
@@ -278,7 +278,9 @@ impl Tokenizer {
                     s.push('\u{2581}');
                 }
                 s.push_str(&text.replace(' ', "\u{2581}"));
-                out.extend(spm::encode(&s, &self.ids, scores, byte_tokens, self.unknown));
+                for chunk in merge::chunks(&s, true) {
+                    spm::encode(chunk, &self.ids, scores, byte_tokens, self.unknown, out);
+                }
             }
         }
     }
