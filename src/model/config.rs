@@ -66,10 +66,11 @@ fn dim(field: &str, value: u64, max: u64) -> Result<usize> {
     usize::try_from(value).map_err(|_| bad_field(field, format!("= {value} does not fit this platform")))
 }
 
-/// `a * b` for sizes derived from validated dimensions: None where the product would not fit
-/// a `usize` (32 bits on wasm32) with room for 4-byte elements.
+/// `a * b` for element counts derived from validated dimensions: None where the product would
+/// not fit an `isize` (31 bits on wasm32), so no count the engine computes in `usize` wraps.
+/// Byte sizes are the memory check's business (`fit`), in u64.
 fn product(a: usize, b: usize) -> Option<usize> {
-    a.checked_mul(b).filter(|&n| n.checked_mul(4).is_some_and(|bytes| bytes <= isize::MAX as usize))
+    a.checked_mul(b).filter(|&n| n <= isize::MAX as usize)
 }
 
 /// Dimensions as read from a file, before any is trusted.
@@ -152,13 +153,19 @@ impl LlamaConfig {
 
     /// From a Hugging Face `config.json`.
     pub fn from_hf_json(json: &str) -> Result<Self> {
-        let c: HfConfig =
-            serde_json::from_str(json).map_err(|e| bad_field("config.json", format!("is not a model configuration: {e}")))?;
-        let arch = match c.model_type.as_str() {
+        let not_config = |e: serde_json::Error| bad_field("config.json", format!("is not a model configuration: {e}"));
+        // The family first: another model's config is unsupported, not malformed.
+        #[derive(Deserialize)]
+        struct Family {
+            model_type: String,
+        }
+        let family: Family = serde_json::from_str(json).map_err(not_config)?;
+        let arch = match family.model_type.as_str() {
             "llama" | "mistral" => Arch::Llama,
             "qwen2" => Arch::Qwen2,
             other => return Err(unsupported(format!("model_type '{other}'"))),
         };
+        let c: HfConfig = serde_json::from_str(json).map_err(not_config)?;
         let rope_scaling = match &c.rope_scaling {
             Some(s) if s.kind() == "linear" => RopeScaling::Linear { factor: s.factor.unwrap_or(1.0) },
             Some(s) if s.kind() == "default" => RopeScaling::None,
@@ -297,7 +304,6 @@ impl LlamaConfig {
 
 #[derive(Deserialize)]
 struct HfConfig {
-    model_type: String,
     // u64 rather than usize: the same file reads the same on 32-bit targets, and the range
     // check happens in one place.
     vocab_size: u64,
@@ -349,5 +355,35 @@ mod tests {
             "num_hidden_layers":2,"num_attention_heads":3,"num_key_value_heads":2,"rms_norm_eps":1e-5}"#;
         assert!(LlamaConfig::from_hf_json(json).is_err());
         assert!(LlamaConfig::from_hf_json(r#"{"model_type":"gpt2"}"#).is_err());
+    }
+
+    fn with_layers(layers: u64) -> Result<LlamaConfig> {
+        LlamaConfig::from_hf_json(&format!(
+            r#"{{"model_type":"llama","vocab_size":10,"hidden_size":64,"intermediate_size":128,
+            "num_hidden_layers":{layers},"num_attention_heads":4,"rms_norm_eps":1e-5}}"#
+        ))
+    }
+
+    #[test]
+    fn limits_are_inclusive_and_errors_typed() {
+        assert_eq!(with_layers(limits::MAX_LAYERS).unwrap().n_layers, 1024);
+        for layers in [0, limits::MAX_LAYERS + 1, u64::MAX] {
+            assert!(matches!(with_layers(layers), Err(Error::BadConfig { .. })), "{layers}");
+        }
+        assert!(matches!(
+            LlamaConfig::from_hf_json(r#"{"model_type":"gpt2"}"#),
+            Err(Error::UnsupportedModel { .. })
+        ));
+    }
+
+    /// A weft file's config goes through the same checks as the formats it was made from.
+    #[test]
+    fn weft_configs_are_validated() {
+        let good = with_layers(2).unwrap();
+        let json = serde_json::to_string(&good).unwrap();
+        assert_eq!(LlamaConfig::from_weft_json(&json).unwrap(), good);
+        let bad = json.replace(r#""n_layers":2"#, r#""n_layers":4294967295"#);
+        assert!(matches!(LlamaConfig::from_weft_json(&bad), Err(Error::BadConfig { .. })));
+        assert!(matches!(LlamaConfig::from_weft_json("{"), Err(Error::BadConfig { .. })));
     }
 }
