@@ -57,7 +57,14 @@ fn measured<T>(f: impl FnOnce() -> T) -> (T, usize) {
 
 const VALUES: [u64; 5] = [0, 1, 1 << 31, (1 << 32) - 1, 1 << 63];
 
-struct MemoryReader(Vec<u8>);
+/// A file in memory that remembers where its last read started.
+struct MemoryReader(Vec<u8>, Cell<u64>);
+
+impl MemoryReader {
+    fn new(bytes: Vec<u8>) -> Self {
+        Self(bytes, Cell::new(0))
+    }
+}
 
 impl RangeReader for MemoryReader {
     fn len(&self) -> u64 {
@@ -70,6 +77,7 @@ impl RangeReader for MemoryReader {
 
     async fn read_range(&self, range: Range<u64>) -> weft::Result<Vec<u8>> {
         weft::loader::check_range("memory", &range, self.len())?;
+        self.1.set(range.start);
         Ok(self.0[range.start as usize..range.end as usize].to_vec())
     }
 }
@@ -164,9 +172,29 @@ fn byte_char(b: u8) -> String {
 }
 
 fn open_gguf(file: Vec<u8>) -> weft::Result<()> {
-    let reader = MemoryReader(file);
+    let reader = MemoryReader::new(file);
     pollster::block_on(model::open(gpu_context::ctx(), &reader, engine(), WeightOptions::default(), &mut |_| {}))
         .map(drop)
+}
+
+/// The memory check runs on the header alone: a budget the model cannot fit is refused
+/// before a byte of tensor data is read.
+#[test]
+fn a_budget_too_small_is_refused_before_any_weight_is_read() {
+    let file = gguf(&GGUF_DIMS);
+    let data_start = weft::format::detect_and_parse(&file, Some(file.len() as u64)).unwrap().data_start();
+    let reader = MemoryReader::new(file);
+    let weights = WeightOptions { memory_budget_mb: Some(0), ..Default::default() };
+    let result = pollster::block_on(model::open(gpu_context::ctx(), &reader, engine(), weights, &mut |_| {}));
+    match result {
+        Err(Error::ModelTooLarge { needed, available: 0, .. }) => assert!(needed > 100_000, "{needed}"),
+        other => panic!("expected ModelTooLarge, got {:?}", other.err()),
+    }
+    // Header reads start inside the header; a weight read would start at or past its end.
+    assert!(reader.1.get() < data_start, "a read started at byte {}, past the header's end {data_start}", reader.1.get());
+    let roomy = WeightOptions { memory_budget_mb: Some(100), ..Default::default() };
+    pollster::block_on(model::open(gpu_context::ctx(), &MemoryReader::new(gguf(&GGUF_DIMS)), engine(), roomy, &mut |_| {}))
+        .expect("fits in 100 MB");
 }
 
 /// Errors a user can act on by kind: any of these is a correct answer to a bad file.

@@ -8,7 +8,7 @@
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::format::{GgmlType, StorageType, TensorInfo};
+use crate::format::{GgmlType, SafeDtype, StorageType, TensorInfo};
 use crate::gpu::GpuContext;
 use crate::ops::attention::SPLIT_CHUNK;
 
@@ -75,8 +75,7 @@ fn gpu_bytes(t: &TensorInfo, weights: &WeightOptions) -> u64 {
         return ((*rows as f64) * (*cols as f64) * bits / 8.0).ceil() as u64;
     }
     match t.storage {
-        StorageType::Ggml(_) | StorageType::Safe(crate::format::SafeDtype::F32) => t.byte_len(),
-        StorageType::Safe(crate::format::SafeDtype::F16 | crate::format::SafeDtype::BF16) => t.byte_len(),
+        StorageType::Ggml(_) | StorageType::Safe(SafeDtype::F32 | SafeDtype::F16 | SafeDtype::BF16) => t.byte_len(),
         StorageType::Safe(_) => elements.saturating_mul(4),
     }
 }
