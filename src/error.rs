@@ -62,6 +62,24 @@ pub enum Error {
     #[error("the prompt is {tokens} tokens but the context holds {context}: shorten it, or load the model with a larger context")]
     ContextFull { tokens: usize, context: usize },
 
+    /// A configuration value out of range or inconsistent with another, found where a file's
+    /// header (GGUF metadata, config.json, a weft file's config) becomes a model configuration.
+    #[error("model configuration: {field} {problem}; the file is damaged or describes a model weft cannot run")]
+    BadConfig { field: String, problem: String },
+
+    #[error("{what} is not supported: {hint}")]
+    UnsupportedModel { what: String, hint: String },
+
+    #[error("the model file has no tensor '{name}'; it is incomplete or not the model its configuration describes")]
+    MissingTensor { name: String },
+
+    #[error("tensor '{name}' has shape {shape:?} but the model configuration needs {expected:?}")]
+    TensorShape { name: String, shape: Vec<u64>, expected: Vec<u64> },
+
+    /// Found before any weight is fetched: the model with these options cannot fit.
+    #[error("the model needs {needed} bytes for {what} but only {available} are available: {hint}")]
+    ModelTooLarge { what: String, needed: u64, available: u64, hint: String },
+
     #[error(transparent)]
     Load(#[from] crate::loader::LoadError),
 }

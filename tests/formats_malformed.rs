@@ -103,6 +103,22 @@ fn safetensors_bad_json_and_entries() {
     assert!(matches!(e, FormatError::DuplicateTensor { ref tensor } if tensor == "a"), "{e:?}");
 }
 
+/// A `shape` of millions of entries (issue 18: a 100 MB header of one such tensor peaked at
+/// 3.8 GB) is refused at its ninth dimension, allocating next to nothing beyond the input.
+#[test]
+fn safetensors_huge_shape_is_refused_in_bounded_memory() {
+    let entries = 4_000_000;
+    let shape = format!("[{}1]", "1,".repeat(entries - 1));
+    let file = st(&[("t", "U8", &shape, 0, 1)], 1);
+    let before = ALLOCATED.with(Cell::get);
+    let e = detect_and_parse(&file, Some(file.len() as u64)).unwrap_err();
+    let allocated = ALLOCATED.with(Cell::get) - before;
+    assert!(matches!(e, FormatError::BadTensorEntry { ref tensor, ref message } if tensor == "t" && message.contains("dimensions")), "{e:?}");
+    assert!(allocated < ALLOCATION_ALLOWANCE, "a {}-byte header allocated {allocated} bytes", file.len());
+    // Eight dimensions are still a tensor.
+    assert!(parse_counting(&st(&[("t", "U8", "[1,1,1,1,1,1,1,1]", 0, 1)], 1), None).is_ok());
+}
+
 #[test]
 fn safetensors_bad_dtypes_and_sizes() {
     for dtype in ["F8_E8M0", "C64", "Q4_0", "f32", ""] {

@@ -1,6 +1,8 @@
 //! Shared by the header fuzz targets: how an input becomes (prefix, file_len), and the
 //! properties every accepted header must have.
 
+#![allow(dead_code)]
+
 use weft::format::{FormatError, TensorInfo};
 
 /// The first byte picks the file length the parser is told: unknown, exactly the prefix, or
@@ -49,4 +51,18 @@ pub fn check_result<T>(
         }
         Err(_) => {}
     }
+}
+
+/// What every validated configuration guarantees: dimensions within their limits and related
+/// as the engine assumes, so products of them cannot overflow.
+pub fn check_config(c: &weft::model::LlamaConfig) {
+    use weft::model::config::limits::*;
+    assert!(c.n_layers >= 1 && c.n_layers as u64 <= MAX_LAYERS);
+    assert!(c.dim >= 1 && c.dim as u64 <= MAX_DIM);
+    assert!(c.vocab >= 1 && c.vocab as u64 <= MAX_VOCAB);
+    assert!(c.ffn_dim >= 1 && c.ffn_dim as u64 <= MAX_FFN);
+    assert!(c.context_length >= 1 && c.context_length as u64 <= MAX_CONTEXT);
+    assert!(c.n_kv_heads >= 1 && c.n_heads.is_multiple_of(c.n_kv_heads) && c.n_heads as u64 <= MAX_HEADS);
+    assert!(c.head_dim >= 2 && c.head_dim.is_multiple_of(2) && c.rope_dims <= c.head_dim);
+    assert!(c.q_dim().checked_mul(c.dim).is_some());
 }

@@ -7,8 +7,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::de::{Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use super::{FormatError, SafeDtype, StorageType, TensorInfo};
 
@@ -85,7 +86,7 @@ pub fn parse_safetensors(
             if metadata.is_some() {
                 return Err(FormatError::DuplicateTensor { tensor: name });
             }
-            let map = BTreeMap::<String, String>::deserialize(value)
+            let map = serde_json::from_str::<BTreeMap<String, String>>(value.get())
                 .map_err(|e| FormatError::BadMetadata { message: e.to_string() })?;
             metadata = Some(map);
             continue;
@@ -93,7 +94,7 @@ pub fn parse_safetensors(
         if !seen.insert(name.clone()) {
             return Err(FormatError::DuplicateTensor { tensor: name });
         }
-        let entry = RawTensor::deserialize(value)
+        let entry = serde_json::from_str::<RawTensor>(value.get())
             .map_err(|e| FormatError::BadTensorEntry { tensor: name.clone(), message: e.to_string() })?;
         entries.push(checked_tensor(name, entry)?);
     }
@@ -174,34 +175,63 @@ fn checked_tensor(name: String, raw: RawTensor) -> Result<TensorInfo, FormatErro
     Ok(TensorInfo { name, storage: StorageType::Safe(dtype), shape: raw.shape, range: start..end })
 }
 
+/// Most dimensions a tensor may have. Real tensors have up to 5; a bound keeps a header whose
+/// `shape` lists millions of entries from costing memory in proportion to them.
+pub const MAX_RANK: usize = 8;
+
 #[derive(Deserialize)]
 struct RawTensor {
     dtype: String,
+    #[serde(deserialize_with = "bounded_shape")]
     shape: Vec<u64>,
     data_offsets: (u64, u64),
 }
 
-/// The header's top-level entries in document order (a plain map would sort them by name).
-struct RawHeader {
-    entries: Vec<(String, serde_json::Value)>,
+/// A `shape` array read element by element, refused at the first entry past [`MAX_RANK`].
+fn bounded_shape<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u64>, D::Error> {
+    struct ShapeVisitor;
+    impl<'de> Visitor<'de> for ShapeVisitor {
+        type Value = Vec<u64>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "an array of at most {MAX_RANK} dimensions")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u64>, A::Error> {
+            let mut shape = Vec::new();
+            while let Some(d) = seq.next_element::<u64>()? {
+                if shape.len() == MAX_RANK {
+                    return Err(A::Error::custom(format!("shape has more than {MAX_RANK} dimensions")));
+                }
+                shape.push(d);
+            }
+            Ok(shape)
+        }
+    }
+    deserializer.deserialize_seq(ShapeVisitor)
 }
 
-impl<'de> Deserialize<'de> for RawHeader {
+/// The header's top-level entries in document order (a plain map would sort them by name).
+/// Values stay unparsed slices of the header until each is read on its own, so a huge value
+/// costs no memory beyond the header's own bytes.
+struct RawHeader<'a> {
+    entries: Vec<(String, &'a RawValue)>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for RawHeader<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct EntriesVisitor;
-        impl<'de> Visitor<'de> for EntriesVisitor {
-            type Value = RawHeader;
+        struct EntriesVisitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for EntriesVisitor<'a> {
+            type Value = RawHeader<'a>;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("a JSON object of tensor entries")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawHeader, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawHeader<'a>, A::Error> {
                 let mut entries = Vec::new();
                 while let Some(key) = map.next_key::<String>()? {
-                    entries.push((key, map.next_value()?));
+                    entries.push((key, map.next_value::<&'de RawValue>()?));
                 }
                 Ok(RawHeader { entries })
             }
         }
-        deserializer.deserialize_map(EntriesVisitor)
+        deserializer.deserialize_map(EntriesVisitor(std::marker::PhantomData))
     }
 }

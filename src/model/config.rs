@@ -37,8 +37,63 @@ pub struct LlamaConfig {
     pub attn_bias: bool,
 }
 
-fn bad(message: String) -> Error {
-    Error::Model(message)
+/// Largest values weft accepts for each dimension: well above every released model (the
+/// largest have 126 layers, hidden size 16,384, a 256k vocabulary), and small enough that every
+/// size derived from them fits 64-bit arithmetic and, where it must, a 32-bit `usize`.
+pub mod limits {
+    pub const MAX_LAYERS: u64 = 1024;
+    pub const MAX_DIM: u64 = 1 << 16;
+    pub const MAX_HEADS: u64 = 1024;
+    pub const MAX_FFN: u64 = 1 << 18;
+    /// The same bound as a `tokenizer.json` vocabulary.
+    pub const MAX_VOCAB: u64 = 1 << 22;
+    pub const MAX_CONTEXT: u64 = 1 << 24;
+}
+
+fn unsupported(what: String) -> Error {
+    Error::UnsupportedModel { what, hint: "weft runs llama (SmolLM, TinyLlama, Mistral) and qwen2 models".into() }
+}
+
+fn bad_field(field: &str, problem: impl Into<String>) -> Error {
+    Error::BadConfig { field: field.to_string(), problem: problem.into() }
+}
+
+/// A dimension as the file gives it, checked against its maximum before it becomes a `usize`.
+fn dim(field: &str, value: u64, max: u64) -> Result<usize> {
+    if value == 0 || value > max {
+        return Err(bad_field(field, format!("= {value} is outside 1..={max}")));
+    }
+    usize::try_from(value).map_err(|_| bad_field(field, format!("= {value} does not fit this platform")))
+}
+
+/// `a * b` for element counts derived from validated dimensions: None where the product would
+/// not fit an `isize` (31 bits on wasm32), so no count the engine computes in `usize` wraps.
+/// Byte sizes are the memory check's business (`fit`), in u64.
+fn product(a: usize, b: usize) -> Option<usize> {
+    a.checked_mul(b).filter(|&n| n <= isize::MAX as usize)
+}
+
+/// Dimensions as read from a file, before any is trusted.
+struct Dims {
+    vocab: u64,
+    dim: u64,
+    n_layers: u64,
+    n_heads: u64,
+    n_kv_heads: u64,
+    head_dim: Option<u64>,
+    ffn_dim: u64,
+    rope_dims: Option<u64>,
+    context_length: u64,
+}
+
+/// What is not a dimension.
+struct Rest {
+    arch: Arch,
+    rms_eps: f32,
+    rope_base: f32,
+    rope_style: RopeStyle,
+    rope_scaling: RopeScaling,
+    attn_bias: bool,
 }
 
 impl LlamaConfig {
@@ -48,43 +103,42 @@ impl LlamaConfig {
         let arch = match arch_name {
             "llama" | "mistral" => Arch::Llama,
             "qwen2" => Arch::Qwen2,
-            other => return Err(bad(format!("architecture '{other}' is not supported (llama, qwen2)"))),
+            other => return Err(unsupported(format!("architecture '{other}'"))),
         };
         let key = |k: &str| format!("{arch_name}.{k}");
-        let n_heads = meta.get_u32(&key("attention.head_count"))? as usize;
-        let dim = meta.get_u32(&key("embedding_length"))? as usize;
-        let n_kv_heads = match meta.get(&key("attention.head_count_kv")) {
-            Some(_) => meta.get_u32(&key("attention.head_count_kv"))? as usize,
-            None => n_heads,
+        // u64 reads: a value past u32 is out of range, not of the wrong type.
+        let get = |k: &str| meta.get_u64(&key(k));
+        let opt = |k: &str| -> Result<Option<u64>> {
+            Ok(match meta.get(&key(k)) {
+                Some(_) => Some(get(k)?),
+                None => None,
+            })
         };
-        let head_dim = match meta.get(&key("attention.key_length")) {
-            Some(_) => meta.get_u32(&key("attention.key_length"))? as usize,
-            None => dim / n_heads.max(1),
-        };
-        let vocab = match meta.get(&key("vocab_size")) {
-            Some(_) => meta.get_u32(&key("vocab_size"))? as usize,
-            None => meta.get_str_array("tokenizer.ggml.tokens")?.len(),
+        let n_heads = get("attention.head_count")?;
+        let vocab = match opt("vocab_size")? {
+            Some(v) => v,
+            None => meta.get_str_array("tokenizer.ggml.tokens")?.len() as u64,
         };
         let rope_scaling = match meta.get_str(&key("rope.scaling.type")) {
             Ok("linear") => RopeScaling::Linear { factor: meta.get_f32(&key("rope.scaling.factor"))? },
             Ok("none") | Err(_) => RopeScaling::None,
-            Ok(other) => return Err(bad(format!("rope scaling '{other}' is not supported"))),
+            Ok(other) => return Err(unsupported(format!("rope scaling '{other}'"))),
         };
-        let config = Self {
-            arch,
+        let dims = Dims {
             vocab,
-            dim,
-            n_layers: meta.get_u32(&key("block_count"))? as usize,
+            dim: get("embedding_length")?,
+            n_layers: get("block_count")?,
             n_heads,
-            n_kv_heads,
-            head_dim,
-            ffn_dim: meta.get_u32(&key("feed_forward_length"))? as usize,
+            n_kv_heads: opt("attention.head_count_kv")?.unwrap_or(n_heads),
+            head_dim: opt("attention.key_length")?,
+            ffn_dim: get("feed_forward_length")?,
+            rope_dims: opt("rope.dimension_count")?,
+            context_length: opt("context_length")?.unwrap_or(2048),
+        };
+        let rest = Rest {
+            arch,
             rms_eps: meta.get_f32(&key("attention.layer_norm_rms_epsilon"))?,
             rope_base: meta.get_f32(&key("rope.freq_base")).unwrap_or(10000.0),
-            rope_dims: match meta.get(&key("rope.dimension_count")) {
-                Some(_) => meta.get_u32(&key("rope.dimension_count"))? as usize,
-                None => head_dim,
-            },
             // llama.cpp's converter permutes llama Q/K rows for interleaved pairs; Qwen2 keeps
             // the Hugging Face layout.
             rope_style: match arch {
@@ -92,72 +146,157 @@ impl LlamaConfig {
                 Arch::Qwen2 => RopeStyle::Neox,
             },
             rope_scaling,
-            context_length: meta.get_u32(&key("context_length")).unwrap_or(2048) as usize,
             attn_bias: has_qkv_bias,
         };
-        config.validate()
+        Self::checked(dims, rest)
     }
 
     /// From a Hugging Face `config.json`.
     pub fn from_hf_json(json: &str) -> Result<Self> {
-        let c: HfConfig = serde_json::from_str(json).map_err(|e| bad(format!("config.json: {e}")))?;
-        let arch = match c.model_type.as_str() {
+        let not_config = |e: serde_json::Error| bad_field("config.json", format!("is not a model configuration: {e}"));
+        // The family first: another model's config is unsupported, not malformed.
+        #[derive(Deserialize)]
+        struct Family {
+            model_type: String,
+        }
+        let family: Family = serde_json::from_str(json).map_err(not_config)?;
+        let arch = match family.model_type.as_str() {
             "llama" | "mistral" => Arch::Llama,
             "qwen2" => Arch::Qwen2,
-            other => return Err(bad(format!("model_type '{other}' is not supported (llama, qwen2)"))),
+            other => return Err(unsupported(format!("model_type '{other}'"))),
         };
-        let head_dim = c.head_dim.unwrap_or(c.hidden_size / c.num_attention_heads.max(1));
+        let c: HfConfig = serde_json::from_str(json).map_err(not_config)?;
         let rope_scaling = match &c.rope_scaling {
             Some(s) if s.kind() == "linear" => RopeScaling::Linear { factor: s.factor.unwrap_or(1.0) },
             Some(s) if s.kind() == "default" => RopeScaling::None,
-            Some(s) => return Err(bad(format!("rope scaling '{}' is not supported", s.kind()))),
+            Some(s) => return Err(unsupported(format!("rope scaling '{}'", s.kind()))),
             None => RopeScaling::None,
         };
-        let config = Self {
-            arch,
+        let dims = Dims {
             vocab: c.vocab_size,
             dim: c.hidden_size,
             n_layers: c.num_hidden_layers,
             n_heads: c.num_attention_heads,
             n_kv_heads: c.num_key_value_heads.unwrap_or(c.num_attention_heads),
-            head_dim,
+            head_dim: c.head_dim,
             ffn_dim: c.intermediate_size,
+            rope_dims: None,
+            context_length: c.max_position_embeddings.unwrap_or(2048),
+        };
+        let rest = Rest {
+            arch,
             rms_eps: c.rms_norm_eps,
             rope_base: c.rope_theta.unwrap_or(10000.0),
-            rope_dims: head_dim,
             rope_style: RopeStyle::Neox,
             rope_scaling,
-            context_length: c.max_position_embeddings.unwrap_or(2048),
             attn_bias: arch == Arch::Qwen2 || c.attention_bias.unwrap_or(false),
         };
-        config.validate()
+        Self::checked(dims, rest)
     }
 
-    fn validate(self) -> Result<Self> {
-        let ok = self.vocab > 0
-            && self.dim > 0
-            && self.n_layers > 0
-            && self.n_heads > 0
-            && self.n_kv_heads > 0
-            && self.n_heads.is_multiple_of(self.n_kv_heads)
-            && self.head_dim > 0
-            && self.head_dim.is_multiple_of(2)
-            && self.head_dim <= crate::ops::attention::MAX_HEAD_DIM
-            && self.rope_dims <= self.head_dim
-            && self.rope_dims.is_multiple_of(2)
-            && self.ffn_dim > 0
-            && self.rms_eps.is_finite()
-            && self.rope_base > 0.0;
-        if !ok {
-            return Err(bad(format!("inconsistent model configuration: {self:?}")));
+    /// From the JSON a weft file carries (`weft.config`), checked like the other sources.
+    pub fn from_weft_json(json: &str) -> Result<Self> {
+        let c: LlamaConfig =
+            serde_json::from_str(json).map_err(|e| bad_field("weft.config", format!("is not a model configuration: {e}")))?;
+        let dims = Dims {
+            vocab: c.vocab as u64,
+            dim: c.dim as u64,
+            n_layers: c.n_layers as u64,
+            n_heads: c.n_heads as u64,
+            n_kv_heads: c.n_kv_heads as u64,
+            head_dim: Some(c.head_dim as u64),
+            ffn_dim: c.ffn_dim as u64,
+            rope_dims: Some(c.rope_dims as u64),
+            context_length: c.context_length as u64,
+        };
+        let rest = Rest {
+            arch: c.arch,
+            rms_eps: c.rms_eps,
+            rope_base: c.rope_base,
+            rope_style: c.rope_style,
+            rope_scaling: c.rope_scaling,
+            attn_bias: c.attn_bias,
+        };
+        Self::checked(dims, rest)
+    }
+
+    /// The one check every source goes through: each dimension within its maximum, then the
+    /// dimensions against each other, then every size derived from them computed without
+    /// overflow, all before anything is sized from them.
+    fn checked(d: Dims, r: Rest) -> Result<Self> {
+        use limits::*;
+        let n_heads = dim("n_heads (attention.head_count, num_attention_heads)", d.n_heads, MAX_HEADS)?;
+        let model_dim = dim("dim (embedding_length, hidden_size)", d.dim, MAX_DIM)?;
+        let head_dim_field = "head_dim (attention.key_length, head_dim)";
+        let head_dim = match d.head_dim {
+            Some(h) => h,
+            None if !d.dim.is_multiple_of(d.n_heads) => {
+                return Err(bad_field(head_dim_field, format!("is not given and dim {} is not a multiple of {n_heads} heads", d.dim)))
+            }
+            None => d.dim / d.n_heads,
+        };
+        let max_head_dim = crate::ops::attention::MAX_HEAD_DIM as u64;
+        let head_dim = dim(head_dim_field, head_dim, max_head_dim)?;
+        let c = Self {
+            arch: r.arch,
+            vocab: dim("vocab (vocab_size)", d.vocab, MAX_VOCAB)?,
+            dim: model_dim,
+            n_layers: dim("n_layers (block_count, num_hidden_layers)", d.n_layers, MAX_LAYERS)?,
+            n_heads,
+            n_kv_heads: dim("n_kv_heads (attention.head_count_kv, num_key_value_heads)", d.n_kv_heads, d.n_heads)?,
+            head_dim,
+            ffn_dim: dim("ffn_dim (feed_forward_length, intermediate_size)", d.ffn_dim, MAX_FFN)?,
+            rms_eps: r.rms_eps,
+            rope_base: r.rope_base,
+            rope_dims: dim("rope_dims (rope.dimension_count)", d.rope_dims.unwrap_or(head_dim as u64), head_dim as u64)?,
+            rope_style: r.rope_style,
+            rope_scaling: r.rope_scaling,
+            context_length: dim("context_length (context_length, max_position_embeddings)", d.context_length, MAX_CONTEXT)?,
+            attn_bias: r.attn_bias,
+        };
+        if !c.n_heads.is_multiple_of(c.n_kv_heads) {
+            return Err(bad_field("n_kv_heads", format!("= {} does not divide n_heads = {}", c.n_kv_heads, c.n_heads)));
         }
-        Ok(self)
+        if !c.head_dim.is_multiple_of(2) || !c.rope_dims.is_multiple_of(2) {
+            return Err(bad_field("head_dim", format!("= {} with rope_dims = {}: both must be even", c.head_dim, c.rope_dims)));
+        }
+        if !(c.rms_eps.is_finite() && c.rms_eps >= 0.0) {
+            return Err(bad_field("rms_eps", format!("= {} is not a finite non-negative number", c.rms_eps)));
+        }
+        if !(c.rope_base.is_finite() && c.rope_base > 0.0) {
+            return Err(bad_field("rope_base", format!("= {} is not a finite positive number", c.rope_base)));
+        }
+        if let RopeScaling::Linear { factor } = c.rope_scaling {
+            if !(factor.is_finite() && factor > 0.0) {
+                return Err(bad_field("rope scaling factor", format!("= {factor} is not a finite positive number")));
+            }
+        }
+        // Every matrix the model holds, as elements; each must be addressable on this platform.
+        let q_dim = c.n_heads.checked_mul(c.head_dim);
+        let kv_dim = c.n_kv_heads.checked_mul(c.head_dim);
+        let matrices = [
+            ("vocab x dim", Some(c.vocab), c.dim),
+            ("q_dim x dim", q_dim, c.dim),
+            ("kv_dim x dim", kv_dim, c.dim),
+            ("ffn_dim x dim", Some(c.ffn_dim), c.dim),
+            ("q_dim + 2 kv_dim", q_dim.zip(kv_dim).and_then(|(q, kv)| q.checked_add(kv.checked_mul(2)?)), c.dim),
+            ("2 ffn_dim x dim", c.ffn_dim.checked_mul(2), c.dim),
+            ("context x kv_dim", kv_dim, c.context_length),
+        ];
+        for (what, rows, cols) in matrices {
+            if rows.and_then(|r| product(r, cols)).is_none() {
+                return Err(bad_field(what, format!("overflows on this platform ({c:?})")));
+            }
+        }
+        Ok(c)
     }
 
+    /// Heads × head_dim; cannot overflow for a validated configuration.
     pub fn q_dim(&self) -> usize {
         self.n_heads * self.head_dim
     }
 
+    /// KV heads × head_dim; cannot overflow for a validated configuration.
     pub fn kv_dim(&self) -> usize {
         self.n_kv_heads * self.head_dim
     }
@@ -165,18 +304,19 @@ impl LlamaConfig {
 
 #[derive(Deserialize)]
 struct HfConfig {
-    model_type: String,
-    vocab_size: usize,
-    hidden_size: usize,
-    intermediate_size: usize,
-    num_hidden_layers: usize,
-    num_attention_heads: usize,
-    num_key_value_heads: Option<usize>,
-    head_dim: Option<usize>,
+    // u64 rather than usize: the same file reads the same on 32-bit targets, and the range
+    // check happens in one place.
+    vocab_size: u64,
+    hidden_size: u64,
+    intermediate_size: u64,
+    num_hidden_layers: u64,
+    num_attention_heads: u64,
+    num_key_value_heads: Option<u64>,
+    head_dim: Option<u64>,
     rms_norm_eps: f32,
     rope_theta: Option<f32>,
     rope_scaling: Option<HfRopeScaling>,
-    max_position_embeddings: Option<usize>,
+    max_position_embeddings: Option<u64>,
     attention_bias: Option<bool>,
 }
 
@@ -215,5 +355,35 @@ mod tests {
             "num_hidden_layers":2,"num_attention_heads":3,"num_key_value_heads":2,"rms_norm_eps":1e-5}"#;
         assert!(LlamaConfig::from_hf_json(json).is_err());
         assert!(LlamaConfig::from_hf_json(r#"{"model_type":"gpt2"}"#).is_err());
+    }
+
+    fn with_layers(layers: u64) -> Result<LlamaConfig> {
+        LlamaConfig::from_hf_json(&format!(
+            r#"{{"model_type":"llama","vocab_size":10,"hidden_size":64,"intermediate_size":128,
+            "num_hidden_layers":{layers},"num_attention_heads":4,"rms_norm_eps":1e-5}}"#
+        ))
+    }
+
+    #[test]
+    fn limits_are_inclusive_and_errors_typed() {
+        assert_eq!(with_layers(limits::MAX_LAYERS).unwrap().n_layers, 1024);
+        for layers in [0, limits::MAX_LAYERS + 1, u64::MAX] {
+            assert!(matches!(with_layers(layers), Err(Error::BadConfig { .. })), "{layers}");
+        }
+        assert!(matches!(
+            LlamaConfig::from_hf_json(r#"{"model_type":"gpt2"}"#),
+            Err(Error::UnsupportedModel { .. })
+        ));
+    }
+
+    /// A weft file's config goes through the same checks as the formats it was made from.
+    #[test]
+    fn weft_configs_are_validated() {
+        let good = with_layers(2).unwrap();
+        let json = serde_json::to_string(&good).unwrap();
+        assert_eq!(LlamaConfig::from_weft_json(&json).unwrap(), good);
+        let bad = json.replace(r#""n_layers":2"#, r#""n_layers":4294967295"#);
+        assert!(matches!(LlamaConfig::from_weft_json(&bad), Err(Error::BadConfig { .. })));
+        assert!(matches!(LlamaConfig::from_weft_json("{"), Err(Error::BadConfig { .. })));
     }
 }

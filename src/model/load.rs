@@ -15,7 +15,7 @@ use crate::quant::weft::{quantize, QuantMatrix, WeftQuant};
 
 use super::config::LlamaConfig;
 use super::llama::{GateUp, LayerWeights, Qkv, Weights};
-use super::names::{part_of, LayerPart, Part};
+use super::names::{part_of, tensor_name, LayerPart, Naming, Part};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -44,6 +44,10 @@ pub struct WeightOptions {
     /// Quantize float matrices (F16, BF16, F32, ...) to this weft format while loading.
     /// Block-quantized GGUF tensors always stay as they are.
     pub quantize: Option<WeftQuant>,
+    /// The most the model may occupy on the GPU, in MB (10^6 bytes), checked with the KV cache
+    /// and activations before any weight is fetched (`fit::check_memory_fit`). None checks only
+    /// the device's buffer limits.
+    pub memory_budget_mb: Option<u64>,
 }
 
 /// The bytes of one group: a single covering read, or one read per tensor.
@@ -187,6 +191,68 @@ fn groups(header: &ModelHeader, n_layers: usize, weft: &HashMap<String, WeftEntr
     Ok(all)
 }
 
+/// Checks the tensors `header` holds against `config` before anything is sized from either:
+/// every weight the model needs is there with the shape the configuration gives it, and no
+/// tensor names a layer the configuration does not have. Output head optional (tied embeddings).
+pub fn validate_tensors(header: &ModelHeader, config: &LlamaConfig) -> Result<()> {
+    let c = config;
+    let naming = match header {
+        ModelHeader::Gguf(_) => Naming::Gguf,
+        ModelHeader::Safetensors(_) => Naming::HuggingFace,
+    };
+    let weft = weft_entries(header)?;
+    let mut present: HashMap<Part, (&str, Vec<u64>)> = HashMap::new();
+    for t in header.tensors() {
+        let (name, shape) = match weft.get(&t.name) {
+            Some(e) => (t.name.trim_end_matches(".weft_q"), e.shape.iter().map(|&d| d as u64).collect()),
+            None => (t.name.as_str(), t.shape.clone()),
+        };
+        let Some(part) = part_of(name) else { continue };
+        if let Part::Layer(i, _) = part {
+            if i >= c.n_layers {
+                return Err(Error::BadConfig {
+                    field: "n_layers".into(),
+                    problem: format!("= {} but the file has tensor '{}' of layer {i}", c.n_layers, t.name),
+                });
+            }
+        }
+        present.insert(part, (t.name.as_str(), shape));
+    }
+    let (vocab, dim, ffn) = (c.vocab as u64, c.dim as u64, c.ffn_dim as u64);
+    let (q, kv) = (c.q_dim() as u64, c.kv_dim() as u64);
+    let check = |part: Part, expected: &[u64], required: bool| -> Result<()> {
+        match present.get(&part) {
+            // Vectors may be stored as [n] or [1, n]: compared by element count.
+            Some((_, shape)) if expected.len() == 1 && shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d)) == Some(expected[0]) => Ok(()),
+            Some((_, shape)) if shape.as_slice() == expected => Ok(()),
+            Some((name, shape)) => {
+                Err(Error::TensorShape { name: name.to_string(), shape: shape.clone(), expected: expected.to_vec() })
+            }
+            None if required => Err(Error::MissingTensor { name: tensor_name(part, naming) }),
+            None => Ok(()),
+        }
+    };
+    check(Part::Embedding, &[vocab, dim], true)?;
+    check(Part::OutputNorm, &[dim], true)?;
+    check(Part::Output, &[vocab, dim], false)?;
+    for i in 0..c.n_layers {
+        let layer = |lp| Part::Layer(i, lp);
+        check(layer(LayerPart::AttnNorm), &[dim], true)?;
+        check(layer(LayerPart::Q), &[q, dim], true)?;
+        check(layer(LayerPart::K), &[kv, dim], true)?;
+        check(layer(LayerPart::V), &[kv, dim], true)?;
+        check(layer(LayerPart::QBias), &[q], c.attn_bias)?;
+        check(layer(LayerPart::KBias), &[kv], c.attn_bias)?;
+        check(layer(LayerPart::VBias), &[kv], c.attn_bias)?;
+        check(layer(LayerPart::AttnOut), &[dim, q], true)?;
+        check(layer(LayerPart::FfnNorm), &[dim], true)?;
+        check(layer(LayerPart::Gate), &[ffn, dim], true)?;
+        check(layer(LayerPart::Up), &[ffn, dim], true)?;
+        check(layer(LayerPart::Down), &[dim, ffn], true)?;
+    }
+    Ok(())
+}
+
 /// Whether the file has q/k/v biases (Qwen2 and some Llama variants).
 pub fn has_qkv_bias(header: &ModelHeader) -> bool {
     header.tensors().iter().any(|t| part_of(&t.name) == Some(Part::Layer(0, LayerPart::QBias)))
@@ -263,6 +329,7 @@ pub async fn load_weights<R: RangeReader>(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Weights> {
     let c = config;
+    validate_tensors(header, config)?;
     let weft = weft_entries(header)?;
     let groups = groups(header, c.n_layers, &weft)?;
     let total: u64 = groups.iter().map(Group::bytes).sum();

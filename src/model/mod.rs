@@ -6,6 +6,7 @@ pub mod cnn;
 pub mod config;
 pub mod convert;
 pub mod eval;
+pub mod fit;
 pub mod llama;
 pub mod load;
 pub mod names;
@@ -13,6 +14,7 @@ pub mod names;
 pub use config::{Arch, LlamaConfig};
 pub use crate::ops::kv::KvFormat;
 pub use llama::{kv_bytes_per_token, EngineOptions, Llama, StepProfile};
+pub use fit::{check_memory_fit, DeviceMemory, MemoryNeeds};
 pub use load::{Phase, Progress, WeightOptions};
 
 use crate::error::{Error, Result};
@@ -67,6 +69,11 @@ async fn build<R: RangeReader>(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Llama> {
     let total = reader.len();
+    // Dimensions against the tensors present, then the memory they need against the device,
+    // both before the first weight is fetched.
+    load::validate_tensors(header, &config)?;
+    let device = DeviceMemory::of(ctx, weights.memory_budget_mb);
+    check_memory_fit(&config, header.tensors(), &engine, &weights, &device)?;
     let w = load::load_weights(ctx, reader, header, &config, &weights, progress).await?;
     progress(Progress { phase: Phase::Compile, step: 0, steps: 0, bytes_loaded: total, bytes_total: total });
     let engine = EngineOptions { max_seq: engine.max_seq.min(config.context_length).max(1), ..engine };
@@ -81,15 +88,14 @@ pub const WEFT_CONFIG_KEY: &str = "weft.config";
 pub const WEFT_TOKENIZER_KEY: &str = "weft.tokenizer";
 
 /// Config and tokenizer carried by a weft safetensors file; None for other safetensors files.
-fn weft_file_parts(
+pub fn weft_file_parts(
     metadata: &std::collections::BTreeMap<String, String>,
 ) -> Result<Option<(LlamaConfig, Tokenizer)>> {
     if !metadata.contains_key(WEFT_VERSION_KEY) {
         return Ok(None);
     }
     let get = |key: &str| metadata.get(key).ok_or_else(|| Error::Model(format!("weft file without {key}")));
-    let config: LlamaConfig =
-        serde_json::from_str(get(WEFT_CONFIG_KEY)?).map_err(|e| Error::Model(format!("{WEFT_CONFIG_KEY}: {e}")))?;
+    let config = LlamaConfig::from_weft_json(get(WEFT_CONFIG_KEY)?)?;
     let spec: crate::tokenizer::TokenizerSpec =
         serde_json::from_str(get(WEFT_TOKENIZER_KEY)?).map_err(|e| Error::Model(format!("{WEFT_TOKENIZER_KEY}: {e}")))?;
     Ok(Some((config, Tokenizer::new(spec)?)))

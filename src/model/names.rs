@@ -77,6 +77,29 @@ pub fn part_of(name: &str) -> Option<Part> {
     table.iter().find(|(s, _)| *s == suffix).map(|&(_, p)| Part::Layer(index, p))
 }
 
+/// Which file layout a name is written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Naming {
+    Gguf,
+    HuggingFace,
+}
+
+/// The name `part` has in `naming` (the inverse of [`part_of`]), for messages about tensors a
+/// file lacks.
+pub fn tensor_name(part: Part, naming: Naming) -> String {
+    let hf = naming == Naming::HuggingFace;
+    match part {
+        Part::Embedding => if hf { "model.embed_tokens.weight" } else { "token_embd.weight" }.into(),
+        Part::OutputNorm => if hf { "model.norm.weight" } else { "output_norm.weight" }.into(),
+        Part::Output => if hf { "lm_head.weight" } else { "output.weight" }.into(),
+        Part::Layer(i, lp) => {
+            let (prefix, table) = if hf { ("model.layers.", &HF_LAYER) } else { ("blk.", &GGUF_LAYER) };
+            let suffix = table.iter().find(|(_, p)| *p == lp).map_or("?", |(s, _)| s);
+            format!("{prefix}{i}.{suffix}")
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,5 +115,14 @@ mod tests {
         assert_eq!(part_of("lm_head.weight"), Some(Part::Output));
         assert_eq!(part_of("rope_freqs.weight"), None);
         assert_eq!(part_of("blk.x.attn_q.weight"), None);
+    }
+
+    #[test]
+    fn names_map_back() {
+        for naming in [Naming::Gguf, Naming::HuggingFace] {
+            for part in [Part::Embedding, Part::OutputNorm, Part::Output, Part::Layer(7, LayerPart::VBias)] {
+                assert_eq!(part_of(&tensor_name(part, naming)), Some(part));
+            }
+        }
     }
 }

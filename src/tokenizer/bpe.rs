@@ -2,6 +2,8 @@
 
 use std::collections::HashMap;
 
+use super::merge::{merge, Symbol};
+
 /// GPT-2's reversible byte → char table: printable Latin-1 bytes map to themselves, the rest to
 /// code points from U+0100 up, so every byte string is a string of visible characters.
 pub fn byte_to_char() -> [char; 256] {
@@ -40,17 +42,15 @@ impl Merges {
         Self { pairs }
     }
 
-    /// Applies merges to `symbols` until none applies: always the lowest rank, leftmost first.
-    pub fn apply(&self, symbols: &mut Vec<u32>) {
-        loop {
-            let best = symbols
-                .windows(2)
-                .enumerate()
-                .filter_map(|(i, w)| self.pairs.get(&(w[0], w[1])).map(|&(rank, id)| (rank, i, id)))
-                .min();
-            let Some((_, i, id)) = best else { return };
-            symbols[i] = id;
-            symbols.remove(i + 1);
-        }
+    /// Token ids of `piece`: its bytes' ids (`unknown` for a byte without a token), merged
+    /// lowest rank first, leftmost among equal ranks.
+    pub fn encode(&self, piece: &str, byte_ids: &[Option<u32>; 256], unknown: u32, out: &mut Vec<u32>) {
+        let mut symbols: Vec<Symbol> = piece
+            .bytes()
+            .enumerate()
+            .map(|(i, b)| Symbol { id: byte_ids[b as usize].unwrap_or(unknown), start: i, end: i + 1 })
+            .collect();
+        merge(&mut symbols, |l, r| self.pairs.get(&(l.id, r.id)).copied());
+        out.extend(symbols.iter().map(|s| s.id));
     }
 }

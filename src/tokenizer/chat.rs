@@ -50,30 +50,42 @@ impl ChatFormat {
         None
     }
 
-    /// The prompt for `messages`, ending with the assistant's turn opened.
+    /// The prompt for `messages`, ending with the assistant's turn opened, as one string (for
+    /// display: encoding it with special tokens parsed would also parse any the messages hold;
+    /// [`crate::tokenizer::Tokenizer::encode_chat`] does not).
     pub fn render(&self, messages: &[Message]) -> Result<String> {
+        Ok(self.render_parts(messages)?.iter().map(ChatPart::text).collect())
+    }
+
+    /// The prompt as the template's special tokens and the text between them. Message content
+    /// is always [`ChatPart::Text`], so what a user types can never become a control token.
+    pub fn render_parts(&self, messages: &[Message]) -> Result<Vec<ChatPart>> {
         for m in messages {
             if !matches!(m.role.as_str(), "system" | "user" | "assistant") {
                 return Err(Error::Tokenizer(format!("unknown chat role '{}'", m.role)));
             }
         }
-        let mut out = String::new();
+        let mut out = Parts::default();
         match self {
             Self::ChatMl { default_system } => {
+                let turn = |out: &mut Parts, role: &str, content: &str| {
+                    out.special("<|im_start|>").text(role).text("\n").text(content).special("<|im_end|>").text("\n");
+                };
                 if let (Some(system), false) = (default_system, messages.first().is_some_and(|m| m.role == "system")) {
-                    out.push_str(&format!("<|im_start|>system\n{system}<|im_end|>\n"));
+                    turn(&mut out, "system", system);
                 }
                 for m in messages {
-                    out.push_str(&format!("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.content));
+                    turn(&mut out, &m.role, &m.content);
                 }
-                out.push_str("<|im_start|>assistant\n");
+                out.special("<|im_start|>").text("assistant\n");
             }
             Self::Llama3 => {
-                out.push_str("<|begin_of_text|>");
+                out.special("<|begin_of_text|>");
                 for m in messages {
-                    out.push_str(&format!("<|start_header_id|>{}<|end_header_id|>\n\n{}<|eot_id|>", m.role, m.content.trim()));
+                    out.special("<|start_header_id|>").text(&m.role).special("<|end_header_id|>");
+                    out.text("\n\n").text(m.content.trim()).special("<|eot_id|>");
                 }
-                out.push_str("<|start_header_id|>assistant<|end_header_id|>\n\n");
+                out.special("<|start_header_id|>").text("assistant").special("<|end_header_id|>").text("\n\n");
             }
             Self::Llama2 => {
                 let mut system: Option<&str> = None;
@@ -81,24 +93,67 @@ impl ChatFormat {
                     match m.role.as_str() {
                         "system" => system = Some(&m.content),
                         "user" => {
-                            let content = match system.take() {
-                                Some(s) => format!("<<SYS>>\n{s}\n<</SYS>>\n\n{}", m.content),
-                                None => m.content.clone(),
+                            out.special("<s>").text("[INST] ");
+                            match system.take() {
+                                // The template trims the joined text: the system prompt's start
+                                // and the user text's end.
+                                Some(s) => {
+                                    out.text("<<SYS>>\n").text(s).text("\n<</SYS>>\n\n").text(m.content.trim_end())
+                                }
+                                None => out.text(m.content.trim()),
                             };
-                            out.push_str(&format!("<s>[INST] {} [/INST]", content.trim()));
+                            out.text(" [/INST]");
                         }
-                        _ => out.push_str(&format!(" {} </s>", m.content.trim())),
+                        _ => {
+                            out.text(" ").text(m.content.trim()).text(" ").special("</s>");
+                        }
                     }
                 }
             }
             Self::Zephyr => {
                 for m in messages {
-                    out.push_str(&format!("<|{}|>\n{}</s>\n", m.role, m.content));
+                    out.text("<|").text(&m.role).text("|>\n").text(&m.content).special("</s>").text("\n");
                 }
-                out.push_str("<|assistant|>\n");
+                out.text("<|assistant|>\n");
             }
         }
-        Ok(out)
+        Ok(out.0)
+    }
+}
+
+/// A piece of a rendered chat prompt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChatPart {
+    /// A special token the template itself writes (`<|im_start|>`, `<s>`).
+    Special(&'static str),
+    /// Template text and message content: encoded as text, special-token lookalikes included.
+    Text(String),
+}
+
+impl ChatPart {
+    pub fn text(&self) -> &str {
+        match self {
+            Self::Special(s) => s,
+            Self::Text(t) => t,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Parts(Vec<ChatPart>);
+
+impl Parts {
+    fn special(&mut self, token: &'static str) -> &mut Self {
+        self.0.push(ChatPart::Special(token));
+        self
+    }
+
+    fn text(&mut self, text: &str) -> &mut Self {
+        match self.0.last_mut() {
+            Some(ChatPart::Text(t)) => t.push_str(text),
+            _ => self.0.push(ChatPart::Text(text.to_string())),
+        }
+        self
     }
 }
 

@@ -7,6 +7,7 @@ mod bpe;
 pub mod chat;
 mod gguf;
 mod hf;
+pub mod merge;
 mod pretokenize;
 mod spm;
 mod stream;
@@ -246,6 +247,43 @@ impl Tokenizer {
         out
     }
 
+    /// Token ids of a chat: `messages` rendered in the model's template, the template's special
+    /// tokens as their ids and everything else, message content included, as plain text, so a
+    /// message cannot open or close a turn. BOS is added (when the model adds one) only if the
+    /// template does not already start with it.
+    pub fn encode_chat(&self, messages: &[chat::Message]) -> Result<Vec<u32>> {
+        let parts = self.chat_format().render_parts(messages)?;
+        // A template token the vocabulary lacks (ChatML as the fallback of a model without
+        // `<|im_start|>`) stays text, as parsing the rendered string would leave it.
+        let special_id = |token: &str| self.id(token).filter(|&id| self.specials.iter().any(|(_, s)| *s == id));
+        let mut out = Vec::new();
+        let template_bos = match parts.first() {
+            Some(chat::ChatPart::Special(token)) => self.bos.is_some() && special_id(token) == self.bos,
+            _ => false,
+        };
+        if self.add_bos && !template_bos {
+            out.extend(self.bos);
+        }
+        let mut text = String::new();
+        let mut at_start = true;
+        for part in &parts {
+            match part {
+                chat::ChatPart::Special(token) => match special_id(token) {
+                    Some(id) => {
+                        self.encode_plain(&text, at_start, &mut out);
+                        text.clear();
+                        out.push(id);
+                        at_start = false;
+                    }
+                    None => text.push_str(token),
+                },
+                chat::ChatPart::Text(t) => text.push_str(t),
+            }
+        }
+        self.encode_plain(&text, at_start, &mut out);
+        Ok(out)
+    }
+
     /// Earliest special token in `text`, longest at that position: (byte offset, length, id).
     fn next_special(&self, text: &str) -> Option<(usize, usize, u32)> {
         let mut best: Option<(usize, usize, u32)> = None;
@@ -266,10 +304,9 @@ impl Tokenizer {
         match &self.kind {
             Kind::ByteBpe { pre, merges, byte_ids } => {
                 for piece in pre.split(text) {
-                    let mut symbols: Vec<u32> =
-                        piece.bytes().map(|b| byte_ids[b as usize].unwrap_or(self.unknown)).collect();
-                    merges.apply(&mut symbols);
-                    out.extend(symbols);
+                    for chunk in merge::chunks(piece, false) {
+                        merges.encode(chunk, byte_ids, self.unknown, out);
+                    }
                 }
             }
             Kind::SentencePiece { scores, byte_tokens, add_space_prefix, space_prefix_if_missing } => {
@@ -278,7 +315,9 @@ impl Tokenizer {
                     s.push('\u{2581}');
                 }
                 s.push_str(&text.replace(' ', "\u{2581}"));
-                out.extend(spm::encode(&s, &self.ids, scores, byte_tokens, self.unknown));
+                for chunk in merge::chunks(&s, true) {
+                    spm::encode(chunk, &self.ids, scores, byte_tokens, self.unknown, out);
+                }
             }
         }
     }
@@ -408,6 +447,38 @@ mod tests {
         let ids = t.encode("ac", false); // 'c' has no token: its byte
         assert_eq!(ids, [1, t.id("\u{2581}a").unwrap(), 3 + b'c' as u32]);
         assert_eq!(t.decode(&ids, true).unwrap(), "ac");
+    }
+
+    /// A template that writes BOS itself gets no second one from `add_bos`; one that does not
+    /// gets it once.
+    #[test]
+    fn chat_bos_is_never_doubled() {
+        let table = bpe::byte_to_char();
+        let mut tokens: Vec<String> = table.iter().map(|c| c.to_string()).collect();
+        let specials = ["<s>", "</s>", "<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"];
+        tokens.extend(specials.iter().map(|s| s.to_string()));
+        let mut types = vec![token_type::NORMAL; tokens.len()];
+        types[256..].fill(token_type::CONTROL);
+        let with = |template: &str, bos: &str| {
+            Tokenizer::new(TokenizerSpec {
+                model: "gpt2".into(),
+                tokens: tokens.clone(),
+                token_types: types.clone(),
+                bos: Some(256 + specials.iter().position(|s| *s == bos).unwrap() as u32),
+                add_bos: true,
+                chat_template: Some(template.into()),
+                ..Default::default()
+            })
+            .unwrap()
+        };
+        let user = [chat::Message { role: "user".into(), content: "hi <s>".into() }];
+        for (template, bos) in [("[INST]", "<s>"), ("<|start_header_id|>", "<|begin_of_text|>"), ("<|user|>", "<s>")] {
+            let t = with(template, bos);
+            let ids = t.encode_chat(&user).unwrap();
+            let bos = t.bos.unwrap();
+            assert_eq!(ids[0], bos, "{template}");
+            assert_eq!(ids.iter().filter(|&&i| i == bos).count(), 1, "{template}: {ids:?}");
+        }
     }
 
     #[test]

@@ -2,38 +2,34 @@
 
 use std::collections::HashMap;
 
+use super::merge::{merge, Score, Symbol, NO_ID};
+
 /// Encodes `text` (spaces already replaced by U+2581) by repeatedly merging the adjacent pair
-/// whose concatenation is the highest-scoring token; characters with no token become their
-/// UTF-8 bytes' `<0xXX>` tokens.
+/// whose concatenation is the highest-scoring token (leftmost among equals); characters with no
+/// token become their UTF-8 bytes' `<0xXX>` tokens.
 pub fn encode(
     text: &str,
     ids: &HashMap<String, u32>,
     scores: &[f32],
     byte_tokens: &[Option<u32>; 256],
     unknown: u32,
-) -> Vec<u32> {
-    let mut pieces: Vec<String> = text.chars().map(String::from).collect();
-    loop {
-        let mut best: Option<(f32, usize)> = None;
-        for i in 0..pieces.len().saturating_sub(1) {
-            let merged = format!("{}{}", pieces[i], pieces[i + 1]);
-            if let Some(&id) = ids.get(&merged) {
-                let score = scores.get(id as usize).copied().unwrap_or(f32::NEG_INFINITY);
-                if best.is_none_or(|(s, _)| score > s) {
-                    best = Some((score, i));
-                }
-            }
-        }
-        let Some((_, i)) = best else { break };
-        let right = pieces.remove(i + 1);
-        pieces[i].push_str(&right);
-    }
-    let mut out = Vec::with_capacity(pieces.len());
-    for p in pieces {
-        match ids.get(&p) {
-            Some(&id) => out.push(id),
-            None => out.extend(p.bytes().map(|b| byte_tokens[b as usize].unwrap_or(unknown))),
+    out: &mut Vec<u32>,
+) {
+    let mut symbols: Vec<Symbol> = text
+        .char_indices()
+        .map(|(i, c)| {
+            let end = i + c.len_utf8();
+            Symbol { id: ids.get(&text[i..end]).copied().unwrap_or(NO_ID), start: i, end }
+        })
+        .collect();
+    merge(&mut symbols, |l, r| {
+        let id = *ids.get(&text[l.start..r.end])?;
+        Some((Score(scores.get(id as usize).copied().unwrap_or(f32::NEG_INFINITY)), id))
+    });
+    for s in symbols {
+        match s.id {
+            NO_ID => out.extend(text[s.start..s.end].bytes().map(|b| byte_tokens[b as usize].unwrap_or(unknown))),
+            id => out.push(id),
         }
     }
-    out
 }

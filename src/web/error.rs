@@ -19,7 +19,9 @@ pub fn code(e: &Error) -> &'static str {
         Error::BufferTooLarge { .. } => "GPU_LIMIT",
         Error::DeviceLost(_) => "DEVICE_LOST",
         Error::NoAdapter { .. } | Error::RequestDevice(_) => "UNSUPPORTED",
-        Error::Format(_) => "FORMAT",
+        Error::Format(_) | Error::BadConfig { .. } | Error::MissingTensor { .. } | Error::TensorShape { .. } => "FORMAT",
+        Error::UnsupportedModel { .. } => "UNSUPPORTED",
+        Error::ModelTooLarge { .. } => "GPU_OOM",
         Error::Tokenizer(_) => "TOKENIZER",
         Error::ContextFull { .. } => "CONTEXT_FULL",
         Error::Model(_) | Error::Shape { .. } => "MODEL",
@@ -42,6 +44,11 @@ pub fn to_js(e: &Error) -> JsValue {
         Error::Load(LoadError::Aborted { url } | LoadError::Changed { url, .. }) => (url, 0, 0, None),
         Error::OutOfMemory { needed, .. } => {
             set(&err, "needed", JsValue::from_f64(*needed as f64));
+            return err;
+        }
+        Error::ModelTooLarge { needed, available, .. } => {
+            set(&err, "needed", JsValue::from_f64(*needed as f64));
+            set(&err, "available", JsValue::from_f64(*available as f64));
             return err;
         }
         Error::ContextFull { tokens, context } => {

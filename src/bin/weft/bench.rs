@@ -81,7 +81,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let quantize = a.quantize.as_deref().map(WeftQuant::parse).transpose()?;
     let engine = EngineOptions { max_seq: a.prompt_len + a.gen + 1, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, ..Default::default() };
     let started = Instant::now();
-    let mut llama = open(&ctx, &a.model, engine, WeightOptions { quantize })?;
+    let mut llama = open(&ctx, &a.model, engine, WeightOptions { quantize, ..Default::default() })?;
     let load_s = started.elapsed().as_secs_f64();
     let vocab = llama.config.vocab as u32;
     let mut rng = SmallRng::seed_from_u64(1);

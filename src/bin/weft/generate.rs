@@ -51,13 +51,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let ctx = crate::cli::context()?;
     let engine = EngineOptions { max_seq: a.max_seq, kv: a.kv, sinks: a.sinks, ..Default::default() };
     let (mut llama, tok) = open_with(&ctx, &a.model, engine)?;
-    let text = if a.chat {
+    let prompt = if a.chat {
+        // The prompt is message content: encoded as text, so it cannot forge template tokens.
         let user = weft::tokenizer::chat::Message { role: "user".into(), content: a.prompt.clone() };
-        tok.chat_format().render(&[user])?
+        tok.encode_chat(&[user])?
     } else {
-        a.prompt.clone()
+        tok.encode(&a.prompt, true)
     };
-    let prompt = tok.encode(&text, true);
     llama.set_sampling(&ctx, &a.sampling);
     let out = std::io::stdout();
     let mut out = out.lock();
