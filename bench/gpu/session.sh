@@ -10,7 +10,9 @@
 #   copy    the device's copy bandwidth through PyTorch (bytes read + written per second)
 #   tests   the GEMV test binaries on this GPU
 #   gemv    qmatmul_bench over formats, shapes and launch shapes (inside and beyond L2)
-#   models  random-weight GGUFs (Q4_0, Q8_0) of the SmolLM2, TinyLlama and 7B shapes; weft bench
+#   models  random-weight GGUFs (Q4_0, Q8_0) of the SmolLM2, TinyLlama and 7B shapes; weft bench,
+#           and llama.cpp's llama-bench on the same files where .dev/llama-bench.xz is there (built
+#           with CUDA from the llama.cpp source in the llama-cpp-python sdist)
 set -uo pipefail
 out=${1:?output folder}
 steps=${2:-copy tests gemv models}
@@ -24,6 +26,8 @@ bin=/tmp/weft-bin
 mkdir -p "$bin"
 for f in .dev/*.xz; do xz -dc "$f" >"$bin/$(basename "$f" .xz)"; done
 chmod +x "$bin"/*
+# A llama-bench built earlier on this machine (LLAMA_BENCH), if there is one.
+[ -x "${LLAMA_BENCH:-}" ] && ln -sf "$LLAMA_BENCH" "$bin/llama-bench"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee -a "$out/session.log"
 
@@ -90,6 +94,10 @@ tinyllama Q8_0 2048 5632 22 32 4 32000
     "$bin/weft" bench "$f" --prompt-len 128 --gen 128 --reps 3 --profile ${WEFT_BENCH_ARGS:-} \
       2>"$out/weft-$name-$ty.err" | tee -a "$out/session.log"
     tail -3 "$out/weft-$name-$ty.err"
+    if [ -x "$bin/llama-bench" ]; then
+      log "llama-bench $name $ty"
+      "$bin/llama-bench" -m "$f" -p 128 -n 128 -r 3 -ngl 99 -o md 2>>"$out/llama.err" | tee -a "$out/session.log"
+    fi
   done <<<"$specs"
 fi
 log done
