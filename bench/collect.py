@@ -5,6 +5,8 @@
 Inputs:
   bench/results/h100/run/   bench/gpu/run.sh: weft-<shape>-<format>.json (weft bench --json --profile),
                             torch-<shape>.jsonl (bench/gpu/torch_generate.py), qmatmul.json
+  bench/results/h100/session4/  bench/gpu/session.sh: session.log (weft bench and llama-bench on the same GGUF
+                            files, the device copy rate), qmatmul-<wg>-<rows>-<lanes>.json
   bench/results/local/      bench/local/run.sh: weft-native.json (weft bench --json on the native
                             Vulkan adapter), llama-cpp.json (bench/native/llama_cpp_bench.py),
                             browser.json (bench/browser/run.mjs), machine.json (CPU and protocol)
@@ -66,6 +68,39 @@ def h100() -> dict:
     return out
 
 
+def session(name: str = "session4") -> dict:
+    """weft beside llama.cpp (CUDA) on the same GGUF files, and the GEMV sweep, from one
+    bench/gpu/session.sh call: every ratio pairs figures of one machine."""
+    run = RESULTS / "h100" / name
+    log = run / "session.log"
+    out = {"dir": f"bench/results/h100/{name}", "models": {}, "copy_gb_s": None, "gemv": {}}
+    if not log.exists():
+        return out
+    current = None
+    for line in log.read_text().splitlines():
+        if line.startswith("device copy"):
+            out["copy_gb_s"] = float(line.split(":")[1].split()[0])
+        elif line.startswith("== weft bench ") or line.startswith("== llama-bench "):
+            engine = "weft" if "weft" in line else "llama.cpp"
+            model, ty = line.split()[-2:]
+            current = out["models"].setdefault(f"{model} {ty}", {}).setdefault(engine, {})
+        elif current is not None and line.startswith(("prefill ", "decode ")):
+            current[line.split()[0]] = float(line.split()[1])
+        elif current is not None and line.startswith("weights "):
+            current["weight_mb"] = float(line.split()[1])
+        elif current is not None and line.startswith("step "):
+            current["dispatches"] = int(line.split()[1])
+        elif current is not None and line.startswith("|") and ("pp128" in line or "tg128" in line):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            current["prefill" if "pp128" in line else "decode"] = float(cells[-1].split()[0])
+    for f in sorted(run.glob("qmatmul-*.json")):
+        config = f.stem.removeprefix("qmatmul-")
+        for r in (load_json(f) or {}).get("rows", []):
+            key = f"{r['format']} {r['n']}x{r['k']}"
+            out["gemv"].setdefault(key, {})[config] = r["gb_per_s"]
+    return out
+
+
 def local() -> dict:
     """The rows of bench/local/run.sh: every engine on this machine's CPU with one protocol."""
     d = RESULTS / "local"
@@ -114,8 +149,14 @@ def bars(ax, names: list, vals: list, title: str, fmt: str) -> None:
 
 def chart(data: dict, path: Path) -> None:
     rows = data["local"]["rows"]
-    panels = 3 if rows else 2
+    peers = {n: r for n, r in data["session"]["models"].items() if "weft" in r and "llama.cpp" in r}
+    panels = 2 + bool(rows) + bool(peers)
     fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4.8))
+    if peers:
+        ax = axes[-1]
+        names = [f"{e} {n}" for n in peers for e in ["weft", "llama.cpp"]]
+        vals = [peers[n][e]["decode"] for n in peers for e in ["weft", "llama.cpp"]]
+        bars(ax, names, vals, "H100, same GGUF files: decode tok/s\nweft (Vulkan) and llama.cpp (CUDA)", ".0f")
     for ax, shape in zip(axes[:2], ["smollm2-135m", "tinyllama-1.1b"]):
         row = data["h100"]["shapes"].get(shape, {})
         bars(ax, list(row), [row[n]["decode_tok_s"] for n in row], f"H100, {shape} shape: decode tok/s", ".0f")
@@ -179,11 +220,44 @@ def markdown(data: dict) -> str:
                 line += (f"; best tuning candidate (wg {c.get('wg')}, rows {c.get('rows')}, lanes {c.get('lanes')}): "
                          f"{g['best_gb_s']:.0f} GB/s = {g['best_gb_s'] / copy:.1%}")
             ratios.append(line)
-    return "\n".join(lines) + "\n\n" + "\n".join(notes + ratios) + "\n"
+    return "\n".join(lines) + "\n\n" + "\n".join(notes + ratios) + "\n" + peer_markdown(data["session"])
+
+
+def peer_markdown(s: dict) -> str:
+    if not s["models"]:
+        return ""
+    copy = s["copy_gb_s"]
+    out = [f"\n## H100: weft beside llama.cpp CUDA on the same GGUF files ({s['dir']}, one machine)\n",
+           "Random-weight Llama-shape GGUFs (bench/gpu/gen_quant_gguf.py), prompt 128 + 128 generated, "
+           "median of 3: `weft bench --prompt-len 128 --gen 128 --reps 3` (Vulkan) and "
+           "`llama-bench -p 128 -n 128 -r 3 -ngl 99` (CUDA, built for sm_90 from the llama-cpp-python 0.3.36 sdist). "
+           f"Device copy (PyTorch, read + write): {copy:.0f} GB/s.\n",
+           "| model | weft decode | llama.cpp decode | ratio | weft prefill | llama.cpp prefill | ratio "
+           "| weft dispatches / token | weft weight GB/s (of copy) |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for name, r in s["models"].items():
+        w, l = r.get("weft", {}), r.get("llama.cpp", {})
+        if not w or not l:
+            continue
+        gbs = w["weight_mb"] * w["decode"] / 1e3
+        out.append(f"| {name} | {w['decode']:.1f} | {l['decode']:.1f} | {w['decode'] / l['decode']:.2f} "
+                   f"| {w['prefill']:.0f} | {l['prefill']:.0f} | {w['prefill'] / l['prefill']:.3f} "
+                   f"| {w.get('dispatches', '')} | {gbs:.0f} ({gbs / copy:.0%}) |")
+    configs = sorted({c for v in s["gemv"].values() for c in v})
+    out += ["", "GEMV GB/s of weight bytes (qmatmul_bench, one buffer per call; 16384x16384 is 3x the 50 MB L2 "
+            "at 4 bits), by launch shape wg-rows-lanes, and the best as a fraction of the device copy:", "",
+            "| format | shape | " + " | ".join(configs) + " | best of copy |",
+            "|---|---|" + "---|" * len(configs) + "---|"]
+    for key, v in s["gemv"].items():
+        fmt, shape = key.split()
+        best = max(v.values())
+        out.append(f"| {fmt} | {shape} | " + " | ".join(f"{v[c]:.0f}" if c in v else "" for c in configs)
+                   + f" | {best / copy:.0%} |")
+    return "\n".join(out) + "\n"
 
 
 def main() -> None:
-    data = {"h100": h100(), "local": local()}
+    data = {"h100": h100(), "local": local(), "session": session()}
     (ROOT / "results.json").write_text(json.dumps(data, indent=2) + "\n")
     chart(data, ROOT / "chart.svg")
     table = markdown(data)
