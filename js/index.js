@@ -1,8 +1,8 @@
 // weft's JavaScript API for pages: the model runs in a Web Worker (worker.js), so the page never
 // blocks on the GPU. The API matches direct.js, which runs in the calling thread instead.
-import { WeftError } from './direct.js';
+import { WeftError, requestPersistence } from './direct.js';
 
-export { WeftError };
+export { WeftError, requestPersistence };
 
 let worker = null;
 let started = null;
@@ -57,7 +57,10 @@ export function init(options = {}) {
       for (const p of pending.values()) p.reject(new WeftError('WORKER', e.message || 'the worker failed'));
       pending.clear();
     };
-    await request('init', options.wasmUrl ? { wasmUrl: String(options.wasmUrl) } : {});
+    const args = options.wasmUrl ? { wasmUrl: String(options.wasmUrl) } : {};
+    if (options.limits !== undefined) args.limits = options.limits;
+    if (options.features !== undefined) args.features = options.features;
+    await request('init', args);
   })().catch((e) => {
     started = null;
     worker?.terminate();
@@ -77,6 +80,18 @@ export async function clearCache() {
   return request('clearCache');
 }
 
+/** The model files in the Cache API copy: `{ url, bytes, coveredBytes, fileBytes, ranges, complete }`. */
+export async function cachedModels() {
+  await init();
+  return request('cachedModels');
+}
+
+/** Deletes every cached range of one model file; true when there was something to delete. */
+export async function deleteCachedModel(url) {
+  await init();
+  return request('deleteCachedModel', { url: new URL(url, globalThis.location?.href).href });
+}
+
 /** Bytes of the wasm module's linear memory in the worker. */
 export async function wasmMemoryBytes() {
   await init();
@@ -94,6 +109,8 @@ export async function loadModel(url, options = {}) {
   await init();
   const { onProgress, signal, ...rest } = options;
   if (signal?.aborted) throw new WeftError('LOAD_ABORTED', `loading ${url} was aborted`, { url });
+  // The worker has no navigator.storage.persist(): the page asks.
+  if (rest.cache !== false) requestPersistence();
   const absolute = new URL(url, globalThis.location?.href).href;
   const [id, promise] = send('load', { url: absolute, options: rest, cancellable: !!signal }, { onProgress });
   const detach = forwardAbort(signal, id);

@@ -18,6 +18,8 @@ pub fn code(e: &Error) -> &'static str {
         Error::BufferTooLarge { .. } => "GPU_LIMIT",
         Error::DeviceLost(_) => "DEVICE_LOST",
         Error::NoAdapter { .. } | Error::RequestDevice(_) => "UNSUPPORTED",
+        Error::DeviceOption(_) => "INVALID_ARGUMENT",
+        Error::Quota { .. } => "QUOTA",
         Error::Format(_) => "FORMAT",
         Error::Tokenizer(_) => "TOKENIZER",
         Error::Model(_) | Error::Shape { .. } => "MODEL",
@@ -40,6 +42,12 @@ pub fn to_js(e: &Error) -> JsValue {
         Error::Load(LoadError::Aborted { url }) => (url, 0, 0, None),
         Error::OutOfMemory { needed, .. } => {
             set(&err, "needed", JsValue::from_f64(*needed as f64));
+            return err;
+        }
+        Error::Quota { url, needed, available } => {
+            set(&err, "needed", JsValue::from_f64(*needed as f64));
+            set(&err, "available", JsValue::from_f64(*available as f64));
+            set(&err, "url", url.as_str().into());
             return err;
         }
         _ => return err,

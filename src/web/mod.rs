@@ -7,8 +7,10 @@ use wasm_bindgen::prelude::*;
 
 use crate::gpu::{BackendChoice, Capabilities, GpuContext};
 
+mod device;
 mod error;
 mod model;
+mod storage;
 
 thread_local! {
     static CONTEXT: RefCell<Option<Rc<GpuContext>>> = const { RefCell::new(None) };
@@ -31,7 +33,10 @@ pub(crate) async fn shared_context() -> crate::Result<Rc<GpuContext>> {
             return Ok(ctx);
         }
     }
-    let mut ctx = GpuContext::new(BackendChoice::Auto).await?;
+    if let Some(e) = device::missing_webgpu() {
+        return Err(e);
+    }
+    let mut ctx = GpuContext::with_options(BackendChoice::Auto, device::options()).await?;
     let caps = web_adapter_info(ctx.capabilities().clone()).await;
     ctx.set_capabilities(caps);
     let ctx = Rc::new(ctx);
@@ -68,9 +73,10 @@ async fn web_adapter_info(caps: Capabilities) -> Capabilities {
 
 /// Adapter identity, features and limits, as a plain object.
 #[wasm_bindgen]
-pub async fn capabilities() -> Result<JsValue, JsError> {
-    let ctx = context().await?;
-    Ok(serde_wasm_bindgen::to_value(ctx.capabilities())?)
+pub async fn capabilities() -> Result<JsValue, JsValue> {
+    // Through `to_js`, so that no WebGPU rejects with its code (UNSUPPORTED), as loadModel does.
+    let ctx = shared_context().await.map_err(|e| error::to_js(&e))?;
+    serde_wasm_bindgen::to_value(ctx.capabilities()).map_err(|e| error::js_error("INTERNAL", &e.to_string()))
 }
 
 /// Multiplies `a` [m, k] by `b` [k, n] with the GPU's tiled matmul and returns the f32 result,

@@ -182,6 +182,9 @@ pub async fn load_model(url: String, options: JsValue) -> Result<Model, JsValue>
     let started = now_ms();
     let ctx = super::shared_context().await.map_err(|e| to_js(&e))?;
     let reader = WebReader::open(&url, opts.web.clone()).await.map_err(|e| to_js(&e))?;
+    if let Some(validator) = reader.cache_validator() {
+        super::storage::ensure_room(&url, validator, crate::loader::RangeReader::len(&reader)).await?;
+    }
     let mut peak = wasm_memory_bytes();
     let mut report = |p: Progress| {
         let memory = wasm_memory_bytes();
