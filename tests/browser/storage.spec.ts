@@ -27,11 +27,11 @@ test('persist is asked, the quota is checked, cached models are listed and delet
     const stats = await m.stats();
     await m.dispose();
     const calls = (navigator.storage as StorageManager & { persistCalls?: number }).persistCalls;
-    return { listed: await weft.cachedModels(), fetched: stats.load.bytesFetched, calls };
+    return { listed: await weft.cachedModels(), fetched: stats.load.bytesFetched, calls, origin: location.origin };
   }, MODEL);
   console.log(`after the first load: ${JSON.stringify(first)}`);
   expect(first.calls).toBe(1);
-  const url = `http://127.0.0.1:${new URL(page.url()).port}${MODEL}?t=storage`;
+  const url = `${first.origin}${MODEL}?t=storage`;
   expect(first.listed).toEqual([
     { url, bytes: first.fetched, coveredBytes: FILE_BYTES, fileBytes: FILE_BYTES, ranges: expect.any(Number), complete: true },
   ]);
