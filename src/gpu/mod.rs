@@ -278,3 +278,21 @@ impl GpuContext {
         self.queue.submit([encoder.finish()]);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_options_parse_and_refuse_unknown_names() {
+        assert_eq!(DeviceOptions::parse("", "").unwrap(), DeviceOptions::default());
+        assert_eq!(
+            DeviceOptions::parse("Default", " none ").unwrap(),
+            DeviceOptions { default_limits: true, no_features: true }
+        );
+        assert_eq!(DeviceOptions::parse("adapter", "all").unwrap(), DeviceOptions::default());
+        let e = DeviceOptions::parse("huge", "").unwrap_err();
+        assert!(matches!(e, Error::DeviceOption(ref m) if m.contains("limits 'huge'")), "{e}");
+        assert!(matches!(DeviceOptions::parse("", "some"), Err(Error::DeviceOption(_))));
+    }
+}
