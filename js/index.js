@@ -44,9 +44,20 @@ function request(op, args) {
   return send(op, args)[1];
 }
 
+/** `limits` and `features` of init's options, or null when neither is given. */
+function deviceArgs(options) {
+  const args = {};
+  if (options.limits !== undefined) args.limits = options.limits;
+  if (options.features !== undefined) args.features = options.features;
+  return Object.keys(args).length ? args : null;
+}
+
 /** Starts the worker and the wasm module in it. `workerUrl` and `wasmUrl` override where
- * worker.js and weft_bg.wasm are served from. */
+ * worker.js and weft_bg.wasm are served from; `limits` and `features` choose the device (a later
+ * call with them replaces the device for what follows). */
 export function init(options = {}) {
+  const device = deviceArgs(options);
+  if (started && device) return started.then(() => request('init', device));
   started ??= (async () => {
     // The literal `new Worker(new URL(...), ...)` form lets bundlers (Vite, webpack) find and bundle the worker.
     worker = options.workerUrl
@@ -57,10 +68,7 @@ export function init(options = {}) {
       for (const p of pending.values()) p.reject(new WeftError('WORKER', e.message || 'the worker failed'));
       pending.clear();
     };
-    const args = options.wasmUrl ? { wasmUrl: String(options.wasmUrl) } : {};
-    if (options.limits !== undefined) args.limits = options.limits;
-    if (options.features !== undefined) args.features = options.features;
-    await request('init', args);
+    await request('init', { ...(options.wasmUrl ? { wasmUrl: String(options.wasmUrl) } : {}), ...device });
   })().catch((e) => {
     started = null;
     worker?.terminate();

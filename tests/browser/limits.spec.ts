@@ -76,13 +76,26 @@ test('the model generates the native greedy ids on a default-limits device (work
     for await (const c of m.generate('The capital of France is', { maxTokens: steps, temperature: 0 })) ids.push(c.token);
     const stats = await m.stats();
     await m.dispose();
-    return { limits: caps.limits, shaderF16: caps.shaderF16, ids, tps: stats.tokensPerSecond };
+    // A later init() with device options reaches the running worker.
+    let bad = null;
+    try {
+      await weft.init({ limits: 'huge' as 'default' });
+    } catch (e) {
+      bad = (e as { code: string }).code;
+    }
+    await weft.init({ limits: 'adapter', features: 'all' });
+    const adapterCaps = await weft.capabilities();
+    return { limits: caps.limits, shaderF16: caps.shaderF16, ids, tps: stats.tokensPerSecond, bad, adapterLimits: adapterCaps.limits };
   }, [MODEL, NATIVE_IDS.length] as const);
   console.log(`ids ${r.ids.join(',')}, decode ${r.tps.toFixed(2)} tok/s`);
   expect(r.limits.maxStorageBufferBindingSize).toBe(DEFAULTS.maxStorageBufferBindingSize);
   expect(r.limits.maxComputeWorkgroupStorageSize).toBe(DEFAULTS.maxComputeWorkgroupStorageSize);
   expect(r.shaderF16).toBe(false);
   expect(r.ids).toEqual(NATIVE_IDS);
+  expect(r.bad).toBe('INVALID_ARGUMENT');
+  // Back on the adapter's maxima (at least the defaults).
+  expect(r.adapterLimits.maxBufferSize).toBeGreaterThanOrEqual(DEFAULTS.maxBufferSize);
+  console.log(`adapter limits: ${JSON.stringify(r.adapterLimits)}`);
 });
 
 test('an unknown limits option is an INVALID_ARGUMENT error', async ({ page }) => {
