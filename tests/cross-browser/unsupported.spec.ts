@@ -1,13 +1,14 @@
 import { test, expect } from '@playwright/test';
 
 // A browser without a WebGPU adapter (WebKitGTK here: without its WebGPU feature navigator.gpu is
-// absent; with it, navigator.gpu is null, as the build has no backend for this platform). weft's
-// API must reject with UNSUPPORTED before fetching any model byte, the cache functions still
+// absent; with it, navigator.gpu is null, as the build has no backend for this platform).
+// capabilities() never rejects: it resolves with { webgpu: false, code: 'UNSUPPORTED', reason }.
+// loadModel() rejects with UNSUPPORTED before fetching any model byte, the cache functions still
 // work, and the demo shows its no-WebGPU banner.
 
 const MODEL = '/models/SmolLM2-135M-Instruct.Q4_1.gguf';
 
-test('without WebGPU the API rejects with UNSUPPORTED and fetches nothing', async ({ page }) => {
+test('without WebGPU capabilities() reports UNSUPPORTED, loadModel() rejects with it and nothing is fetched', async ({ page }) => {
   await page.goto('/harness.html');
   const r = await page.evaluate(async (model) => {
     const caught = async (p: Promise<unknown>) => {
@@ -19,25 +20,37 @@ test('without WebGPU the API rejects with UNSUPPORTED and fetches nothing', asyn
         return { code: err.code, message: err.message, isError: e instanceof Error };
       }
     };
+    const reported = async (p: Promise<unknown>) => {
+      try {
+        const c = (await p) as { webgpu: boolean; code?: string; reason?: string };
+        return { resolved: true, webgpu: c.webgpu, code: c.code, reason: c.reason };
+      } catch (e) {
+        return { resolved: false, code: (e as { code?: string }).code, reason: (e as Error).message };
+      }
+    };
     const gpu = 'gpu' in navigator ? String((navigator as unknown as { gpu: unknown }).gpu) : 'absent';
     // In the page (direct.js), so the page's resource timings show every request it made.
     const direct = await import('/js/direct.js');
-    const directCaps = await caught(direct.capabilities());
+    const directCaps = await reported(direct.capabilities());
     const directLoad = await caught(direct.loadModel(`${model}?t=unsupported`));
     const modelRequests = performance.getEntriesByType('resource').filter((e) => e.name.includes('.gguf')).length;
     // Through the worker (index.js).
     const weft = await import('/js/index.js');
-    const workerCaps = await caught(weft.capabilities());
+    const workerCaps = await reported(weft.capabilities());
     const workerLoad = await caught(weft.loadModel(`${model}?t=unsupported-worker`));
     const cached = await weft.cachedModels();
     return { userAgent: navigator.userAgent, gpu, directCaps, directLoad, modelRequests, workerCaps, workerLoad, cached };
   }, MODEL);
   console.log(JSON.stringify(r, null, 1));
   expect(r.gpu === 'absent' || r.gpu === 'null').toBe(true);
-  for (const e of [r.directCaps, r.directLoad, r.workerCaps, r.workerLoad]) {
+  const why = `navigator.gpu is ${r.gpu === 'absent' ? 'undefined' : 'null'}`;
+  for (const c of [r.directCaps, r.workerCaps]) {
+    expect(c).toEqual({ resolved: true, webgpu: false, code: 'UNSUPPORTED', reason: expect.stringContaining(why) });
+  }
+  for (const e of [r.directLoad, r.workerLoad]) {
     expect(e?.code).toBe('UNSUPPORTED');
     expect(e?.isError).toBe(true);
-    expect(e?.message).toContain(`navigator.gpu is ${r.gpu === 'absent' ? 'undefined' : 'null'}`);
+    expect(e?.message).toContain(why);
   }
   expect(r.modelRequests).toBe(0);
   expect(r.cached.filter((m: { url: string }) => m.url.includes('unsupported'))).toEqual([]);
