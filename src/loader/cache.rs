@@ -232,7 +232,7 @@ mod tests {
     #[test]
     fn keys_read_back_what_was_written() {
         let url = "http://127.0.0.1:4173/models/a b?x=1&y=%2";
-        let v = validator(Some("\"abc\""), None, 1234).unwrap();
+        let v = validator(Some("\"abc\""), 1234).unwrap();
         let k = key(url, &v, &(100..250));
         assert_eq!(parse_key(&k), Some(EntryKey { url: url.into(), validator: v.clone(), range: 100..250 }));
         assert_eq!(validator_len(&v), Some(1234));
@@ -243,8 +243,8 @@ mod tests {
 
     #[test]
     fn summaries_group_by_file_and_version() {
-        let v1 = validator(Some("1"), None, 300).unwrap();
-        let v2 = validator(Some("2"), None, 300).unwrap();
+        let v1 = validator(Some("\"1\""), 300).unwrap();
+        let v2 = validator(Some("\"2\""), 300).unwrap();
         let entry = |url: &str, v: &str, r: Range<u64>| EntryKey { url: url.into(), validator: v.into(), range: r };
         let keys = [
             entry("http://h/a", &v1, 0..100),
