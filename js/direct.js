@@ -12,7 +12,7 @@ export class WeftError extends Error {
   }
 }
 
-const DETAIL_KEYS = ['url', 'start', 'end', 'status', 'needed', 'tokens', 'context'];
+const DETAIL_KEYS = ['url', 'start', 'end', 'status', 'needed', 'available', 'tokens', 'context'];
 
 /** The same error as a WeftError (errors from the wasm module already carry `code`). */
 export function toWeftError(e) {
@@ -28,13 +28,48 @@ export function toWeftError(e) {
 
 let ready = null;
 
-/** Loads and instantiates the wasm module once; `wasmUrl` overrides where weft_bg.wasm lives. */
+/** Loads and instantiates the wasm module once; `wasmUrl` overrides where weft_bg.wasm lives.
+ * `limits: 'default'` and `features: 'none'` create the device with WebGPU's default limits and
+ * no optional features (what every implementation grants). */
 export function init(options = {}) {
   ready ??= initWasm(options.wasmUrl ? { module_or_path: options.wasmUrl } : undefined).catch((e) => {
     ready = null;
     throw toWeftError(e);
   });
-  return ready.then(() => undefined);
+  return ready.then(() => {
+    if (options.limits !== undefined || options.features !== undefined) {
+      try {
+        wasm.configureDevice(options.limits, options.features);
+      } catch (e) {
+        throw toWeftError(e);
+      }
+    }
+  });
+}
+
+let persistence = null;
+
+/** Asks once per page that the model cache be kept under storage pressure
+ * (`navigator.storage.persist()`, a Window-only call; browsers may grant it silently, prompt, or
+ * refuse). Not awaited by loads: a prompt must not hold up a download. */
+export function requestPersistence() {
+  const storage = globalThis.navigator?.storage;
+  if (typeof storage?.persist !== 'function' || typeof globalThis.document === 'undefined') return Promise.resolve(false);
+  persistence ??= storage.persist().then((granted) => !!granted, () => false);
+  return persistence;
+}
+
+/** The model files in the Cache API copy: `{ url, bytes, coveredBytes, fileBytes, ranges, complete }`. */
+export async function cachedModels() {
+  await init();
+  return call(() => wasm.cachedModels());
+}
+
+/** Deletes every cached range of one model file; true when there was something to delete. */
+export async function deleteCachedModel(url) {
+  const href = absoluteUrl(url);
+  await init();
+  return call(() => wasm.deleteCachedModel(href));
 }
 
 async function call(fn) {
@@ -109,6 +144,7 @@ export async function loadModel(url, options = {}) {
   const href = absoluteUrl(url);
   await init();
   if (options?.signal?.aborted) throw new WeftError('LOAD_ABORTED', `loading ${url} was aborted`, { url });
+  if (options?.cache !== false) requestPersistence();
   const inner = await call(() => wasm.loadModel(href, options));
   return new Model(inner);
 }

@@ -13,6 +13,8 @@
  * - GPU_OOM: the GPU ran out of memory (`needed` bytes); GPU_LIMIT: one buffer exceeds a limit
  * - DEVICE_LOST: the GPU device was lost; load the model again
  * - UNSUPPORTED: no WebGPU, or an option this build does not support
+ * - QUOTA: the browser's storage cannot hold the model's uncached bytes (`needed`, `available`);
+ *   nothing was downloaded
  * - INVALID_ARGUMENT, INVALID_STATE, BUSY, DISPOSED, WORKER, GPU, INTERNAL */
 export type ErrorCode =
   | 'LOAD_HTTP'
@@ -30,6 +32,7 @@ export type ErrorCode =
   | 'GPU_LIMIT'
   | 'DEVICE_LOST'
   | 'UNSUPPORTED'
+  | 'QUOTA'
   | 'INVALID_ARGUMENT'
   | 'INVALID_STATE'
   | 'BUSY'
@@ -45,8 +48,11 @@ export declare class WeftError extends Error {
   readonly start?: number;
   readonly end?: number;
   readonly status?: number;
-  /** For GPU_OOM: bytes the model needs on the GPU. */
+  /** For GPU_OOM: bytes the model needs on the GPU; for QUOTA: bytes the cache still needs. */
   readonly needed?: number;
+  /** For QUOTA: free bytes in the browser's storage estimate; for GPU_OOM from the check before
+   * a load: the GPU memory the device offers. */
+  readonly available?: number;
   /** For CONTEXT_FULL: the prompt's tokens and the context's positions. */
   readonly tokens?: number;
   readonly context?: number;
@@ -57,6 +63,25 @@ export interface InitOptions {
   wasmUrl?: string | URL;
   /** Where worker.js is served (index.js only; default: next to index.js). */
   workerUrl?: string | URL;
+  /** 'default' creates the device with WebGPU's default limits only (a `requiredLimits`-free
+   * device) instead of the adapter's maxima (default 'adapter'). */
+  limits?: 'adapter' | 'default';
+  /** 'none' requests no optional feature (shader-f16, subgroups, timestamp-query); default 'all'. */
+  features?: 'all' | 'none';
+}
+
+/** One model file in the Cache API copy. */
+export interface CachedModel {
+  url: string;
+  /** Bytes its cached ranges take (ranges may overlap: the header's reads). */
+  bytes: number;
+  /** Bytes of the file some cached range holds. */
+  coveredBytes: number;
+  /** The file's length when it was cached. */
+  fileBytes: number;
+  ranges: number;
+  /** Every byte is cached: a load makes no model-byte requests. */
+  complete: boolean;
 }
 
 /** With `webgpu: false` only `code` and `reason` are set: capabilities() never rejects. */
@@ -204,4 +229,11 @@ export declare function capabilities(): Promise<Capabilities>;
 export declare function loadModel(url: string | URL, options?: LoadOptions): Promise<Model>;
 /** Deletes every cached model range. */
 export declare function clearCache(): Promise<boolean>;
+/** The model files in the cache, one entry per file version. */
+export declare function cachedModels(): Promise<CachedModel[]>;
+/** Deletes every cached range of `url` (resolved against the page); true if any was deleted. */
+export declare function deleteCachedModel(url: string | URL): Promise<boolean>;
+/** Asks once that the cache be kept under storage pressure (`navigator.storage.persist()`);
+ * loadModel calls it without waiting. Resolves to whether it was granted. */
+export declare function requestPersistence(): Promise<boolean>;
 export declare function wasmMemoryBytes(): Promise<number>;

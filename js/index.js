@@ -1,8 +1,8 @@
 // weft's JavaScript API for pages: the model runs in a Web Worker (worker.js), so the page never
 // blocks on the GPU. The API matches direct.js, which runs in the calling thread instead.
-import { WeftError, absoluteUrl, generateOptions } from './direct.js';
+import { WeftError, absoluteUrl, generateOptions, requestPersistence } from './direct.js';
 
-export { WeftError };
+export { WeftError, requestPersistence };
 
 let worker = null;
 let started = null;
@@ -44,9 +44,20 @@ function request(op, args) {
   return send(op, args)[1];
 }
 
+/** `limits` and `features` of init's options, or null when neither is given. */
+function deviceArgs(options) {
+  const args = {};
+  if (options.limits !== undefined) args.limits = options.limits;
+  if (options.features !== undefined) args.features = options.features;
+  return Object.keys(args).length ? args : null;
+}
+
 /** Starts the worker and the wasm module in it. `workerUrl` and `wasmUrl` override where
- * worker.js and weft_bg.wasm are served from. */
+ * worker.js and weft_bg.wasm are served from; `limits` and `features` choose the device (a later
+ * call with them replaces the device for what follows). */
 export function init(options = {}) {
+  const device = deviceArgs(options);
+  if (started && device) return started.then(() => request('init', device));
   started ??= (async () => {
     // The literal `new Worker(new URL(...), ...)` form lets bundlers (Vite, webpack) find and bundle the worker.
     worker = options.workerUrl
@@ -57,7 +68,7 @@ export function init(options = {}) {
       for (const p of pending.values()) p.reject(new WeftError('WORKER', e.message || 'the worker failed'));
       pending.clear();
     };
-    await request('init', options.wasmUrl ? { wasmUrl: String(options.wasmUrl) } : {});
+    await request('init', { ...(options.wasmUrl ? { wasmUrl: String(options.wasmUrl) } : {}), ...device });
   })().catch((e) => {
     started = null;
     worker?.terminate();
@@ -80,6 +91,19 @@ export async function capabilities() {
 export async function clearCache() {
   await init();
   return request('clearCache');
+}
+
+/** The model files in the Cache API copy: `{ url, bytes, coveredBytes, fileBytes, ranges, complete }`. */
+export async function cachedModels() {
+  await init();
+  return request('cachedModels');
+}
+
+/** Deletes every cached range of one model file; true when there was something to delete. */
+export async function deleteCachedModel(url) {
+  const href = absoluteUrl(url);
+  await init();
+  return request('deleteCachedModel', { url: href });
 }
 
 /** Bytes of the wasm module's linear memory in the worker. */
@@ -107,6 +131,8 @@ export async function loadModel(url, options = {}) {
     throw new WeftError('INVALID_ARGUMENT', "option 'signal' must be an AbortSignal");
   }
   if (signal?.aborted) throw new WeftError('LOAD_ABORTED', `loading ${url} was aborted`, { url });
+  // The worker has no navigator.storage.persist(): the page asks.
+  if (rest.cache !== false) requestPersistence();
   const [id, promise] = send('load', { url: absolute, options: rest, cancellable: !!signal }, { onProgress });
   const detach = forwardAbort(signal, id);
   try {

@@ -10,7 +10,7 @@ let nextModel = 1;
 function errorData(e) {
   const err = weft.toWeftError(e);
   const out = { message: err.message, code: err.code };
-  for (const k of ['url', 'start', 'end', 'status', 'needed', 'tokens', 'context']) if (err[k] !== undefined) out[k] = err[k];
+  for (const k of ['url', 'start', 'end', 'status', 'needed', 'available', 'tokens', 'context']) if (err[k] !== undefined) out[k] = err[k];
   return out;
 }
 
@@ -31,6 +31,8 @@ const ops = {
   capabilities: () => weft.capabilities(),
   clearCache: () => weft.clearCache(),
   wasmMemoryBytes: () => weft.wasmMemoryBytes(),
+  cachedModels: () => weft.cachedModels(),
+  deleteCachedModel: ({ url }) => weft.deleteCachedModel(url),
 
   async load({ url, options, cancellable }, id) {
     const opts = { ...options };

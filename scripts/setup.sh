@@ -12,6 +12,11 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 packages=()
 [ -x /usr/bin/chromium ] || packages+=(chromium)
 compgen -G '/usr/share/vulkan/icd.d/lvp_icd*.json' >/dev/null || packages+=(mesa-vulkan-drivers)
+# The other engines of tests/cross-browser: Firefox ESR (WebGPU by prefs), WebKitGTK's driver and
+# MiniBrowser, and a virtual X display for MiniBrowser.
+[ -x /usr/bin/firefox-esr ] || packages+=(firefox-esr)
+[ -x /usr/bin/WebKitWebDriver ] || packages+=(webkit2gtk-driver)
+command -v Xvfb >/dev/null || packages+=(xvfb)
 if [ ${#packages[@]} -gt 0 ]; then
   say "apt-get install ${packages[*]}"
   as_root apt-get update -qq

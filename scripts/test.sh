@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test: native (cargo test on the system's Vulkan adapter; lavapipe on a machine without a
-# GPU) and in headless Chromium (Playwright, WebGPU on SwiftShader).
+# GPU), in headless Chromium (Playwright, WebGPU on SwiftShader), and in Firefox ESR and WebKitGTK
+# (Playwright's runner driving them through tests/cross-browser).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +22,9 @@ bash scripts/build-wasm.sh
 
 echo "== browser tests (Playwright, headless Chromium)"
 npx playwright test 2>&1 | tee "$logs/playwright.log"
+
+echo "== other engines (tests/cross-browser: Firefox ESR on lavapipe, WebKitGTK without WebGPU)"
+npx playwright test -c tests/cross-browser/playwright.config.ts 2>&1 | tee -a "$logs/playwright.log"
 
 native=$(grep -Eo 'test result: ok\. [0-9]+ passed' "$logs/cargo.log" | awk '{s+=$4} END {print s+0}')
 browser=$(grep -Eo '^ *[0-9]+ passed' "$logs/playwright.log" | awk '{s+=$1} END {print s+0}')

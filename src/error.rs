@@ -18,6 +18,15 @@ pub enum Error {
     #[error("the GPU adapter refused a device: {0}")]
     RequestDevice(String),
 
+    #[error("unknown device option {0} (set WEFT_LIMITS / WEFT_FEATURES, or init's options)")]
+    DeviceOption(String),
+
+    #[error(
+        "not enough browser storage to cache {url}: {needed} more bytes are needed but only {available} are \
+         free; delete cached models (deleteCachedModel, clearCache) or load with cache: false"
+    )]
+    Quota { url: String, needed: u64, available: u64 },
+
     #[error("shader '{shader}' could not be preprocessed: {message}")]
     ShaderPreprocess { shader: String, message: String },
 

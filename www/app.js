@@ -272,13 +272,19 @@ async function main() {
   $('new-chat').addEventListener('click', newChat);
   $('clear-cache').addEventListener('click', () => clearCache().catch((e) => ($('cache-state').textContent = e.message)));
 
-  if (!('gpu' in navigator)) {
+  if (!navigator.gpu) {
     showNoWebGPU();
     return;
   }
   try {
     await weft.init();
-    renderCaps(await weft.capabilities());
+    // capabilities() never rejects: without a usable adapter it reports webgpu: false.
+    const caps = await weft.capabilities();
+    if (!caps.webgpu) {
+      showNoWebGPU(`WebGPU is present but no adapter could be used (${caps.code ?? 'ERROR'}): ${caps.reason}`);
+      return;
+    }
+    renderCaps(caps);
     $('load').disabled = false;
     $('clear-cache').disabled = false;
     setLoadState('Not loaded. Press Load to fetch the model.', 'idle');

@@ -57,6 +57,51 @@ impl BackendChoice {
     }
 }
 
+/// What weft asks of the adapter when it creates the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceOptions {
+    /// Request only WebGPU's default limits (a `requiredLimits`-free device) instead of the
+    /// adapter's maxima: what every WebGPU implementation must grant, so every kernel is
+    /// expected to run within them.
+    pub default_limits: bool,
+    /// Request none of the optional features (shader-f16, subgroups, timestamp-query), as on an
+    /// adapter that has none of them.
+    pub no_features: bool,
+}
+
+impl DeviceOptions {
+    /// Reads `WEFT_LIMITS` (adapter, default) and `WEFT_FEATURES` (all, none); unset means the
+    /// adapter's limits and every optional feature weft uses.
+    pub fn from_env() -> Result<Self> {
+        let limits = std::env::var("WEFT_LIMITS").unwrap_or_default();
+        let features = std::env::var("WEFT_FEATURES").unwrap_or_default();
+        Self::parse(&limits, &features)
+    }
+
+    /// `limits`: "" or "adapter", or "default"; `features`: "" or "all", or "none".
+    pub fn parse(limits: &str, features: &str) -> Result<Self> {
+        let default_limits = match limits.trim().to_ascii_lowercase().as_str() {
+            "" | "adapter" => false,
+            "default" => true,
+            other => {
+                return Err(Error::DeviceOption(format!(
+                    "limits '{other}': use \"adapter\" (the adapter's maxima) or \"default\" (WebGPU's defaults)"
+                )))
+            }
+        };
+        let no_features = match features.trim().to_ascii_lowercase().as_str() {
+            "" | "all" => false,
+            "none" => true,
+            other => {
+                return Err(Error::DeviceOption(format!(
+                    "features '{other}': use \"all\" (every optional feature the adapter has) or \"none\""
+                )))
+            }
+        };
+        Ok(Self { default_limits, no_features })
+    }
+}
+
 /// The device, its queue, what it can do, and the compiled pipelines.
 pub struct GpuContext {
     pub(crate) device: wgpu::Device,
@@ -83,21 +128,27 @@ fn record(slot: &Mutex<Option<String>>, message: String) {
 
 impl GpuContext {
     /// Creates a device on the first backend of `choice` that offers an adapter, with the
-    /// adapter's own maximum limits (not WebGPU's defaults) and the optional features weft uses.
+    /// adapter's own maximum limits (not WebGPU's defaults) and the optional features weft uses,
+    /// unless `WEFT_LIMITS` / `WEFT_FEATURES` ask for less (see [`DeviceOptions::from_env`]).
     pub async fn new(choice: BackendChoice) -> Result<Self> {
+        Self::with_options(choice, DeviceOptions::from_env()?).await
+    }
+
+    /// [`GpuContext::new`] with explicit device options.
+    pub async fn with_options(choice: BackendChoice, options: DeviceOptions) -> Result<Self> {
         let mut tried = Vec::new();
         for backends in choice.candidates() {
             let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
             desc.backends = backends;
             let instance = wgpu::Instance::new(desc);
-            let options = wgpu::RequestAdapterOptions {
+            let adapter_options = wgpu::RequestAdapterOptions {
                 power_preference: wgpu::PowerPreference::HighPerformance,
                 force_fallback_adapter: false,
                 compatible_surface: None,
                 apply_limit_buckets: false,
             };
-            match instance.request_adapter(&options).await {
-                Ok(adapter) => return Self::from_adapter(adapter).await,
+            match instance.request_adapter(&adapter_options).await {
+                Ok(adapter) => return Self::from_adapter(adapter, options).await,
                 Err(e) => tried.push(format!("{backends:?}: {e}")),
             }
         }
@@ -111,12 +162,15 @@ impl GpuContext {
         Err(Error::NoAdapter { tried: tried.join("; "), hint: hint.to_string() })
     }
 
-    async fn from_adapter(adapter: wgpu::Adapter) -> Result<Self> {
-        let wanted = wgpu::Features::SHADER_F16
-            | wgpu::Features::SUBGROUP
-            | wgpu::Features::TIMESTAMP_QUERY;
+    async fn from_adapter(adapter: wgpu::Adapter, options: DeviceOptions) -> Result<Self> {
+        let wanted = if options.no_features {
+            wgpu::Features::empty()
+        } else {
+            wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP | wgpu::Features::TIMESTAMP_QUERY
+        };
         let features = adapter.features() & wanted;
-        let limits = adapter.limits();
+        // wgpu's defaults are WebGPU's: what every implementation grants without being asked.
+        let limits = if options.default_limits { wgpu::Limits::default() } else { adapter.limits() };
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("weft"),
@@ -222,5 +276,23 @@ impl GpuContext {
             }
         }
         self.queue.submit([encoder.finish()]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_options_parse_and_refuse_unknown_names() {
+        assert_eq!(DeviceOptions::parse("", "").unwrap(), DeviceOptions::default());
+        assert_eq!(
+            DeviceOptions::parse("Default", " none ").unwrap(),
+            DeviceOptions { default_limits: true, no_features: true }
+        );
+        assert_eq!(DeviceOptions::parse("adapter", "all").unwrap(), DeviceOptions::default());
+        let e = DeviceOptions::parse("huge", "").unwrap_err();
+        assert!(matches!(e, Error::DeviceOption(ref m) if m.contains("limits 'huge'")), "{e}");
+        assert!(matches!(DeviceOptions::parse("", "some"), Err(Error::DeviceOption(_))));
     }
 }

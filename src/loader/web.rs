@@ -199,6 +199,11 @@ impl WebReader {
         Ok(reader)
     }
 
+    /// The file's validator when its ranges go to the cache (None: nothing is cached).
+    pub fn cache_validator(&self) -> Option<&str> {
+        self.cache.as_ref().and(self.validator.as_deref())
+    }
+
     pub fn stats(&self) -> FetchStats {
         self.stats.borrow().clone()
     }

@@ -19,6 +19,8 @@ pub fn code(e: &Error) -> &'static str {
         Error::BufferTooLarge { .. } => "GPU_LIMIT",
         Error::DeviceLost(_) => "DEVICE_LOST",
         Error::NoAdapter { .. } | Error::RequestDevice(_) => "UNSUPPORTED",
+        Error::DeviceOption(_) => "INVALID_ARGUMENT",
+        Error::Quota { .. } => "QUOTA",
         Error::Format(_) | Error::BadConfig { .. } | Error::MissingTensor { .. } | Error::TensorShape { .. } => "FORMAT",
         Error::UnsupportedModel { .. } => "UNSUPPORTED",
         Error::ModelTooLarge { .. } => "GPU_OOM",
@@ -54,6 +56,12 @@ pub fn to_js(e: &Error) -> JsValue {
         Error::ContextFull { tokens, context } => {
             set(&err, "tokens", JsValue::from_f64(*tokens as f64));
             set(&err, "context", JsValue::from_f64(*context as f64));
+            return err;
+        }
+        Error::Quota { url, needed, available } => {
+            set(&err, "needed", JsValue::from_f64(*needed as f64));
+            set(&err, "available", JsValue::from_f64(*available as f64));
+            set(&err, "url", url.as_str().into());
             return err;
         }
         _ => return err,

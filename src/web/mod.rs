@@ -7,9 +7,11 @@ use wasm_bindgen::prelude::*;
 
 use crate::gpu::{BackendChoice, Capabilities, GpuContext};
 
+mod device;
 mod error;
 mod model;
 mod options;
+mod storage;
 
 thread_local! {
     static CONTEXT: RefCell<Option<Rc<GpuContext>>> = const { RefCell::new(None) };
@@ -32,7 +34,10 @@ pub(crate) async fn shared_context() -> crate::Result<Rc<GpuContext>> {
             return Ok(ctx);
         }
     }
-    let mut ctx = GpuContext::new(BackendChoice::Auto).await?;
+    if let Some(e) = device::missing_webgpu() {
+        return Err(e);
+    }
+    let mut ctx = GpuContext::with_options(BackendChoice::Auto, device::options()).await?;
     let caps = web_adapter_info(ctx.capabilities().clone()).await;
     ctx.set_capabilities(caps);
     let ctx = Rc::new(ctx);
@@ -78,13 +83,8 @@ pub async fn capabilities() -> JsValue {
         let _ = js_sys::Reflect::set(&out, &"reason".into(), &reason.into());
         out.into()
     };
-    // Without navigator.gpu there is nothing to ask for an adapter.
-    let gpu = js_sys::Reflect::get(&js_sys::global(), &"navigator".into())
-        .and_then(|n| js_sys::Reflect::get(&n, &"gpu".into()))
-        .unwrap_or(JsValue::UNDEFINED);
-    if gpu.is_undefined() || gpu.is_null() {
-        return unavailable("UNSUPPORTED", "this browser or context exposes no WebGPU (navigator.gpu)");
-    }
+    // `shared_context` checks navigator.gpu first (absent or null: UNSUPPORTED), then asks for
+    // an adapter and a device with the options of `init()`.
     match shared_context().await {
         Ok(ctx) => {
             let value = serde_wasm_bindgen::to_value(ctx.capabilities()).unwrap_or_else(|_| js_sys::Object::new().into());

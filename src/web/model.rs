@@ -124,6 +124,9 @@ async fn load_once(
     opts: &LoadOptions,
 ) -> crate::Result<(Llama, Tokenizer, WebReader, f64)> {
     let reader = WebReader::open(url, opts.web.clone()).await?;
+    if let Some(validator) = reader.cache_validator() {
+        super::storage::ensure_room(url, validator, crate::loader::RangeReader::len(&reader)).await?;
+    }
     let mut peak = wasm_memory_bytes();
     let mut report = |p: Progress| {
         let memory = wasm_memory_bytes();
