@@ -4,6 +4,7 @@
 //! cache; [`ops`] holds one module per kernel family (shape checks, dispatch, CPU reference);
 //! `web` is the only wasm-bindgen facade.
 
+pub mod cpu;
 pub mod error;
 pub mod format;
 pub mod model;

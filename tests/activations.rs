@@ -1,46 +1,22 @@
 //! Every checkpoint of the SmolLM2 forward pass against PyTorch transformers (same GGUF, f32),
 //! for the fixed 16-token input in tests/fixtures/activations (scripts/dump_activations.py).
 
-use std::path::Path;
+#[path = "common/activations.rs"]
+mod fixtures;
 
 use weft::gpu::{BackendChoice, GpuContext};
 use weft::loader::native::NativeSource;
 use weft::model::{self, EngineOptions, WeightOptions};
 
-const MODEL: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
-const FIXTURES: &str = "tests/fixtures/activations";
+use fixtures::{check, input, F32_TOLERANCE, MODEL};
 
-/// Error relative to the checkpoint's scale: max |weft - torch| / max |torch|. Both run the
-/// same dequantized weights; with f32 kernels they differ only in summation order (and weft's
-/// online softmax), amplified through 30 blocks.
-const F32_TOLERANCE: f64 = 5e-5;
 /// The f16 matmul variant rounds weights and activations to 11 significant bits (2^-11 ≈ 5e-4)
 /// before each product.
 const F16_TOLERANCE: f64 = 1e-2;
 
-/// Minimal .npy reader for the fixtures: version 1.0, little-endian f32, C order.
-fn read_npy(path: &Path) -> anyhow::Result<(Vec<usize>, Vec<f32>)> {
-    let bytes = std::fs::read(path)?;
-    anyhow::ensure!(bytes.starts_with(b"\x93NUMPY"), "{} is not .npy", path.display());
-    let header_len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
-    let header = std::str::from_utf8(&bytes[10..10 + header_len])?;
-    anyhow::ensure!(header.contains("'<f4'") && header.contains("'fortran_order': False"), "{header}");
-    let shape_text = header.split("'shape': (").nth(1).and_then(|s| s.split(')').next()).unwrap_or("");
-    let shape: Vec<usize> = shape_text.split(',').filter_map(|d| d.trim().parse().ok()).collect();
-    let data = bytemuck::pod_collect_to_vec(&bytes[10 + header_len..]);
-    Ok((shape, data))
-}
-
-#[derive(serde::Deserialize)]
-struct Input {
-    ids: Vec<u32>,
-    checkpoints: Vec<String>,
-}
-
 #[test]
 fn every_checkpoint_matches_transformers() -> anyhow::Result<()> {
-    anyhow::ensure!(Path::new(MODEL).exists(), "{MODEL} missing: run scripts/fetch-model.sh");
-    let input: Input = serde_json::from_str(&std::fs::read_to_string(format!("{FIXTURES}/input.json"))?)?;
+    let input = input()?;
     let ctx = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
     let reader = NativeSource::open(MODEL)?;
     let engine = EngineOptions { max_seq: 64, max_batch: 16, ..Default::default() };
@@ -50,31 +26,5 @@ fn every_checkpoint_matches_transformers() -> anyhow::Result<()> {
         weft::ops::qmatmul::Precision::F32 => F32_TOLERANCE,
         weft::ops::qmatmul::Precision::F16 => F16_TOLERANCE,
     };
-    let names: Vec<&str> = got.iter().map(|(n, _, _)| n.as_str()).collect();
-    assert_eq!(names, input.checkpoints.iter().map(String::as_str).collect::<Vec<_>>());
-
-    println!("{:<18} {:>12} {:>12} {:>10}", "checkpoint", "max |err|", "max |ref|", "relative");
-    let mut first_bad = None;
-    for (name, shape, values) in &got {
-        let (ref_shape, reference) = read_npy(&Path::new(FIXTURES).join(format!("{name}.npy")))?;
-        assert_eq!(values.len(), reference.len(), "{name}: {shape:?} vs {ref_shape:?}");
-        let max_err = values.iter().zip(&reference).map(|(a, b)| (a - b).abs() as f64).fold(0.0, f64::max);
-        let scale = reference.iter().map(|v| v.abs() as f64).fold(0.0, f64::max);
-        let rel = max_err / scale.max(1e-30);
-        println!("{name:<18} {max_err:>12.3e} {scale:>12.3e} {rel:>10.2e}");
-        if (rel.is_nan() || rel > tolerance) && first_bad.is_none() {
-            first_bad = Some(format!("{name}: relative error {rel:.2e} > {tolerance:.0e}"));
-        }
-    }
-    if let Some(bad) = first_bad {
-        panic!("first checkpoint out of tolerance: {bad}");
-    }
-    // The last token's prediction agrees too.
-    let (_, _, logits) = got.last().expect("logits checkpoint");
-    let (_, reference) = read_npy(&Path::new(FIXTURES).join("logits.npy"))?;
-    let vocab = llama.config.vocab;
-    let argmax = |v: &[f32]| v.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i);
-    let last = input.ids.len() - 1;
-    assert_eq!(argmax(&logits[last * vocab..]), argmax(&reference[last * vocab..]));
-    Ok(())
+    check(&input, &got, llama.config.vocab, tolerance)
 }

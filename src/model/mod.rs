@@ -7,6 +7,7 @@ pub mod config;
 pub mod convert;
 pub mod eval;
 pub mod fit;
+pub mod graph;
 pub mod llama;
 pub mod load;
 pub mod names;
@@ -33,23 +34,22 @@ pub async fn open<R: RangeReader>(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(Llama, Tokenizer)> {
     let header = read_header_reporting(reader, progress).await?;
-    let (config, tokenizer) = match &header {
-        ModelHeader::Gguf(g) => (
-            LlamaConfig::from_gguf(&g.metadata, load::has_qkv_bias(&header))?,
-            Tokenizer::from_gguf(&g.metadata)?,
-        ),
-        ModelHeader::Safetensors(st) => match weft_file_parts(&st.metadata)? {
-            Some(parts) => parts,
-            None => {
-                return Err(Error::Model(format!(
-                    "{}: a safetensors file needs its config.json and tokenizer.json (open the model folder)",
-                    reader.name()
-                )))
-            }
-        },
-    };
+    let (config, tokenizer) = header_parts(&header, reader.name())?;
     let llama = build(ctx, reader, &header, config, engine, weights, progress).await?;
     Ok((llama, tokenizer))
+}
+
+/// The configuration and tokenizer a GGUF header or a weft safetensors file carries.
+pub(crate) fn header_parts(header: &ModelHeader, name: &str) -> Result<(LlamaConfig, Tokenizer)> {
+    match header {
+        ModelHeader::Gguf(g) => Ok((
+            LlamaConfig::from_gguf(&g.metadata, load::has_qkv_bias(header))?,
+            Tokenizer::from_gguf(&g.metadata)?,
+        )),
+        ModelHeader::Safetensors(st) => weft_file_parts(&st.metadata)?.ok_or_else(|| {
+            Error::Model(format!("{name}: a safetensors file needs its config.json and tokenizer.json (open the model folder)"))
+        }),
+    }
 }
 
 async fn read_header_reporting<R: RangeReader>(reader: &R, progress: &mut dyn FnMut(Progress)) -> Result<ModelHeader> {

@@ -148,22 +148,28 @@ pub fn dequant_value(q: u32, scale: f32, zero: f32) -> f32 {
 impl QuantMatrix {
     /// CPU reference dequantization to f32 [rows, cols].
     pub fn dequantize(&self) -> Vec<f32> {
-        let q = self.quant;
-        let (g, wpg, gpr) = (q.group as usize, q.words_per_group(), q.groups_per_row(self.cols));
-        let mut out = Vec::with_capacity(self.rows * self.cols);
-        for r in 0..self.rows {
-            for c in 0..self.cols {
-                let grp = r * gpr + c / g;
-                let words = &self.words[grp * wpg..(grp + 1) * wpg];
-                let scale = f16::from_bits(self.scales[grp]).to_f32();
-                let zero = match q.scheme {
-                    Scheme::Sym => q.sym_zero(),
-                    Scheme::Asym => f16::from_bits(self.zeros[grp]).to_f32(),
-                };
-                out.push(dequant_value(get_q(words, q.bits, c % g), scale, zero));
-            }
+        let mut out = vec![0f32; self.rows * self.cols];
+        for (r, row) in out.chunks_exact_mut(self.cols.max(1)).enumerate() {
+            self.dequantize_row(r, row);
         }
         out
+    }
+
+    /// Row `r` dequantized into `out` (`cols` values), as [`Self::dequantize`] computes it: the
+    /// CPU backend decodes one row at a time and keeps the matrix packed.
+    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        let q = self.quant;
+        let (g, wpg, gpr) = (q.group as usize, q.words_per_group(), q.groups_per_row(self.cols));
+        for (c, o) in out.iter_mut().enumerate().take(self.cols) {
+            let grp = r * gpr + c / g;
+            let words = &self.words[grp * wpg..(grp + 1) * wpg];
+            let scale = f16::from_bits(self.scales[grp]).to_f32();
+            let zero = match q.scheme {
+                Scheme::Sym => q.sym_zero(),
+                Scheme::Asym => f16::from_bits(self.zeros[grp]).to_f32(),
+            };
+            *o = dequant_value(get_q(words, q.bits, c % g), scale, zero);
+        }
     }
 
     /// Bytes of packed data, scales and zeros.

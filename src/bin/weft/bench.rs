@@ -12,6 +12,8 @@ use weft::loader::native::{FileReader, NativeSource};
 use weft::model::{self, EngineOptions, KvFormat, Llama, StepProfile, WeightOptions};
 use weft::quant::weft::WeftQuant;
 
+use crate::backend::{Backend, Engine};
+
 pub struct Args {
     pub model: String,
     pub prompt_len: usize,
@@ -23,6 +25,8 @@ pub struct Args {
     pub profile: bool,
     pub fuse: bool,
     pub tune: bool,
+    pub backend: crate::backend::Backend,
+    pub cpu: crate::backend::CpuFlags,
 }
 
 #[derive(Serialize)]
@@ -77,13 +81,22 @@ fn open(ctx: &GpuContext, location: &str, engine: EngineOptions, weights: Weight
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let ctx = crate::cli::context()?;
     let quantize = a.quantize.as_deref().map(WeftQuant::parse).transpose()?;
     let engine = EngineOptions { max_seq: a.prompt_len + a.gen + 1, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, ..Default::default() };
     let started = Instant::now();
-    let mut llama = open(&ctx, &a.model, engine, WeightOptions { quantize, ..Default::default() })?;
+    let mut llama = match a.backend {
+        Backend::Gpu => {
+            let ctx = crate::cli::context()?;
+            let llama = open(&ctx, &a.model, engine, WeightOptions { quantize, ..Default::default() })?;
+            Engine::Gpu(Box::new(ctx), Box::new(llama))
+        }
+        Backend::Cpu => {
+            anyhow::ensure!(quantize.is_none(), "--quantize needs the GPU backend; quantize the file first (weft quantize)");
+            Engine::open(Backend::Cpu, &a.cpu, &a.model, engine)?.0
+        }
+    };
     let load_s = started.elapsed().as_secs_f64();
-    let vocab = llama.config.vocab as u32;
+    let vocab = llama.config().vocab as u32;
     let mut rng = SmallRng::seed_from_u64(1);
     let (mut prefill, mut decode, mut ttft) = (Vec::new(), Vec::new(), Vec::new());
     // One untimed pass compiles every pipeline and warms the caches.
@@ -91,11 +104,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let prompt: Vec<u32> = (0..a.prompt_len).map(|_| rng.random_range(0..vocab)).collect();
         llama.reset();
         let t0 = Instant::now();
-        pollster::block_on(llama.prefill(&ctx, &prompt))?;
+        llama.prefill(&prompt)?;
         let t_prefill = t0.elapsed().as_secs_f64();
         let t1 = Instant::now();
         for _ in 1..a.gen {
-            pollster::block_on(llama.step(&ctx))?;
+            llama.step()?;
         }
         let t_decode = t1.elapsed().as_secs_f64();
         if rep > 0 {
@@ -104,13 +117,17 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             ttft.push(t_prefill * 1e3);
         }
     }
-    let profile = if a.profile { Some(pollster::block_on(llama.profile_step(&ctx, 20))?) } else { None };
+    let (profile, gemv_tuning) = match &llama {
+        Engine::Gpu(ctx, l) if a.profile => (Some(pollster::block_on(l.profile_step(ctx, 20))?), l.gemv_tuning.clone()),
+        Engine::Gpu(_, l) => (None, l.gemv_tuning.clone()),
+        Engine::Cpu(_) => (None, Vec::new()),
+    };
     let decode_median = median(&decode);
-    let caps = ctx.capabilities();
+    let (adapter, backend) = llama.device();
     let report = Report {
         model: a.model.clone(),
-        adapter: caps.adapter_name.clone(),
-        backend: caps.backend.clone(),
+        adapter,
+        backend,
         prompt_len: a.prompt_len,
         gen: a.gen,
         reps: a.reps,
@@ -121,15 +138,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         prefill_tok_s: prefill,
         decode_tok_s: decode,
         ttft_ms: ttft,
-        weight_bytes: llama.weights.bytes(),
-        decode_weight_gb_s: llama.weights.bytes() as f64 * decode_median / 1e9,
+        weight_bytes: llama.weight_bytes(),
+        decode_weight_gb_s: llama.weight_bytes() as f64 * decode_median / 1e9,
         kv: a.kv,
         kv_bytes_per_token: llama.kv_bytes_per_token(),
         fuse: a.fuse,
-        gemv_tuning: llama.gemv_tuning.clone(),
+        gemv_tuning,
         kv_bytes_per_token_by_format: KvFormat::ALL
             .iter()
-            .map(|&k| (k, model::kv_bytes_per_token(&llama.config, k)))
+            .map(|&k| (k, model::kv_bytes_per_token(llama.config(), k)))
             .collect(),
         profile,
     };

@@ -5,24 +5,23 @@
 use std::path::Path;
 
 use anyhow::Context;
-use weft::loader::native::NativeSource;
-use weft::model::{self, EngineOptions, WeightOptions};
+use weft::model::EngineOptions;
 
-pub fn run(model_path: &str, ids: &str, out: &str) -> anyhow::Result<()> {
+use crate::backend::{Backend, CpuFlags, Engine};
+
+pub fn run(model_path: &str, ids: &str, out: &str, backend: Backend, cpu: &CpuFlags) -> anyhow::Result<()> {
     let ids: Vec<u32> = ids
         .split(',')
         .map(|s| s.trim().parse::<u32>().with_context(|| format!("token id {s:?}")))
         .collect::<anyhow::Result<_>>()?;
     anyhow::ensure!(!ids.is_empty(), "--ids needs at least one token id");
-    let ctx = crate::cli::context()?;
-    let reader = NativeSource::open(model_path)?;
     let engine = EngineOptions { max_seq: ids.len().max(2), max_batch: ids.len(), ..Default::default() };
-    let (mut llama, _) = pollster::block_on(model::open(&ctx, &reader, engine, WeightOptions::default(), &mut |_| {}))?;
-    let vocab = llama.config.vocab as u32;
+    let (mut llama, _) = Engine::open(backend, cpu, model_path, engine)?;
+    let vocab = llama.config().vocab as u32;
     if let Some(bad) = ids.iter().find(|&&id| id >= vocab) {
         anyhow::bail!("token id {bad} is outside the vocabulary of {vocab}");
     }
-    let checkpoints = pollster::block_on(llama.checkpoints(&ctx, &ids))?;
+    let checkpoints = llama.checkpoints(&ids)?;
     std::fs::create_dir_all(out)?;
     for (name, shape, values) in &checkpoints {
         let path = Path::new(out).join(format!("{name}.npy"));

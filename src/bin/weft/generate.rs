@@ -20,12 +20,10 @@ pub struct Args {
     pub max_seq: usize,
     pub kv: KvFormat,
     pub sinks: usize,
+    pub backend: crate::backend::Backend,
+    pub cpu: crate::backend::CpuFlags,
 }
 
-/// Opens MODEL (GGUF path or URL) with a context of `max_seq` and default engine options.
-pub fn open(ctx: &GpuContext, location: &str, max_seq: usize) -> anyhow::Result<(Llama, Tokenizer)> {
-    open_with(ctx, location, EngineOptions { max_seq, ..Default::default() })
-}
 
 /// Opens MODEL (GGUF path or URL) with a progress line on stderr.
 pub fn open_with(ctx: &GpuContext, location: &str, engine: EngineOptions) -> anyhow::Result<(Llama, Tokenizer)> {
@@ -48,9 +46,8 @@ pub fn open_with(ctx: &GpuContext, location: &str, engine: EngineOptions) -> any
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let ctx = crate::cli::context()?;
     let engine = EngineOptions { max_seq: a.max_seq, kv: a.kv, sinks: a.sinks, ..Default::default() };
-    let (mut llama, tok) = open_with(&ctx, &a.model, engine)?;
+    let (mut llama, tok) = crate::backend::Engine::open(a.backend, &a.cpu, &a.model, engine)?;
     let prompt = if a.chat {
         // The prompt is message content: encoded as text, so it cannot forge template tokens.
         let user = weft::tokenizer::chat::Message { role: "user".into(), content: a.prompt.clone() };
@@ -58,12 +55,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     } else {
         tok.encode(&a.prompt, true)
     };
-    llama.set_sampling(&ctx, &a.sampling);
+    llama.set_sampling(&a.sampling);
     let out = std::io::stdout();
     let mut out = out.lock();
     let mut stream = TextStream::default();
     let started = Instant::now();
-    let mut next = pollster::block_on(llama.prefill(&ctx, &prompt))?;
+    let mut next = llama.prefill(&prompt)?;
     let first = started.elapsed();
     let mut produced = Vec::new();
     loop {
@@ -77,16 +74,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         if produced.len() >= a.max_tokens || Some(next) == tok.eos {
             break;
         }
-        if llama.position() == llama.options.max_seq {
-            let o = &llama.options;
+        let (max_seq, sinks) = llama.window();
+        if llama.position() == max_seq {
             eprintln!(
-                "\n[context reached {} tokens: attention keeps the first {} and slides over the last {} from here]",
-                o.max_seq,
-                o.sinks,
-                o.max_seq - o.sinks
+                "\n[context reached {max_seq} tokens: attention keeps the first {sinks} and slides over the last {} from here]",
+                max_seq - sinks
             );
         }
-        next = pollster::block_on(llama.step(&ctx))?;
+        next = llama.step()?;
     }
     if !a.ids {
         write!(out, "{}", stream.finish())?;

@@ -1,6 +1,8 @@
 //! The `weft` command line: native GPU tooling over the same library the browser uses.
 
 #[cfg(not(target_arch = "wasm32"))]
+mod backend;
+#[cfg(not(target_arch = "wasm32"))]
 mod bench;
 #[cfg(not(target_arch = "wasm32"))]
 mod caps;
@@ -100,6 +102,11 @@ mod cli {
             /// Past max_seq, how many first tokens stay in the attention window (0: the last max_seq only).
             #[arg(long, default_value_t = 4)]
             sinks: usize,
+            /// gpu (wgpu: Vulkan or GL) or cpu (no GPU needed).
+            #[arg(long, value_enum, default_value = "gpu")]
+            backend: crate::backend::Backend,
+            #[command(flatten)]
+            cpu: crate::backend::CpuFlags,
         },
         /// Quantize a GGUF file or Hugging Face folder into a self-contained weft safetensors file.
         Quantize {
@@ -164,6 +171,11 @@ mod cli {
             /// Keep the default GEMV launch shapes instead of timing the candidates at load.
             #[arg(long)]
             no_tune: bool,
+            /// gpu (wgpu: Vulkan or GL) or cpu (no GPU needed).
+            #[arg(long, value_enum, default_value = "gpu")]
+            backend: crate::backend::Backend,
+            #[command(flatten)]
+            cpu: crate::backend::CpuFlags,
         },
         /// Write every checkpoint of one forward pass over --ids as .npy files.
         DumpActivations {
@@ -175,6 +187,11 @@ mod cli {
             /// Output folder.
             #[arg(long)]
             out: String,
+            /// gpu (wgpu: Vulkan or GL) or cpu (no GPU needed).
+            #[arg(long, value_enum, default_value = "gpu")]
+            backend: crate::backend::Backend,
+            #[command(flatten)]
+            cpu: crate::backend::CpuFlags,
         },
         /// Perplexity of a text file under the model (prints `perplexity: X`).
         Perplexity {
@@ -195,6 +212,11 @@ mod cli {
             kld: Option<String>,
             #[arg(long)]
             json: bool,
+            /// gpu (wgpu: Vulkan or GL) or cpu (no GPU needed).
+            #[arg(long, value_enum, default_value = "gpu")]
+            backend: crate::backend::Backend,
+            #[command(flatten)]
+            cpu: crate::backend::CpuFlags,
         },
         /// Print the header of a GGUF or safetensors file: format, metadata and tensors.
         /// The numerical-precision study of a CNN: every safetensors dtype (as is and with scales)
@@ -222,12 +244,12 @@ mod cli {
             Command::DtypeTable(args) => crate::dtype_table::run(&args),
             Command::Selftest { seed, m, k, n } => crate::selftest::run(seed, m, k, n),
             Command::Inspect { file, json, export } => crate::inspect::run(&file, json, &export),
-            Command::Perplexity { model, text, ctx, save_logits, logits_dtype, kld, json } => {
-                crate::perplexity::run(crate::perplexity::Args { model, text, ctx, save_logits, logits_dtype, kld, json })
+            Command::Perplexity { model, text, ctx, save_logits, logits_dtype, kld, json, backend, cpu } => {
+                crate::perplexity::run(crate::perplexity::Args { model, text, ctx, save_logits, logits_dtype, kld, json, backend, cpu })
             }
             Command::Dequantize { input, output } => crate::dequantize::run(&input, &output),
             Command::Tokenize { model, text, json } => crate::tokenize::run(&model, &text, json),
-            Command::DumpActivations { model, ids, out } => crate::dump::run(&model, &ids, &out),
+            Command::DumpActivations { model, ids, out, backend, cpu } => crate::dump::run(&model, &ids, &out, backend, &cpu),
             Command::Quantize { input, output, bits, group, scheme, keep, no_default_keep, budget_mb } => {
                 crate::quantize::run(crate::quantize::Args {
                     input,
@@ -240,9 +262,9 @@ mod cli {
                     budget_mb,
                 })
             }
-            Command::Bench { model, prompt_len, gen, reps, quantize, kv, json, profile, no_fuse, no_tune } => {
+            Command::Bench { model, prompt_len, gen, reps, quantize, kv, json, profile, no_fuse, no_tune, backend, cpu } => {
                 let (fuse, tune) = (!no_fuse, !no_tune);
-                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, kv, json, profile, fuse, tune })
+                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, kv, json, profile, fuse, tune, backend, cpu })
             }
             Command::Generate {
                 model,
@@ -258,6 +280,8 @@ mod cli {
                 max_seq,
                 kv,
                 sinks,
+                backend,
+                cpu,
             } => crate::generate::run(crate::generate::Args {
                 model,
                 prompt,
@@ -275,6 +299,8 @@ mod cli {
                 max_seq,
                 kv,
                 sinks,
+                backend,
+                cpu,
             }),
         }
     }

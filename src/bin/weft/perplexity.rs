@@ -17,6 +17,8 @@ pub struct Args {
     pub logits_dtype: String,
     pub kld: Option<String>,
     pub json: bool,
+    pub backend: crate::backend::Backend,
+    pub cpu: crate::backend::CpuFlags,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -26,14 +28,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         other => anyhow::bail!("--logits-dtype {other}: use f32 or f16"),
     };
     let text = std::fs::read_to_string(&a.text).with_context(|| a.text.clone())?;
-    let ctx = crate::cli::context()?;
     let reader = weft::loader::native::NativeSource::open(&a.model)?;
     let ids = pollster::block_on(weft::model::open_tokenizer(&reader))?.encode(&text, false);
     // One window over the whole text unless asked otherwise; the cache is sized to fit it.
     let window = a.ctx.unwrap_or(ids.len()).max(2);
-    let (mut llama, _) = crate::generate::open(&ctx, &a.model, window)?;
-    let window = window.min(llama.options.max_seq);
-    let vocab = llama.config.vocab;
+    let engine = weft::model::EngineOptions { max_seq: window, ..Default::default() };
+    let (mut llama, _) = crate::backend::Engine::open(a.backend, &a.cpu, &a.model, engine)?;
+    let window = window.min(llama.window().0);
+    let vocab = llama.config().vocab;
     let rows = ids.len() - ids.len().div_ceil(window);
 
     let mut save = match &a.save_logits {
@@ -56,7 +58,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 
     let started = Instant::now();
     let (mut nll, mut scored) = (0f64, 0usize);
-    let windows = pollster::block_on(eval::score_windows(&mut llama, &ctx, &ids, window, &mut |_, next, logits| {
+    let windows = score_windows(&mut llama, &ids, window, &mut |next, logits| {
         let log_probs = eval::log_softmax(logits);
         nll -= log_probs[next as usize];
         scored += 1;
@@ -68,7 +70,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             acc.add(row, &log_probs, next);
         }
         Ok(())
-    }))?;
+    })?;
     if let Some(mut out) = save {
         out.flush()?;
     }
@@ -100,4 +102,26 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         println!("top-1 agreement: {:.3}%", 100.0 * s.top1_agreement);
     }
     Ok(())
+}
+
+/// `eval::score_windows` over either backend: every token of each window of `ids` but the
+/// first scored from a fresh cache.
+fn score_windows(
+    llama: &mut crate::backend::Engine,
+    ids: &[u32],
+    window: usize,
+    score: &mut dyn FnMut(u32, &[f32]) -> anyhow::Result<()>,
+) -> anyhow::Result<usize> {
+    anyhow::ensure!(ids.len() >= 2, "perplexity needs at least two tokens");
+    let vocab = llama.config().vocab;
+    let mut windows = 0;
+    for chunk in ids.chunks(window).filter(|c| c.len() >= 2) {
+        llama.reset();
+        let logits = llama.logits(chunk)?;
+        for (i, &next) in chunk.iter().enumerate().skip(1) {
+            score(next, &logits[(i - 1) * vocab..i * vocab])?;
+        }
+        windows += 1;
+    }
+    Ok(windows)
 }

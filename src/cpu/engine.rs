@@ -1,0 +1,237 @@
+//! The CPU engine's state: options, weights by role, activation buffers, the f32 KV cache and
+//! the RoPE table.
+
+use crate::error::{Error, Result};
+use crate::model::graph::{Act, LayerWeight as L, Weight};
+use crate::model::llama::check_engine;
+use crate::model::llama::ring::RopeRing;
+use crate::model::LlamaConfig;
+use crate::ops::sample::SampleParams;
+
+use super::kernels::{BlockQ8, Isa, BLOCK};
+use super::matrix::CpuMatrix;
+
+/// How matrix products treat the activations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arithmetic {
+    /// Each 32-value block of the input quantized to i8 (one f32 scale), integer dot products
+    /// with the packed weights; the attention output projection keeps f32 inputs. The default:
+    /// faster than F32, at a perplexity cost measured in the README.
+    Q8,
+    /// The weights decoded to f32 and multiplied with f32 activations (the reference).
+    F32,
+}
+
+/// Options fixed at load.
+#[derive(Clone, Copy, Debug)]
+pub struct CpuOptions {
+    /// Positions the KV cache holds (the context cap, past it the sliding window).
+    pub max_seq: usize,
+    /// Attention sinks past `max_seq` (see `EngineOptions::sinks`); capped at `max_seq / 2`.
+    pub sinks: usize,
+    /// Most tokens one prompt pass processes.
+    pub max_batch: usize,
+    /// Threads per pass; 0: one per available core.
+    pub threads: usize,
+    pub arithmetic: Arithmetic,
+}
+
+impl Default for CpuOptions {
+    fn default() -> Self {
+        Self { max_seq: 2048, sinks: 4, max_batch: 64, threads: 0, arithmetic: Arithmetic::Q8 }
+    }
+}
+
+/// One block's weights.
+pub struct LayerWeights {
+    pub attn_norm: Vec<f32>,
+    pub wq: CpuMatrix,
+    pub wk: CpuMatrix,
+    pub wv: CpuMatrix,
+    pub bq: Option<Vec<f32>>,
+    pub bk: Option<Vec<f32>>,
+    pub bv: Option<Vec<f32>>,
+    pub wo: CpuMatrix,
+    pub ffn_norm: Vec<f32>,
+    pub gate: CpuMatrix,
+    pub up: CpuMatrix,
+    pub down: CpuMatrix,
+}
+
+pub struct CpuWeights {
+    pub embedding: CpuMatrix,
+    pub layers: Vec<LayerWeights>,
+    pub out_norm: Vec<f32>,
+    /// None: tied to the embedding.
+    pub output: Option<CpuMatrix>,
+}
+
+impl CpuWeights {
+    pub fn matrix(&self, w: Weight) -> Result<&CpuMatrix> {
+        let found = match w {
+            Weight::Embedding => Some(&self.embedding),
+            Weight::Head => Some(self.output.as_ref().unwrap_or(&self.embedding)),
+            Weight::Layer(i, part) => self.layers.get(i).and_then(|l| match part {
+                L::Q => Some(&l.wq),
+                L::K => Some(&l.wk),
+                L::V => Some(&l.wv),
+                L::O => Some(&l.wo),
+                L::Gate => Some(&l.gate),
+                L::Up => Some(&l.up),
+                L::Down => Some(&l.down),
+                _ => None,
+            }),
+            Weight::OutNorm => None,
+        };
+        found.ok_or_else(|| Error::Model(format!("the model has no matrix {w:?}")))
+    }
+
+    pub fn vector(&self, w: Weight) -> Result<&[f32]> {
+        let found = match w {
+            Weight::OutNorm => Some(&self.out_norm),
+            Weight::Layer(i, part) => self.layers.get(i).and_then(|l| match part {
+                L::AttnNorm => Some(&l.attn_norm),
+                L::FfnNorm => Some(&l.ffn_norm),
+                L::QBias => l.bq.as_ref(),
+                L::KBias => l.bk.as_ref(),
+                L::VBias => l.bv.as_ref(),
+                _ => None,
+            }),
+            _ => None,
+        };
+        found.map(Vec::as_slice).ok_or_else(|| Error::Model(format!("the model has no vector {w:?}")))
+    }
+
+    pub fn bytes(&self) -> u64 {
+        let v = |x: &[f32]| 4 * x.len() as u64;
+        let ob = |x: &Option<Vec<f32>>| x.as_deref().map_or(0, v);
+        let layers: u64 = self
+            .layers
+            .iter()
+            .map(|l| {
+                [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down].iter().map(|m| m.bytes()).sum::<u64>()
+                    + v(&l.attn_norm)
+                    + v(&l.ffn_norm)
+                    + ob(&l.bq)
+                    + ob(&l.bk)
+                    + ob(&l.bv)
+            })
+            .sum();
+        self.embedding.bytes() + layers + v(&self.out_norm) + self.output.as_ref().map_or(0, |m| m.bytes())
+    }
+}
+
+/// Every graph tensor, in buffer order.
+pub(super) const ACTS: [Act; 14] = [
+    Act::X,
+    Act::H,
+    Act::Q,
+    Act::K,
+    Act::V,
+    Act::Attn,
+    Act::O,
+    Act::Gate,
+    Act::Up,
+    Act::Act,
+    Act::Down,
+    Act::Last,
+    Act::LastNorm,
+    Act::Logits,
+];
+
+pub(super) fn act_index(a: Act) -> usize {
+    ACTS.iter().position(|&b| b == a).unwrap_or(0)
+}
+
+/// What passes read and write.
+pub(super) struct State {
+    /// One buffer per graph tensor ([`ACTS`] order), `max_batch` rows.
+    pub acts: Vec<Vec<f32>>,
+    /// The current matrix input in 8-bit blocks.
+    pub xq: Vec<BlockQ8>,
+    /// Per layer [n_kv_heads, max_seq, head_dim], rows at `ring_slot(position)`.
+    pub k_cache: Vec<Vec<f32>>,
+    pub v_cache: Vec<Vec<f32>>,
+    /// [max_seq, rope_dims / 2, 2] cos/sin by slot.
+    pub rope: Vec<f32>,
+}
+
+pub struct CpuLlama {
+    pub config: LlamaConfig,
+    pub options: CpuOptions,
+    pub weights: CpuWeights,
+    pub isa: Isa,
+    pub(super) state: State,
+    pub(super) ring: RopeRing,
+    /// Every token fed so far (the repetition penalty's window).
+    pub(super) history: Vec<u32>,
+    /// The last sampled token, the next decode step's input.
+    pub(super) sampled: u32,
+    pub(super) sampling: SampleParams,
+    pub(super) pos: usize,
+}
+
+impl CpuLlama {
+    pub fn new(config: LlamaConfig, weights: CpuWeights, options: CpuOptions) -> Result<Self> {
+        let c = &config;
+        check_engine(c, weights.layers.len(), options.max_seq, options.max_batch)?;
+        let threads = match options.threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        };
+        let options = CpuOptions { sinks: options.sinks.min(options.max_seq / 2), threads, ..options };
+        let b = options.max_batch;
+        let acts = ACTS.iter().map(|a| vec![0f32; a.rows(b) * a.width(c)]).collect();
+        let widest = [c.dim, c.q_dim(), c.ffn_dim].into_iter().max().unwrap_or(0);
+        let cache = || (0..c.n_layers).map(|_| vec![0f32; c.n_kv_heads * options.max_seq * c.head_dim]).collect();
+        let ring = RopeRing::new(c, options.max_seq, options.sinks);
+        let state = State {
+            acts,
+            xq: vec![BlockQ8::default(); b * widest.div_ceil(BLOCK)],
+            k_cache: cache(),
+            v_cache: cache(),
+            rope: ring.table(),
+        };
+        Ok(Self {
+            isa: Isa::detect(),
+            state,
+            ring,
+            history: Vec::new(),
+            sampled: 0,
+            sampling: SampleParams::default(),
+            pos: 0,
+            config,
+            options,
+            weights,
+        })
+    }
+
+    /// Tokens in the KV cache.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// Forgets the sequence.
+    pub fn reset(&mut self) {
+        self.pos = 0;
+        self.history.clear();
+    }
+
+    pub fn set_sampling(&mut self, params: &SampleParams) {
+        self.sampling = *params;
+    }
+
+    /// KV-cache bytes per token of context (f32 K and V, every layer).
+    pub fn kv_bytes_per_token(&self) -> u64 {
+        (2 * self.config.n_layers * self.config.n_kv_heads * self.config.head_dim * 4) as u64
+    }
+
+    /// Bytes held: weights, KV cache, activations.
+    pub fn bytes(&self) -> u64 {
+        let s = &self.state;
+        let f = |v: &Vec<f32>| 4 * v.len() as u64;
+        self.weights.bytes()
+            + s.acts.iter().chain(&s.k_cache).chain(&s.v_cache).map(f).sum::<u64>()
+            + (s.xq.len() * std::mem::size_of::<BlockQ8>()) as u64
+    }
+}

@@ -1,0 +1,98 @@
+//! Opening a model for the CPU engine: the header, then each weight read into memory in its
+//! stored format (GGUF, or a weft safetensors file with its packed matrices).
+
+use std::collections::HashMap;
+
+use crate::error::{Error, Result};
+use crate::format::TensorInfo;
+use crate::loader::{read_header, RangeReader};
+use crate::model::load::weft_entries;
+use crate::model::names::{part_of, LayerPart, Part};
+use crate::model::header_parts;
+use crate::quant::decode_to_f32;
+use crate::tokenizer::Tokenizer;
+
+use super::engine::{CpuLlama, CpuOptions, CpuWeights, LayerWeights};
+use super::matrix::CpuMatrix;
+
+/// Opens a GGUF or weft safetensors model on the CPU (no GPU involved).
+pub async fn open<R: RangeReader>(reader: &R, options: CpuOptions) -> Result<(CpuLlama, Tokenizer)> {
+    let header = read_header(reader).await?.header;
+    let (config, tokenizer) = header_parts(&header, reader.name())?;
+    let weft = weft_entries(&header)?;
+    let c = &config;
+    let mut infos: HashMap<Part, &TensorInfo> = HashMap::new();
+    for t in header.tensors() {
+        let name = if weft.contains_key(&t.name) { t.name.trim_end_matches(".weft_q") } else { &t.name };
+        if let Some(p) = part_of(name) {
+            infos.insert(p, t);
+        }
+    }
+    let info = |p: Part| infos.get(&p).copied().ok_or_else(|| Error::Model(format!("the file has no {p:?} weight")));
+    // References, so that each async block below copies them rather than taking the values.
+    let (info, weft) = (&info, &weft);
+    let matrix = |p: Part, rows: usize, cols: usize| async move {
+        let t = info(p)?;
+        let bytes = reader.read_range(t.range.clone()).await?;
+        match weft.get(&t.name) {
+            Some(e) => {
+                if e.shape != [rows, cols] {
+                    return Err(Error::Model(format!("{} has shape {:?}, expected [{rows}, {cols}]", t.name, e.shape)));
+                }
+                let scales = reader.read_range(e.scale.range.clone()).await?;
+                let zeros = match &e.zero {
+                    Some(z) => Some(reader.read_range(z.range.clone()).await?),
+                    None => None,
+                };
+                Ok(CpuMatrix::from_weft(e.matrix(&t.name, &bytes, &scales, zeros.as_deref())?))
+            }
+            None if t.shape == [rows as u64, cols as u64] => CpuMatrix::from_storage(&t.name, t.storage, rows, cols, bytes),
+            None => Err(Error::Model(format!("{} has shape {:?}, expected [{rows}, {cols}]", t.name, t.shape))),
+        }
+    };
+    let vector = |p: Part, len: usize| async move {
+        let t = info(p)?;
+        if t.elements() != len as u64 {
+            return Err(Error::Model(format!("{} has shape {:?}, expected {len} values", t.name, t.shape)));
+        }
+        decode_to_f32(t.storage, &reader.read_range(t.range.clone()).await?, len)
+    };
+    let mut layers = Vec::with_capacity(c.n_layers);
+    for i in 0..c.n_layers {
+        let l = |lp: LayerPart| Part::Layer(i, lp);
+        let bias = |lp: LayerPart, len: usize| {
+            let v = c.attn_bias.then(|| vector(l(lp), len));
+            async move {
+                match v {
+                    Some(v) => v.await.map(Some),
+                    None => Ok(None),
+                }
+            }
+        };
+        layers.push(LayerWeights {
+            attn_norm: vector(l(LayerPart::AttnNorm), c.dim).await?,
+            wq: matrix(l(LayerPart::Q), c.q_dim(), c.dim).await?,
+            wk: matrix(l(LayerPart::K), c.kv_dim(), c.dim).await?,
+            wv: matrix(l(LayerPart::V), c.kv_dim(), c.dim).await?,
+            bq: bias(LayerPart::QBias, c.q_dim()).await?,
+            bk: bias(LayerPart::KBias, c.kv_dim()).await?,
+            bv: bias(LayerPart::VBias, c.kv_dim()).await?,
+            wo: matrix(l(LayerPart::AttnOut), c.dim, c.q_dim()).await?,
+            ffn_norm: vector(l(LayerPart::FfnNorm), c.dim).await?,
+            gate: matrix(l(LayerPart::Gate), c.ffn_dim, c.dim).await?,
+            up: matrix(l(LayerPart::Up), c.ffn_dim, c.dim).await?,
+            down: matrix(l(LayerPart::Down), c.dim, c.ffn_dim).await?,
+        });
+    }
+    let weights = CpuWeights {
+        embedding: matrix(Part::Embedding, c.vocab, c.dim).await?,
+        layers,
+        out_norm: vector(Part::OutputNorm, c.dim).await?,
+        output: match infos.contains_key(&Part::Output) {
+            true => Some(matrix(Part::Output, c.vocab, c.dim).await?),
+            false => None,
+        },
+    };
+    let engine = CpuOptions { max_seq: options.max_seq.min(config.context_length).max(1), ..options };
+    Ok((CpuLlama::new(config, weights, engine)?, tokenizer))
+}

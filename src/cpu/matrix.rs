@@ -1,0 +1,158 @@
+//! A weight matrix as the CPU backend holds it: packed, in its stored format. Q4_0, Q4_1 and
+//! Q8_0 rows go to the block kernels; every other format (K-quants, Q5, floats, weft's formats)
+//! is decoded one row at a time by the reference decoders and multiplied in f32.
+
+use std::ops::Range;
+
+use crate::error::{Error, Result};
+use crate::format::{GgmlType, SafeDtype, StorageType};
+use crate::quant::decode_to_f32;
+use crate::quant::weft::QuantMatrix;
+
+use super::kernels::{BlockFormat, BlockQ8, Isa, BLOCK};
+
+enum Packing {
+    /// Row-major whole blocks of a format with block kernels.
+    Blocks(BlockFormat),
+    /// Row-major rows of any other GGML or safetensors type, decoded per row.
+    Stored(StorageType),
+    /// A weft matrix (packed words, f16 scales and zero points).
+    Weft(QuantMatrix),
+}
+
+pub struct CpuMatrix {
+    pub rows: usize,
+    pub cols: usize,
+    packing: Packing,
+    bytes: Vec<u8>,
+    row_bytes: usize,
+}
+
+/// A pass's input rows to a matrix product: `t` rows of `cols` f32, and their 8-bit blocks
+/// when the product uses them.
+pub struct Input<'a> {
+    pub x: &'a [f32],
+    pub xq: Option<&'a [BlockQ8]>,
+    pub t: usize,
+}
+
+impl CpuMatrix {
+    /// A matrix stored as `storage`, `bytes` being its whole data (rows × row bytes).
+    pub fn from_storage(name: &str, storage: StorageType, rows: usize, cols: usize, bytes: Vec<u8>) -> Result<Self> {
+        let packing = match storage {
+            StorageType::Ggml(GgmlType::Q4_0) => Packing::Blocks(BlockFormat::Q4_0),
+            StorageType::Ggml(GgmlType::Q4_1) => Packing::Blocks(BlockFormat::Q4_1),
+            StorageType::Ggml(GgmlType::Q8_0) => Packing::Blocks(BlockFormat::Q8_0),
+            other => Packing::Stored(other),
+        };
+        let row_bytes = storage.bytes_for(cols as u64).ok_or_else(|| Error::Model(format!(
+            "{name}: rows of {cols} values are not whole blocks of {}", storage.name()
+        )))? as usize;
+        if bytes.len() != rows * row_bytes {
+            return Err(Error::Model(format!("{name}: {} bytes for [{rows}, {cols}] of {}", bytes.len(), storage.name())));
+        }
+        Ok(Self { rows, cols, packing, bytes, row_bytes })
+    }
+
+    pub fn from_f32(rows: usize, cols: usize, values: &[f32]) -> Self {
+        let bytes = bytemuck::cast_slice(values).to_vec();
+        Self { rows, cols, packing: Packing::Stored(StorageType::Safe(SafeDtype::F32)), bytes, row_bytes: cols * 4 }
+    }
+
+    pub fn from_weft(m: QuantMatrix) -> Self {
+        Self { rows: m.rows, cols: m.cols, packing: Packing::Weft(m), bytes: Vec::new(), row_bytes: 0 }
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> u64 {
+        match &self.packing {
+            Packing::Weft(m) => m.bytes() as u64,
+            _ => self.bytes.len() as u64,
+        }
+    }
+
+    /// The block format when the block kernels read this matrix (and the input's 8-bit blocks).
+    pub fn block_format(&self) -> Option<BlockFormat> {
+        match self.packing {
+            Packing::Blocks(f) if self.cols.is_multiple_of(BLOCK) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// Row `r` decoded to f32 into `out` (`cols` values), as the reference decoder does.
+    pub fn decode_row(&self, r: usize, out: &mut [f32]) -> Result<()> {
+        match &self.packing {
+            Packing::Weft(m) => m.dequantize_row(r, out),
+            Packing::Blocks(_) | Packing::Stored(_) => {
+                let storage = match self.packing {
+                    Packing::Blocks(f) => StorageType::Ggml(match f {
+                        BlockFormat::Q4_0 => GgmlType::Q4_0,
+                        BlockFormat::Q4_1 => GgmlType::Q4_1,
+                        BlockFormat::Q8_0 => GgmlType::Q8_0,
+                    }),
+                    Packing::Stored(s) => s,
+                    Packing::Weft(_) => unreachable!(),
+                };
+                let row = &self.bytes[r * self.row_bytes..(r + 1) * self.row_bytes];
+                out[..self.cols].copy_from_slice(&decode_to_f32(storage, row, self.cols)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// `out(token, row, value)` for every token of `input` and every row in `rows`: the rows of
+    /// `x · selfᵀ` one thread computes.
+    pub fn product(&self, isa: Isa, input: &Input, rows: Range<usize>, out: &mut impl FnMut(usize, usize, f32)) -> Result<()> {
+        let cols = self.cols;
+        match (self.block_format(), input.xq) {
+            (Some(f), Some(xq)) => {
+                let blocks = cols / BLOCK;
+                let row = |r: usize| &self.bytes[r * self.row_bytes..(r + 1) * self.row_bytes];
+                // Four rows at a time: their blocks stay in L1 while every token passes over them.
+                let quads = rows.start..rows.end - (rows.end - rows.start) % 4;
+                let x = |tok: usize| &xq[tok * blocks..(tok + 1) * blocks];
+                for r in quads.clone().step_by(4) {
+                    let four = [row(r), row(r + 1), row(r + 2), row(r + 3)];
+                    // Two tokens at a time share each block's unpacking.
+                    for tok in (0..input.t - input.t % 2).step_by(2) {
+                        let y = isa.dot_q8_4x2(f, four, [x(tok), x(tok + 1)]);
+                        for (t, ys) in y.into_iter().enumerate() {
+                            for (i, v) in ys.into_iter().enumerate() {
+                                out(tok + t, r + i, v);
+                            }
+                        }
+                    }
+                    if input.t % 2 == 1 {
+                        let tok = input.t - 1;
+                        for (i, v) in isa.dot_q8_4(f, four, x(tok)).into_iter().enumerate() {
+                            out(tok, r + i, v);
+                        }
+                    }
+                }
+                for r in quads.end..rows.end {
+                    for tok in 0..input.t {
+                        out(tok, r, isa.dot_q8(f, row(r), x(tok)));
+                    }
+                }
+            }
+            (Some(f), None) => {
+                for r in rows {
+                    let row = &self.bytes[r * self.row_bytes..(r + 1) * self.row_bytes];
+                    for tok in 0..input.t {
+                        out(tok, r, isa.dot_f32(f, row, &input.x[tok * cols..(tok + 1) * cols]));
+                    }
+                }
+            }
+            (None, _) => {
+                let mut w = vec![0f32; cols];
+                for r in rows {
+                    self.decode_row(r, &mut w)?;
+                    for tok in 0..input.t {
+                        out(tok, r, isa.dot(&w, &input.x[tok * cols..(tok + 1) * cols]));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,20 @@
+//! The CPU backend: the forward graph of `model::llama::forward` executed with CPU kernels, no
+//! GPU context involved. Weights stay packed in their stored formats (`matrix.rs`); products
+//! run per 32-weight block on 8-bit-quantized activations or in f32 (`kernels.rs`, with SIMD
+//! per instruction set); attention reads an f32 KV cache; the sampler is the GPU sampler's CPU
+//! reference. Threads split each op's rows (`threads.rs`).
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+mod engine;
+mod exec;
+pub mod kernels;
+mod load;
+pub mod matrix;
+mod run;
+#[cfg(test)]
+mod tests;
+pub mod threads;
+
+pub use engine::{Arithmetic, CpuLlama, CpuOptions, CpuWeights, LayerWeights};
+pub use load::open;

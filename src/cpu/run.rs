@@ -1,0 +1,95 @@
+//! The CPU engine's run loop: prompt passes, decode steps and scoring passes, with the same
+//! window bookkeeping as the GPU engine (`model::llama::ring`).
+
+use crate::error::{Error, Result};
+use crate::model::graph::{Act, Checkpoint, Pass};
+use crate::model::llama::ring::{check_position, pass_len};
+
+use super::engine::{act_index, CpuLlama};
+use super::exec::PassOut;
+
+impl CpuLlama {
+    fn pass_len(&self, remaining: usize) -> usize {
+        pass_len(self.pos, remaining, self.options.max_seq, self.options.max_batch)
+    }
+
+    /// Feeds a pass's ids to the history and makes the RoPE rows of its positions current.
+    fn begin(&mut self, ids: &[u32]) -> Result<()> {
+        check_position(self.pos, ids.len())?;
+        self.history.extend_from_slice(ids);
+        let rope = &mut self.state.rope;
+        self.ring.prepare(self.pos, ids.len(), |slot, row| {
+            rope[slot * row.len()..(slot + 1) * row.len()].copy_from_slice(row);
+            Ok(())
+        })
+    }
+
+    fn sampled(&mut self, out: PassOut) -> Result<u32> {
+        let id = out.sampled.ok_or_else(|| Error::Model("the pass sampled no token".into()))?;
+        self.sampled = id;
+        Ok(id)
+    }
+
+    /// Runs the prompt (in passes of at most `max_batch` tokens) and returns the first sampled
+    /// token.
+    pub fn prefill(&mut self, ids: &[u32]) -> Result<u32> {
+        if ids.is_empty() {
+            return Err(Error::Model("an empty prompt".into()));
+        }
+        let mut next = 0;
+        let mut done = 0;
+        while done < ids.len() {
+            let t = self.pass_len(ids.len() - done);
+            let chunk = &ids[done..done + t];
+            self.begin(chunk)?;
+            let out = self.execute(Pass::prefill(t), chunk)?;
+            next = self.sampled(out)?;
+            self.pos += t;
+            done += t;
+        }
+        Ok(next)
+    }
+
+    /// One decode step: feeds the last sampled token and returns the next.
+    pub fn step(&mut self) -> Result<u32> {
+        self.begin(&[self.sampled])?;
+        let out = self.execute(Pass::decode(), &[])?;
+        self.pos += 1;
+        self.sampled(out)
+    }
+
+    /// Logits for every token of `ids` (appended to the cache), [len, vocab].
+    pub fn logits(&mut self, ids: &[u32]) -> Result<Vec<f32>> {
+        self.score(ids, false).map(|(logits, _)| logits)
+    }
+
+    /// Runs `ids` (one pass: at most `max_batch`, within `max_seq`) and returns every
+    /// checkpoint as (name, shape, values), as `Llama::checkpoints` does.
+    pub fn checkpoints(&mut self, ids: &[u32]) -> Result<Vec<Checkpoint>> {
+        self.score(ids, true).map(|(_, captures)| captures)
+    }
+
+    fn score(&mut self, ids: &[u32], capture: bool) -> Result<(Vec<f32>, Vec<Checkpoint>)> {
+        if capture && self.pass_len(ids.len()) < ids.len() {
+            return Err(Error::Model(format!(
+                "a debug pass takes at most {} tokens, within the first {} positions",
+                self.options.max_batch, self.options.max_seq
+            )));
+        }
+        let vocab = self.config.vocab;
+        let mut logits = Vec::with_capacity(ids.len() * vocab);
+        let mut captures = Vec::new();
+        let mut done = 0;
+        while done < ids.len() {
+            let t = self.pass_len(ids.len() - done);
+            let chunk = &ids[done..done + t];
+            self.begin(chunk)?;
+            let out = self.execute(Pass::scoring(t, capture), chunk)?;
+            logits.extend_from_slice(&self.state.acts[act_index(Act::Logits)][..t * vocab]);
+            captures.extend(out.captures);
+            self.pos += t;
+            done += t;
+        }
+        Ok((logits, captures))
+    }
+}

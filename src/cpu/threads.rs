@@ -1,0 +1,102 @@
+//! What the CPU backend's threads share during a pass: a barrier between ops and buffers that
+//! several threads write disjoint parts of.
+//!
+//! A pass starts its threads once (`std::thread::scope`) and every thread walks the whole op
+//! list, doing its share of each op and meeting the others at a barrier after it: a decode step
+//! has about 700 ops and barriers, so spawning threads per op (tens of µs each) or parking them
+//! in the kernel between ops would cost more than the arithmetic.
+
+use std::cell::UnsafeCell;
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A reusable barrier for `n` threads that spins briefly, then yields (the machine may have
+/// fewer free cores than threads).
+pub struct SpinBarrier {
+    n: usize,
+    arrived: AtomicUsize,
+    generation: AtomicUsize,
+}
+
+impl SpinBarrier {
+    pub fn new(n: usize) -> Self {
+        Self { n: n.max(1), arrived: AtomicUsize::new(0), generation: AtomicUsize::new(0) }
+    }
+
+    /// Returns once all `n` threads have called it; what each wrote before is visible to all
+    /// after.
+    pub fn wait(&self) {
+        if self.n == 1 {
+            return;
+        }
+        let generation = self.generation.load(Ordering::Acquire);
+        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.n {
+            self.arrived.store(0, Ordering::Relaxed);
+            self.generation.fetch_add(1, Ordering::Release);
+            return;
+        }
+        let mut spins = 0u32;
+        while self.generation.load(Ordering::Acquire) == generation {
+            if spins < 2000 {
+                std::hint::spin_loop();
+                spins += 1;
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// A slice that the threads of a pass write in disjoint parts between barriers.
+pub struct Shared<'a, T> {
+    cell: &'a [UnsafeCell<T>],
+}
+
+// SAFETY: access goes through the unsafe methods below, whose callers guarantee that no two
+// threads touch the same element between two barriers unless both only read.
+unsafe impl<T: Send> Sync for Shared<'_, T> {}
+
+impl<'a, T> Shared<'a, T> {
+    pub fn new(v: &'a mut [T]) -> Self {
+        let len = v.len();
+        // SAFETY: UnsafeCell<T> has T's layout, and the exclusive borrow is held for 'a.
+        let cell = unsafe { std::slice::from_raw_parts(v.as_mut_ptr() as *const UnsafeCell<T>, len) };
+        Self { cell }
+    }
+
+    pub fn len(&self) -> usize {
+        self.cell.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.cell.is_empty()
+    }
+
+    /// # Safety
+    /// No thread writes any element of `range` until the caller is done with the slice.
+    pub unsafe fn get(&self, range: Range<usize>) -> &[T] {
+        let part = &self.cell[range];
+        std::slice::from_raw_parts(part.as_ptr() as *const T, part.len())
+    }
+
+    /// # Safety
+    /// No other thread reads or writes any element of `range` until the caller is done with it.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn get_mut(&self, range: Range<usize>) -> &mut [T] {
+        let part = &self.cell[range];
+        std::slice::from_raw_parts_mut(part.as_ptr() as *mut T, part.len())
+    }
+}
+
+impl<T: Copy> Shared<'_, T> {
+    /// # Safety
+    /// No other thread reads or writes element `i` until the next barrier.
+    pub unsafe fn set(&self, i: usize, v: T) {
+        *self.cell[i].get() = v;
+    }
+}
+
+/// The part of `0..n` thread `tid` of `threads` takes.
+pub fn share(n: usize, tid: usize, threads: usize) -> Range<usize> {
+    n * tid / threads..n * (tid + 1) / threads
+}

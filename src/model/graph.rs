@@ -1,0 +1,194 @@
+//! The forward pass as data: a list of ops over named activation tensors and named weights,
+//! written once per architecture (see `llama/forward.rs`) and executed by every backend. The
+//! GPU backend lowers it to prepared dispatches, fusing adjacent ops where a kernel does both
+//! (`llama/lower.rs`); the CPU backend runs it op by op (`crate::cpu`).
+//!
+//! Activations are rows of `n_tokens` tokens each; an op reads and writes whole tensors. Every
+//! tensor has one width per model (`Act::width`), so backends size their buffers once.
+
+use super::config::LlamaConfig;
+
+/// Activation tensors of a pass, each [n_tokens, width] (except `Last*`, one row).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Act {
+    /// The residual stream, [t, dim].
+    X,
+    /// A normalised copy of the stream, [t, dim].
+    H,
+    /// Queries, [t, n_heads * head_dim]; keys and values, [t, n_kv_heads * head_dim].
+    Q,
+    K,
+    V,
+    /// The attention output, [t, n_heads * head_dim].
+    Attn,
+    /// The attention block's projection back to the stream, [t, dim].
+    O,
+    /// MLP gate, up and activated product, [t, ffn].
+    Gate,
+    Up,
+    Act,
+    /// The MLP's projection back to the stream, [t, dim].
+    Down,
+    /// The last token's row of the stream and its normalised copy, [1, dim].
+    Last,
+    LastNorm,
+    /// Logits, [t, vocab] (or [1, vocab] when only the last token is scored).
+    Logits,
+}
+
+impl Act {
+    /// Values per token.
+    pub fn width(self, c: &LlamaConfig) -> usize {
+        match self {
+            Act::X | Act::H | Act::O | Act::Down | Act::Last | Act::LastNorm => c.dim,
+            Act::Q | Act::Attn => c.q_dim(),
+            Act::K | Act::V => c.kv_dim(),
+            Act::Gate | Act::Up | Act::Act => c.ffn_dim,
+            Act::Logits => c.vocab,
+        }
+    }
+
+    /// Rows a pass over `t` tokens holds in this tensor.
+    pub fn rows(self, t: usize) -> usize {
+        match self {
+            Act::Last | Act::LastNorm => 1,
+            _ => t,
+        }
+    }
+}
+
+/// Weights of one block, by role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LayerWeight {
+    AttnNorm,
+    Q,
+    K,
+    V,
+    QBias,
+    KBias,
+    VBias,
+    /// Per-head norms of queries and keys (Qwen3, Gemma 3); none of today's models has them.
+    QNorm,
+    KNorm,
+    O,
+    FfnNorm,
+    Gate,
+    Up,
+    Down,
+}
+
+/// A weight of the model, by role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Weight {
+    Embedding,
+    Layer(usize, LayerWeight),
+    OutNorm,
+    /// The output head (the embedding where tied: backends resolve that).
+    Head,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NormKind {
+    /// `x / sqrt(mean(x²) + eps) * w`.
+    Rms,
+    /// `(x - mean) / sqrt(var + eps) * w + b`.
+    Layer,
+}
+
+/// The nonlinearity of a gated MLP: `act(gate) * up`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    Silu,
+    GeluTanh,
+}
+
+/// Where an embedding lookup takes its token ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ids {
+    /// The pass's input ids.
+    Input,
+    /// The token the previous pass sampled (decode steps).
+    Sampled,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// `out[t] = embedding[ids[t]]`.
+    Embed { ids: Ids, out: Act },
+    /// Normalises each row of `x` (or each `group` values of it, for per-head norms) into `out`.
+    Norm { kind: NormKind, x: Act, w: Weight, bias: Option<Weight>, group: Option<usize>, eps: f32, out: Act },
+    /// `out = x · wᵀ (+ bias)`.
+    Linear { w: Weight, bias: Option<Weight>, x: Act, out: Act },
+    /// Rotates `q` in place and stores rotated `k` and `v` into layer `layer`'s KV cache at
+    /// the pass's positions.
+    RopeStore { layer: usize, q: Act, k: Act, v: Act },
+    /// Causal attention of `q` over layer `layer`'s KV cache (grouped KV heads), into `out`.
+    Attention { layer: usize, q: Act, out: Act },
+    /// `out = act(gate) * up`.
+    Glu { act: Activation, gate: Act, up: Act, out: Act },
+    /// `x += y` (the residual connection).
+    Add { x: Act, y: Act },
+    /// `out` = the last token's row of `x`.
+    LastRow { x: Act, out: Act },
+    /// Picks the next token from the last row of `logits`.
+    Sample { logits: Act },
+    /// Keeps a copy of `x` under `name` (activation dumps, checks against a reference).
+    Capture { name: String, x: Act },
+}
+
+/// A checkpoint a pass captured: name, shape, values.
+pub type Checkpoint = (String, Vec<usize>, Vec<f32>);
+
+/// What a pass computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pass {
+    pub n_tokens: usize,
+    /// Ids from the previous sample (a decode step) instead of the input.
+    pub sampled_ids: bool,
+    /// Logits for every token (perplexity, checks) instead of sampling after the last.
+    pub all_logits: bool,
+    /// Snapshot the checkpoints (embedding; per block attention output, MLP output, residual;
+    /// final norm; logits).
+    pub capture: bool,
+}
+
+impl Pass {
+    /// A decode step: one sampled token in, one sampled token out.
+    pub fn decode() -> Self {
+        Self { n_tokens: 1, sampled_ids: true, all_logits: false, capture: false }
+    }
+
+    /// A prompt pass over `t` tokens that samples after the last.
+    pub fn prefill(t: usize) -> Self {
+        Self { n_tokens: t, sampled_ids: false, all_logits: false, capture: false }
+    }
+
+    /// A pass over `t` tokens returning every token's logits.
+    pub fn scoring(t: usize, capture: bool) -> Self {
+        Self { n_tokens: t, sampled_ids: false, all_logits: true, capture }
+    }
+}
+
+/// The ops of one pass, in order.
+#[derive(Clone, Debug, Default)]
+pub struct Graph {
+    pub ops: Vec<Op>,
+    pub capture: bool,
+}
+
+impl Graph {
+    pub fn new(capture: bool) -> Self {
+        Self { ops: Vec::new(), capture }
+    }
+
+    pub fn push(&mut self, op: Op) {
+        self.ops.push(op);
+    }
+
+    /// Adds a checkpoint copy when the pass captures.
+    pub fn capture(&mut self, name: impl Into<String>, x: Act) {
+        if self.capture {
+            self.ops.push(Op::Capture { name: name.into(), x });
+        }
+    }
+}

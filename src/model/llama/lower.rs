@@ -1,0 +1,398 @@
+//! Lowering the forward graph (`forward.rs`) to the GPU's prepared dispatches. Op by op it is
+//! one dispatch each; the fusions are rules that match adjacent ops and emit one kernel for
+//! several:
+//!
+//! - Q/K/V stacked at load: the three projections and the RoPE + KV store become one matrix
+//!   product into `qkv` and the store reading from it; gate/up stacked: the two projections and
+//!   the SwiGLU become one product into `gate_up` and the pairwise SwiGLU.
+//! - With `fuse`, a residual add followed by an RMSNorm of the sum (captures between them
+//!   allowed) is one `add_rms_norm`; in a one-token pass the last row is the stream itself.
+//! - In the decode step with `fuse_norms`, an RMSNorm followed by the projection that reads it
+//!   is one GEMV normalising its input, and a projection followed by the residual add of its
+//!   output is one GEMV adding into the stream (8 dispatches a block instead of 10).
+
+use crate::error::{Error, Result};
+use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor};
+use crate::ops::attention::{attention, attention_split, AttentionShape, SPLIT_CHUNK};
+use crate::ops::elementwise::{add_inplace, bias_add, copy, copy_row, silu_mul, silu_mul_pairs};
+use crate::ops::norm::{add_rms_norm, rms_norm};
+use crate::ops::qmatmul::{embed, gemv_fused, gemv_fuses, matmul, GemvFusion, Precision, QWeight};
+use crate::ops::rope::{rope_store, rope_store_qkv, RopeShape};
+use crate::ops::sample::sample;
+
+use super::super::config::LlamaConfig;
+use super::super::graph::{Act, Activation, Ids, LayerWeight as L, NormKind, Op, Pass, Weight};
+use super::forward::forward;
+use super::options::EngineOptions;
+use super::{GateUp, Llama, Qkv};
+
+/// Named snapshots taken during a debug pass: embedding, per block attention output, MLP
+/// output and residual, the final norm and the logits.
+#[derive(Default)]
+pub struct Checkpoints {
+    pub names: Vec<String>,
+    pub tensors: Vec<GpuTensor>,
+}
+
+/// RoPE + KV store over `t` tokens of this model and engine.
+pub(super) fn rope_shape(c: &LlamaConfig, o: &EngineOptions, t: usize) -> RopeShape {
+    RopeShape {
+        n_tokens: t,
+        n_heads: c.n_heads,
+        n_kv_heads: c.n_kv_heads,
+        head_dim: c.head_dim,
+        max_seq: o.max_seq,
+        rot_dims: c.rope_dims,
+        style: c.rope_style,
+        kv: o.kv,
+        sinks: o.sinks,
+    }
+}
+
+/// Attention over the cache for `t` tokens of this model and engine.
+pub(super) fn attention_shape(c: &LlamaConfig, o: &EngineOptions, t: usize) -> AttentionShape {
+    AttentionShape {
+        n_tokens: t,
+        n_heads: c.n_heads,
+        n_kv_heads: c.n_kv_heads,
+        head_dim: c.head_dim,
+        max_seq: o.max_seq,
+        kv: o.kv,
+    }
+}
+
+/// In a one-token pass the last row is the stream: `LastRow` goes and its readers read `X`.
+fn alias_last_row(ops: &mut Vec<Op>) {
+    ops.retain(|op| !matches!(op, Op::LastRow { x: Act::X, out: Act::Last }));
+    let swap = |a: &mut Act| {
+        if *a == Act::Last {
+            *a = Act::X;
+        }
+    };
+    for op in ops.iter_mut() {
+        if let Op::Norm { x, .. } | Op::Linear { x, .. } | Op::Capture { x, .. } = op {
+            swap(x);
+        }
+    }
+}
+
+/// A group of adjacent ops one stacked matrix computes.
+enum Projection<'a> {
+    /// Q, K and V projections and the RoPE + KV store (4 ops).
+    Qkv { layer: usize, x: Act, w: &'a QWeight, bias: Option<&'a GpuTensor>, q: Act },
+    /// Gate and up projections and the SwiGLU (3 ops).
+    GateUp { x: Act, w: &'a QWeight, out: Act },
+    /// One projection (1 op).
+    One { x: Act, w: &'a QWeight, bias: Option<&'a GpuTensor>, out: Act },
+}
+
+impl Projection<'_> {
+    fn ops(&self) -> usize {
+        match self {
+            Projection::Qkv { .. } => 4,
+            Projection::GateUp { .. } => 3,
+            Projection::One { .. } => 1,
+        }
+    }
+
+    fn input(&self) -> Act {
+        match self {
+            Projection::Qkv { x, .. } | Projection::GateUp { x, .. } | Projection::One { x, .. } => *x,
+        }
+    }
+}
+
+/// One pass being lowered.
+struct Lower<'a> {
+    m: &'a Llama,
+    ctx: &'a GpuContext,
+    t: usize,
+    /// Residual adds into the norms after them; the last row aliased in one-token passes.
+    fuse: bool,
+    /// Norms and residual adds into the GEMVs (the decode step).
+    norm_gemv: bool,
+}
+
+impl Llama {
+    /// Whether the decode step folds norms and residual adds into its GEMVs: every projection
+    /// stacked and with a block kernel, f32 arithmetic, and the options asking for it.
+    fn norm_gemv_applies(&self) -> bool {
+        let o = &self.options;
+        if !o.fuse || o.fuse_norms != Some(true) || o.precision != Precision::F32 {
+            return false;
+        }
+        let w = &self.weights;
+        let layers = w.layers.iter().all(|l| match (&l.qkv, &l.gate_up) {
+            (Qkv::Stacked { w: qkv, .. }, GateUp::Stacked(gu)) => [qkv, gu, &l.wo, &l.down].iter().all(|m| gemv_fuses(m)),
+            _ => false,
+        });
+        layers && gemv_fuses(w.output.as_ref().unwrap_or(&w.embedding))
+    }
+
+    /// The dispatches of one pass of the forward graph.
+    pub(super) async fn lower(&self, ctx: &GpuContext, pass: Pass, mut capture: Option<&mut Checkpoints>) -> Result<Vec<Dispatch>> {
+        if self.options.precision == Precision::F16 && !ctx.capabilities().shader_f16 {
+            return Err(Error::Model("f16 precision needs shader-f16, which this adapter lacks".into()));
+        }
+        let mut graph = forward(&self.config, pass);
+        let fuse = self.options.fuse;
+        if fuse && pass.n_tokens == 1 {
+            alias_last_row(&mut graph.ops);
+        }
+        let l = Lower {
+            m: self,
+            ctx,
+            t: pass.n_tokens,
+            fuse,
+            norm_gemv: pass.sampled_ids && pass.n_tokens == 1 && self.norm_gemv_applies(),
+        };
+        let mut d = Vec::with_capacity(graph.ops.len());
+        let mut i = 0;
+        while i < graph.ops.len() {
+            i += l.rule(&graph.ops[i..], &mut d, capture.as_deref_mut()).await?;
+        }
+        Ok(d)
+    }
+}
+
+fn unsupported(op: &Op) -> Error {
+    Error::Model(format!("the GPU backend has no kernel for {op:?}"))
+}
+
+impl<'a> Lower<'a> {
+    fn c(&self) -> &'a LlamaConfig {
+        &self.m.config
+    }
+
+    /// `act` viewed at `rows` rows.
+    fn view(&self, act: Act, rows: usize) -> Result<GpuTensor> {
+        self.m.buffers.view(self.c(), act, rows)
+    }
+
+    /// `act` at this pass's size.
+    fn at(&self, act: Act) -> Result<GpuTensor> {
+        self.view(act, act.rows(self.t))
+    }
+
+    /// `act` as [t, heads, head_dim].
+    fn heads(&self, act: Act, n: usize) -> Result<GpuTensor> {
+        self.m.buffers.of(act).view(&[self.t, n, self.c().head_dim])
+    }
+
+    fn matrix(&self, w: Weight) -> Result<&'a QWeight> {
+        let ws = &self.m.weights;
+        let found = match w {
+            Weight::Embedding => Some(&ws.embedding),
+            Weight::Head => Some(ws.output.as_ref().unwrap_or(&ws.embedding)),
+            Weight::Layer(i, part) => ws.layers.get(i).and_then(|l| match (part, &l.qkv, &l.gate_up) {
+                (L::Q, Qkv::Apart { wq, .. }, _) => Some(wq),
+                (L::K, Qkv::Apart { wk, .. }, _) => Some(wk),
+                (L::V, Qkv::Apart { wv, .. }, _) => Some(wv),
+                (L::O, _, _) => Some(&l.wo),
+                (L::Gate, _, GateUp::Apart { gate, .. }) => Some(gate),
+                (L::Up, _, GateUp::Apart { up, .. }) => Some(up),
+                (L::Down, _, _) => Some(&l.down),
+                _ => None,
+            }),
+            Weight::OutNorm => None,
+        };
+        found.ok_or_else(|| Error::Model(format!("no GPU matrix for {w:?} (stacked, or not a matrix)")))
+    }
+
+    fn vector(&self, w: Weight) -> Result<&'a GpuTensor> {
+        let ws = &self.m.weights;
+        let found = match w {
+            Weight::OutNorm => Some(&ws.out_norm),
+            Weight::Layer(i, part) => ws.layers.get(i).and_then(|l| match (part, &l.qkv) {
+                (L::AttnNorm, _) => Some(&l.attn_norm),
+                (L::FfnNorm, _) => Some(&l.ffn_norm),
+                (L::QBias, Qkv::Apart { bq, .. }) => bq.as_ref(),
+                (L::KBias, Qkv::Apart { bk, .. }) => bk.as_ref(),
+                (L::VBias, Qkv::Apart { bv, .. }) => bv.as_ref(),
+                _ => None,
+            }),
+            _ => None,
+        };
+        found.ok_or_else(|| Error::Model(format!("no GPU vector for {w:?}")))
+    }
+
+    /// The projection group starting at `ops[0]`, if one matrix computes it.
+    fn projection(&self, ops: &[Op]) -> Option<Projection<'a>> {
+        let layers = &self.m.weights.layers;
+        match ops {
+            [Op::Linear { w: Weight::Layer(l, L::Q), bias: bq, x, out: q }, Op::Linear { w: Weight::Layer(lk, L::K), x: xk, out: k, .. }, Op::Linear { w: Weight::Layer(lv, L::V), x: xv, out: v, .. }, Op::RopeStore { layer, q: rq, k: rk, v: rv }, ..]
+                if (l, l, l) == (lk, lv, layer) && (x, x) == (xk, xv) && (q, k, v) == (rq, rk, rv) =>
+            {
+                match &layers.get(*l)?.qkv {
+                    Qkv::Stacked { w, bias } if bias.is_some() == bq.is_some() => {
+                        Some(Projection::Qkv { layer: *l, x: *x, w, bias: bias.as_ref(), q: *q })
+                    }
+                    _ => None,
+                }
+            }
+            [Op::Linear { w: Weight::Layer(l, L::Gate), bias: None, x, out: g }, Op::Linear { w: Weight::Layer(lu, L::Up), bias: None, x: xu, out: u }, Op::Glu { act: Activation::Silu, gate, up, out }, ..]
+                if l == lu && x == xu && (g, u) == (gate, up) =>
+            {
+                match &layers.get(*l)?.gate_up {
+                    GateUp::Stacked(w) => Some(Projection::GateUp { x: *x, w, out: *out }),
+                    GateUp::Apart { .. } => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// A projection's matrix product: a GEMV with `fusion` folded in, or the plain product.
+    async fn product(&self, w: &QWeight, x: &GpuTensor, y: &GpuTensor, fusion: Option<GemvFusion<'_>>) -> Result<Dispatch> {
+        let p = self.m.options.precision;
+        match fusion {
+            Some(f) => gemv_fused(self.ctx, w, x, y, f).await,
+            None => matmul(self.ctx, w, x, y, p, p).await,
+        }
+    }
+
+    /// Emits a projection group reading `x` (the stream itself when a norm is folded in).
+    async fn project(&self, proj: &Projection<'_>, x: Act, fusion: Option<GemvFusion<'_>>, d: &mut Vec<Dispatch>) -> Result<()> {
+        let (c, b, ctx) = (self.c(), &self.m.buffers, self.ctx);
+        let xv = self.at(x)?;
+        match proj {
+            Projection::Qkv { layer, w, bias, q, .. } => {
+                let qkv = b.qkv.view(&[self.t, c.q_dim() + 2 * c.kv_dim()])?;
+                d.push(self.product(w, &xv, &qkv, fusion).await?);
+                if let Some(bias) = bias {
+                    d.push(bias_add(ctx, &qkv, bias).await?);
+                }
+                let qkv3 = b.qkv.view(&[self.t, c.n_heads + 2 * c.n_kv_heads, c.head_dim])?;
+                let (kc, vc) = (&self.m.k_cache[*layer], &self.m.v_cache[*layer]);
+                let rs = rope_shape(c, &self.m.options, self.t);
+                d.push(rope_store_qkv(ctx, rs, &qkv3, &self.heads(*q, c.n_heads)?, kc, vc, &self.m.rope, &self.m.step).await?);
+            }
+            Projection::GateUp { w, out, .. } => {
+                let gate_up = b.gate_up.view(&[self.t, 2 * c.ffn_dim])?;
+                d.push(self.product(w, &xv, &gate_up, fusion).await?);
+                d.push(silu_mul_pairs(ctx, &gate_up, &self.at(*out)?).await?);
+            }
+            Projection::One { w, bias, out, .. } => {
+                let y = self.view(*out, xv.shape[0])?;
+                d.push(self.product(w, &xv, &y, fusion).await?);
+                if let Some(bias) = bias {
+                    d.push(bias_add(ctx, &y, bias).await?);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Lowers the ops at the head of `ops` by the first rule that matches; returns how many
+    /// ops it consumed.
+    async fn rule(&self, ops: &[Op], d: &mut Vec<Dispatch>, capture: Option<&mut Checkpoints>) -> Result<usize> {
+        if self.norm_gemv {
+            // RMSNorm + the projection reading it: the GEMV normalises its input itself.
+            if let Op::Norm { kind: NormKind::Rms, x, w, bias: None, group: None, eps, out } = &ops[0] {
+                let proj = match (self.projection(&ops[1..]), ops.get(1)) {
+                    (Some(p), _) => Some(p),
+                    (None, Some(Op::Linear { w, bias, x, out })) => Some(Projection::One {
+                        x: *x,
+                        w: self.matrix(*w)?,
+                        bias: bias.map(|b| self.vector(b)).transpose()?,
+                        out: *out,
+                    }),
+                    _ => None,
+                };
+                if let Some(p) = proj.filter(|p| p.input() == *out) {
+                    let fusion = GemvFusion { norm: Some((self.vector(*w)?, *eps)), residual: false };
+                    self.project(&p, *x, Some(fusion), d).await?;
+                    return Ok(1 + p.ops());
+                }
+            }
+            // A projection + the residual add of its output: the GEMV adds into the stream.
+            if let [Op::Linear { w, bias: None, x, out }, Op::Add { x: acc, y }, ..] = ops {
+                if y == out {
+                    let fusion = GemvFusion { norm: None, residual: true };
+                    d.push(gemv_fused(self.ctx, self.matrix(*w)?, &self.at(*x)?, &self.at(*acc)?, fusion).await?);
+                    return Ok(2);
+                }
+            }
+        }
+        if let Some(p) = self.projection(ops) {
+            self.project(&p, p.input(), None, d).await?;
+            return Ok(p.ops());
+        }
+        if self.fuse {
+            // A residual add + the norm of the sum.
+            if let Op::Add { x, y } = &ops[0] {
+                let captures = ops[1..].iter().take_while(|op| matches!(op, Op::Capture { .. })).count();
+                if let Some(Op::Norm { kind: NormKind::Rms, x: nx, w, bias: None, group: None, eps, out }) = ops.get(1 + captures) {
+                    if nx == x {
+                        d.push(add_rms_norm(self.ctx, &self.at(*x)?, &self.at(*y)?, self.vector(*w)?, &self.at(*out)?, *eps).await?);
+                        let mut capture = capture;
+                        for op in &ops[1..1 + captures] {
+                            self.single(op, d, capture.as_deref_mut()).await?;
+                        }
+                        return Ok(2 + captures);
+                    }
+                }
+            }
+        }
+        self.single(&ops[0], d, capture).await?;
+        Ok(1)
+    }
+
+    /// One op, one kernel (split attention: two).
+    async fn single(&self, op: &Op, d: &mut Vec<Dispatch>, capture: Option<&mut Checkpoints>) -> Result<()> {
+        let (c, m, ctx) = (self.c(), self.m, self.ctx);
+        match op {
+            Op::Embed { ids, out } => {
+                let ids = match ids {
+                    Ids::Sampled => m.chosen.view(&[1])?,
+                    Ids::Input => m.buffers.ids.view(&[self.t])?,
+                };
+                d.push(embed(ctx, &m.weights.embedding, &ids, &self.at(*out)?).await?);
+            }
+            Op::Norm { kind: NormKind::Rms, x, w, bias: None, group: None, eps, out } => {
+                d.push(rms_norm(ctx, &self.at(*x)?, self.vector(*w)?, &self.at(*out)?, *eps).await?);
+            }
+            Op::Linear { w, bias, x, out } => {
+                let p = Projection::One { x: *x, w: self.matrix(*w)?, bias: bias.map(|b| self.vector(b)).transpose()?, out: *out };
+                self.project(&p, *x, None, d).await?;
+            }
+            Op::RopeStore { layer, q, k, v } => {
+                let rs = rope_shape(c, &m.options, self.t);
+                let (q3, k3, v3) = (self.heads(*q, c.n_heads)?, self.heads(*k, c.n_kv_heads)?, self.heads(*v, c.n_kv_heads)?);
+                d.push(rope_store(ctx, rs, &q3, &k3, &v3, &m.k_cache[*layer], &m.v_cache[*layer], &m.rope, &m.step).await?);
+            }
+            Op::Attention { layer, q, out } => {
+                let shape = attention_shape(c, &m.options, self.t);
+                let scale = 1.0 / (c.head_dim as f32).sqrt();
+                let (q3, a3) = (self.heads(*q, c.n_heads)?, self.heads(*out, c.n_heads)?);
+                let (kc, vc) = (&m.k_cache[*layer], &m.v_cache[*layer]);
+                if self.t == 1 && m.options.split_attention == Some(true) {
+                    let b = &m.buffers.partials;
+                    d.extend(attention_split(ctx, shape, &q3, kc, vc, b, &a3, scale, &m.step, SPLIT_CHUNK).await?);
+                } else {
+                    d.push(attention(ctx, shape, &q3, kc, vc, &a3, scale, &m.step).await?);
+                }
+            }
+            Op::Glu { act: Activation::Silu, gate, up, out } => {
+                d.push(silu_mul(ctx, &self.at(*gate)?, &self.at(*up)?, &self.at(*out)?).await?);
+            }
+            Op::Add { x, y } => d.push(add_inplace(ctx, &self.at(*x)?, &self.at(*y)?).await?),
+            Op::LastRow { x, out } => d.push(copy_row(ctx, &self.at(*x)?, self.t - 1, &self.at(*out)?).await?),
+            Op::Sample { logits } => {
+                let flat = m.buffers.of(*logits).view(&[logits.width(c)])?;
+                d.push(sample(ctx, &flat, &m.tokens, &m.chosen, &m.sampling, &m.step).await?);
+            }
+            Op::Capture { name, x } => {
+                if let Some(cp) = capture {
+                    let src = self.at(*x)?;
+                    let dst = ctx.zeros(name, &src.shape, DType::F32)?;
+                    d.push(copy(ctx, &src, &dst).await?);
+                    cp.names.push(name.clone());
+                    cp.tensors.push(dst);
+                }
+            }
+            Op::Norm { .. } | Op::Glu { .. } => return Err(unsupported(op)),
+        }
+        Ok(())
+    }
+}

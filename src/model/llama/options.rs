@@ -1,0 +1,72 @@
+//! Options of the engine fixed at load.
+
+use crate::error::{Error, Result};
+use crate::ops::kv::KvFormat;
+use crate::ops::qmatmul::Precision;
+
+use super::super::config::LlamaConfig;
+
+/// Options fixed at load.
+#[derive(Clone, Copy, Debug)]
+pub struct EngineOptions {
+    /// Positions the KV cache holds: the context cap, and past it the sliding attention window.
+    pub max_seq: usize,
+    /// Past `max_seq`, how many of the first positions stay in the window (attention sinks);
+    /// 0 gives a plain window of the last `max_seq` positions. Capped at `max_seq / 2`.
+    pub sinks: usize,
+    /// Most tokens one prefill pass processes; longer prompts run in several passes.
+    pub max_batch: usize,
+    /// Arithmetic of the matrix kernels. F32 by default: the f16 variant rounds weights and
+    /// activations to 11 bits, enough to flip near-tied greedy choices against a reference.
+    pub precision: Precision,
+    /// Storage of the KV cache. Every format works on every adapter: F16 stores
+    /// `pack2x16float` pairs in u32 words, so it needs no `shader-f16`.
+    pub kv: KvFormat,
+    /// Decode attention split across workgroups by context chunks (flash-decoding). `None`
+    /// decides by adapter: split on GPUs, not on CPU-emulated adapters.
+    pub split_attention: Option<bool>,
+    /// Fewer dispatches per token: Q/K/V and gate/up stacked into one matrix each at load,
+    /// and each residual add fused into the norm that follows it. Results are the same
+    /// either way; off only to measure what the fusion buys.
+    pub fuse: bool,
+    /// With `fuse`, the decode step's RMSNorms also folded into the GEMVs after them and its
+    /// residual adds into the GEMVs before them (8 dispatches a block instead of 10). `None`
+    /// decides by adapter: on GPUs, not on CPU-emulated adapters, where every workgroup's own
+    /// sum of squares (a barrier tree) cost more than the dispatches it saves (bench/NOTES.md).
+    pub fuse_norms: Option<bool>,
+    /// Time the GEMV launch shapes on this device at load and use the fastest per weight shape
+    /// (GPUs with timestamp queries; elsewhere the measured defaults stay).
+    pub tune: bool,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        Self {
+            max_seq: 2048,
+            max_batch: 64,
+            precision: Precision::F32,
+            kv: KvFormat::F32,
+            sinks: 4,
+            split_attention: None,
+            fuse: true,
+            fuse_norms: None,
+            tune: true,
+        }
+    }
+}
+
+/// KV-cache bytes per token of context for `config` stored as `kv` (K and V, every layer).
+pub fn kv_bytes_per_token(config: &LlamaConfig, kv: KvFormat) -> u64 {
+    (2 * config.n_layers * config.n_kv_heads * kv.row_bytes(config.head_dim)) as u64
+}
+
+/// An engine needs one block of weights per configured layer, and room for a token.
+pub fn check_engine(config: &LlamaConfig, layers: usize, max_seq: usize, max_batch: usize) -> Result<()> {
+    if max_seq == 0 || max_batch == 0 || layers != config.n_layers {
+        return Err(Error::Model(format!(
+            "{layers} layers of weights for {} in the config; max_seq {max_seq} max_batch {max_batch}",
+            config.n_layers
+        )));
+    }
+    Ok(())
+}

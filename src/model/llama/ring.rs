@@ -1,0 +1,79 @@
+//! The context window's bookkeeping, the same for every backend: how many tokens a pass takes,
+//! and which position's RoPE row each slot of the table holds (slots are reused as a ring past
+//! `max_seq`; see the module docs of `llama.rs`).
+
+use crate::error::{Error, Result};
+use crate::ops::rope::{ring_slot, rope_row, rope_table};
+
+use super::super::config::LlamaConfig;
+
+/// Tokens the next pass takes out of `remaining` at position `pos`: up to `max_batch` while the
+/// positions stay below `max_seq` (no slot is reused), one at a time past it.
+pub fn pass_len(pos: usize, remaining: usize, max_seq: usize, max_batch: usize) -> usize {
+    let room = max_seq.saturating_sub(pos);
+    if room == 0 {
+        1
+    } else {
+        remaining.min(max_batch).min(room)
+    }
+}
+
+/// Positions fit the engines' u32 positions.
+pub fn check_position(pos: usize, n: usize) -> Result<()> {
+    if pos + n > u32::MAX as usize {
+        return Err(Error::Model(format!("{} positions exceed the engine's u32 positions", pos + n)));
+    }
+    Ok(())
+}
+
+/// Which position each slot of the RoPE table holds.
+pub struct RopeRing {
+    slots: Vec<usize>,
+    /// One table row computed on the CPU, reused.
+    scratch: Vec<f32>,
+    max_seq: usize,
+    sinks: usize,
+    dims: usize,
+    base: f32,
+    scaling: crate::ops::rope::RopeScaling,
+}
+
+impl RopeRing {
+    pub fn new(c: &LlamaConfig, max_seq: usize, sinks: usize) -> Self {
+        Self {
+            slots: (0..max_seq).collect(),
+            scratch: vec![0.0; c.rope_dims],
+            max_seq,
+            sinks,
+            dims: c.rope_dims,
+            base: c.rope_base,
+            scaling: c.rope_scaling,
+        }
+    }
+
+    /// The table every slot starts with: slot p holds position p, [max_seq, rope_dims / 2, 2].
+    pub fn table(&self) -> Vec<f32> {
+        rope_table(self.max_seq, self.dims, self.base, self.scaling)
+    }
+
+    /// Values per table row.
+    pub fn row_len(&self) -> usize {
+        self.dims / 2 * 2
+    }
+
+    /// Makes the slots of positions `pos .. pos + n` hold those positions' rows, handing each
+    /// row that changes to `write(slot, row)`. Only positions past `max_seq` (or again below it
+    /// after a reset) write anything.
+    pub fn prepare(&mut self, pos: usize, n: usize, mut write: impl FnMut(usize, &[f32]) -> Result<()>) -> Result<()> {
+        let row = self.row_len();
+        for p in pos..pos + n {
+            let slot = ring_slot(p, self.max_seq, self.sinks);
+            if self.slots[slot] != p {
+                rope_row(p, self.dims, self.base, self.scaling, &mut self.scratch);
+                write(slot, &self.scratch[..row])?;
+                self.slots[slot] = p;
+            }
+        }
+        Ok(())
+    }
+}
