@@ -79,7 +79,8 @@ fn gemv_launch_shapes_for_gpus_match_the_reference() -> anyhow::Result<()> {
     let mut configs = vec![qmatmul::GemvConfig { wg: 64, rows: 1, lanes: 4 }, qmatmul::GemvConfig { wg: 64, rows: 2, lanes: 16 }];
     configs.extend(qmatmul::GEMV_CANDIDATES);
     // Weft rows that end inside a chunk run the block kernel; whole chunks (K a multiple of 32,
-    // and Q4_0 / Q8_0, which are stored as weft) run shaders/qgemv_gpu.wgsl at lanes > 1.
+    // and on GPUs Q4_0 / Q8_0, which are stored as weft there) run shaders/qgemv_gpu.wgsl at
+    // lanes > 1.
     let ragged = ["q4_g32_sym", "q3_g64_asym", "q2_g128_sym"];
     let whole = ["q4_g32_asym", "q8_g32_sym", "q3_g32_asym", "q2_g32_asym", "q4_g128_asym", "q8_g64_asym", "q2_g64_sym"];
     let formats = ["Q4_0", "Q4_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"].into_iter().chain(ragged).chain(whole);

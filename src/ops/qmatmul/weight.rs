@@ -165,8 +165,8 @@ fn row_ranges(ctx: &GpuContext, rows: usize, row_bytes: u64) -> Vec<(usize, usiz
 
 impl QWeight {
     /// From a GGUF tensor's bytes. GGUF lists the dims as [K, N]; the bytes are row-major
-    /// [N, K] with K contiguous, so `rows` = N and `cols` = K. Types that a weft format holds
-    /// exactly are stored in it ([`quant::repack`]): `format` says what the GPU holds.
+    /// [N, K] with K contiguous, so `rows` = N and `cols` = K. On GPUs, types that a weft format
+    /// holds exactly are stored in it ([`quant::repack`]): `format` says what the GPU holds.
     pub fn from_ggml(
         ctx: &GpuContext,
         name: &str,
@@ -188,10 +188,13 @@ impl QWeight {
                 ),
             });
         }
-        // Q4_0 and Q8_0 go to the GPU as the weft format that holds them exactly, whose chunks
-        // are word-aligned (src/quant/repack.rs).
-        if let Some(m) = quant::repack::to_weft(ty, rows, cols, bytes)? {
-            return Self::from_weft(ctx, name, &m);
+        // On GPUs, Q4_0 and Q8_0 are stored as the weft format that holds them exactly, whose
+        // chunks are word-aligned for shaders/qgemv_gpu.wgsl (src/quant/repack.rs). CPU-emulated
+        // adapters keep the stored blocks, whose kernels were measured best there.
+        if !ctx.capabilities().is_software {
+            if let Some(m) = quant::repack::to_weft(ty, rows, cols, bytes)? {
+                return Self::from_weft(ctx, name, &m);
+            }
         }
         let row_bytes = bytes.len() / rows;
         let ranges = row_ranges(ctx, rows, row_bytes as u64);
