@@ -140,7 +140,10 @@ async fn load_once(
     };
     let engine = EngineOptions { max_seq: opts.max_context, kv: opts.kv, ..EngineOptions::default() };
     let watch = ctx.watch_out_of_memory();
-    let opened = model::open(ctx, &reader, engine, WeightOptions::default(), &mut report).await;
+    // The budget is checked against weights + KV cache + activations after the header, before
+    // any weight is fetched: a model over it is GPU_OOM (needed, available) with nothing spent.
+    let weights = WeightOptions { memory_budget_mb: opts.memory_budget_mb, ..WeightOptions::default() };
+    let opened = model::open(ctx, &reader, engine, weights, &mut report).await;
     let oom = watch.pop().await;
     match (opened, oom) {
         (Ok((llama, _)), Some(e)) => Err(Error::OutOfMemory { needed: llama.gpu_bytes(), message: e.to_string() }),
