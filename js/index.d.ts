@@ -213,10 +213,16 @@ export declare class Model extends EventTarget {
    * CONTEXT_FULL. A new generate() (or dispose()) ends one still running or left unfinished
    * (by `break`, or an iterator dropped): that one then rejects with ABORTED. */
   generate(prompt: string, options?: GenerateOptions): AsyncGenerator<Chunk, void, void>;
-  /** The assistant's reply to `messages`, with the model's chat template applied. */
+  /** The assistant's reply to `messages`, with the model's chat template applied: the
+   * template's special tokens are control tokens, message content is encoded as text (a
+   * `<|im_start|>` written in a message stays text and cannot open a turn). */
   chat(messages: ChatMessage[], options?: GenerateOptions): Promise<string>;
   chatStream(messages: ChatMessage[], options?: GenerateOptions): AsyncGenerator<Chunk, void, void>;
+  /** The templated prompt as text (for display; `encode` of it would parse special tokens
+   * written in messages, which `chat` does not). */
   chatPrompt(messages: ChatMessage[]): Promise<string>;
+  /** The token ids `chat` and `chatStream` run for `messages`. */
+  chatIds(messages: ChatMessage[]): Promise<number[]>;
   encode(text: string): Promise<number[]>;
   decode(ids: ArrayLike<number>): Promise<string>;
   /** Runs `ids` (at most 64) from an empty context and returns every debug checkpoint:
