@@ -219,6 +219,11 @@ export class Model extends EventTarget {
    * context it goes on over a sliding window; a prompt longer than the context is a
    * CONTEXT_FULL error. */
   async *generate(prompt, options = {}) {
+    yield* this.#generate((m, sampling) => m.begin(String(prompt), sampling), options);
+  }
+
+  /** A generation whose first call is `begin(inner, sampling)`. */
+  async *#generate(begin, options) {
     const [maxTokens, signal, sampling] = generateOptions(options);
     this.#alive();
     await this.#takeOver();
@@ -226,7 +231,7 @@ export class Model extends EventTarget {
     this.#session = session;
     try {
       if (signal?.aborted) throw abortedError();
-      let chunk = await this.#step(session, (m) => m.begin(String(prompt), sampling));
+      let chunk = await this.#step(session, (m) => begin(m, sampling));
       for (let n = 1; ; n++) {
         yield chunk;
         if (session.cancelled) throw supersededError();
@@ -248,14 +253,20 @@ export class Model extends EventTarget {
     return text;
   }
 
-  /** The reply to `messages`, streamed like `generate`. */
+  /** The reply to `messages`, streamed like `generate`. The template's special tokens are
+   * control tokens; message content is encoded as text, so it cannot open or close a turn. */
   async *chatStream(messages, options = {}) {
-    yield* this.generate(await this.chatPrompt(messages), options);
+    yield* this.#generate((m, sampling) => m.beginChat(messages, sampling), options);
   }
 
-  /** The prompt `chat` would run for `messages`. */
+  /** The prompt `chat` would run for `messages`, as text. */
   async chatPrompt(messages) {
     return this.#call((m) => m.chatPrompt(messages));
+  }
+
+  /** The token ids `chat` runs for `messages`. */
+  async chatIds(messages) {
+    return this.#call((m) => Array.from(m.chatIds(messages)));
   }
 
   async encode(text) {

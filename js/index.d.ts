@@ -10,7 +10,9 @@
  * - CONTEXT_FULL: the prompt alone is longer than the context (`tokens`, `context` set)
  * - FORMAT: the file is not a model weft reads; MODEL: it is, but its contents are inconsistent
  * - TOKENIZER: the tokenizer or chat template failed
- * - GPU_OOM: the GPU ran out of memory (`needed` bytes); GPU_LIMIT: one buffer exceeds a limit
+ * - GPU_OOM: the GPU ran out of memory (`needed` bytes), or the model does not fit
+ *   `memoryBudgetMB` (`needed`, `available`; checked before any weight is fetched); GPU_LIMIT:
+ *   one buffer exceeds a limit
  * - DEVICE_LOST: the GPU device was lost; load the model again
  * - UNSUPPORTED: no WebGPU, or an option this build does not support
  * - QUOTA: the browser's storage cannot hold the model's uncached bytes (`needed`, `available`);
@@ -51,7 +53,7 @@ export declare class WeftError extends Error {
   /** For GPU_OOM: bytes the model needs on the GPU; for QUOTA: bytes the cache still needs. */
   readonly needed?: number;
   /** For QUOTA: free bytes in the browser's storage estimate; for GPU_OOM from the check before
-   * a load: the GPU memory the device offers. */
+   * a load: the memory budget (`memoryBudgetMB` in bytes) or the device's largest buffer. */
   readonly available?: number;
   /** For CONTEXT_FULL: the prompt's tokens and the context's positions. */
   readonly tokens?: number;
@@ -125,6 +127,11 @@ export interface LoadOptions {
   retries?: number;
   /** Delay before the first retry, doubled for each further one (default 200). */
   backoffMs?: number;
+  /** The most GPU memory the model may use, in MB (10^6 bytes; a positive finite number): its
+   * weights, KV cache (at `maxContext` and `kv`) and activations are checked against it after
+   * the header, before any weight is fetched; over it, loadModel rejects with GPU_OOM
+   * (`needed`, `available` in bytes). No budget: only the device's buffer limits are checked. */
+  memoryBudgetMB?: number;
 }
 
 /** Unknown keys and values out of range are INVALID_ARGUMENT errors naming the option. */
@@ -206,10 +213,16 @@ export declare class Model extends EventTarget {
    * CONTEXT_FULL. A new generate() (or dispose()) ends one still running or left unfinished
    * (by `break`, or an iterator dropped): that one then rejects with ABORTED. */
   generate(prompt: string, options?: GenerateOptions): AsyncGenerator<Chunk, void, void>;
-  /** The assistant's reply to `messages`, with the model's chat template applied. */
+  /** The assistant's reply to `messages`, with the model's chat template applied: the
+   * template's special tokens are control tokens, message content is encoded as text (a
+   * `<|im_start|>` written in a message stays text and cannot open a turn). */
   chat(messages: ChatMessage[], options?: GenerateOptions): Promise<string>;
   chatStream(messages: ChatMessage[], options?: GenerateOptions): AsyncGenerator<Chunk, void, void>;
+  /** The templated prompt as text (for display; `encode` of it would parse special tokens
+   * written in messages, which `chat` does not). */
   chatPrompt(messages: ChatMessage[]): Promise<string>;
+  /** The token ids `chat` and `chatStream` run for `messages`. */
+  chatIds(messages: ChatMessage[]): Promise<number[]>;
   encode(text: string): Promise<number[]>;
   decode(ids: ArrayLike<number>): Promise<string>;
   /** Runs `ids` (at most 64) from an empty context and returns every debug checkpoint:

@@ -158,11 +158,16 @@ export class Model extends EventTarget {
   }
 
   async *generate(prompt, options = {}) {
+    yield* this.#generate({ prompt: String(prompt) }, options);
+  }
+
+  /** A generation in the worker on `input`: `{ prompt }` or `{ messages }`. */
+  async *#generate(input, options) {
     generateOptions(options);
     const { signal, ...rest } = options ?? {};
     const queue = [];
     let wake = null;
-    const [id, finished] = send('generate', this.#args({ prompt: String(prompt), options: rest }), {
+    const [id, finished] = send('generate', this.#args({ ...input, options: rest }), {
       onChunk: (c) => {
         queue.push(c);
         wake?.();
@@ -200,12 +205,15 @@ export class Model extends EventTarget {
   }
 
   async *chatStream(messages, options = {}) {
-    const prompt = await request('chatPrompt', this.#args({ messages }));
-    yield* this.generate(prompt, options);
+    yield* this.#generate({ messages }, options);
   }
 
   chatPrompt(messages) {
     return request('chatPrompt', this.#args({ messages }));
+  }
+
+  chatIds(messages) {
+    return request('chatIds', this.#args({ messages }));
   }
 
   encode(text) {

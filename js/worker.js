@@ -47,15 +47,18 @@ const ops = {
     return handle;
   },
 
-  async generate({ model: handle, prompt, options }, id) {
+  async generate({ model: handle, prompt, messages, options }, id) {
     const signal = controllerFor(id).signal;
-    for await (const chunk of model(handle).generate(prompt, { ...options, signal })) {
+    const m = model(handle);
+    const chunks = messages !== undefined ? m.chatStream(messages, { ...options, signal }) : m.generate(prompt, { ...options, signal });
+    for await (const chunk of chunks) {
       postMessage({ id, chunk });
     }
     return null;
   },
 
   chatPrompt: ({ model: handle, messages }) => model(handle).chatPrompt(messages),
+  chatIds: ({ model: handle, messages }) => model(handle).chatIds(messages),
   encode: ({ model: handle, text }) => model(handle).encode(text),
   decode: ({ model: handle, ids }) => model(handle).decode(ids),
   stats: ({ model: handle }) => model(handle).stats(),

@@ -104,6 +104,16 @@ function setChatEnabled(on) {
   $('new-chat').disabled = !state.model;
 }
 
+/** Half the device's memory (`navigator.deviceMemory`, GB, where the browser tells) as the
+ * model's memory budget in MB, so a model that cannot fit is refused before it downloads; a page
+ * can add `?budget=MB` to set it. */
+function memoryBudgetMB() {
+  const asked = Number(new URLSearchParams(location.search).get('budget'));
+  if (asked > 0) return asked;
+  const gb = navigator.deviceMemory;
+  return typeof gb === 'number' && gb > 0 ? gb * 500 : undefined;
+}
+
 async function load(event) {
   event.preventDefault();
   if (state.loading) return;
@@ -122,11 +132,13 @@ async function load(event) {
       await old.dispose();
     }
     setLoadState('Loading…', 'loading');
+    const budget = memoryBudgetMB();
     const model = await weft.loadModel(url, {
       kv: $('kv').value,
       maxContext: Number($('max-context').value),
       cache: cacheOn,
       onProgress,
+      ...(budget ? { memoryBudgetMB: budget } : {}),
     });
     model.addEventListener('devicelost', () => {
       if (state.model !== model) return;
@@ -144,7 +156,16 @@ async function load(event) {
     setChatEnabled(true);
     $('prompt').focus();
   } catch (e) {
-    setLoadState(`Load failed (${e.code ?? 'ERROR'}): ${e.message}`, 'error');
+    if (e.code === 'GPU_OOM' && e.available !== undefined) {
+      setLoadState(
+        `This model does not fit this device: it needs ${mib(e.needed)} of GPU memory (weights, KV cache and ` +
+          `activations) and ${mib(e.available)} is available. No weights were downloaded. Try a smaller maximum ` +
+          'context, the q8 KV cache, or a smaller model.',
+        'error',
+      );
+    } else {
+      setLoadState(`Load failed (${e.code ?? 'ERROR'}): ${e.message}`, 'error');
+    }
   } finally {
     state.loading = false;
     $('load').disabled = false;

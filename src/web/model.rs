@@ -140,7 +140,10 @@ async fn load_once(
     };
     let engine = EngineOptions { max_seq: opts.max_context, kv: opts.kv, ..EngineOptions::default() };
     let watch = ctx.watch_out_of_memory();
-    let opened = model::open(ctx, &reader, engine, WeightOptions::default(), &mut report).await;
+    // The budget is checked against weights + KV cache + activations after the header, before
+    // any weight is fetched: a model over it is GPU_OOM (needed, available) with nothing spent.
+    let weights = WeightOptions { memory_budget_mb: opts.memory_budget_mb, ..WeightOptions::default() };
+    let opened = model::open(ctx, &reader, engine, weights, &mut report).await;
     let oom = watch.pop().await;
     match (opened, oom) {
         (Ok((llama, _)), Some(e)) => Err(Error::OutOfMemory { needed: llama.gpu_bytes(), message: e.to_string() }),
@@ -201,6 +204,26 @@ fn chunk(s: &mut Session, token: u32) -> Result<JsValue, JsValue> {
     to_value(&Chunk { token, text, done })
 }
 
+/// Runs `ids` from an empty sequence with `params` and answers the first chunk.
+async fn start(s: &mut Session, ids: Vec<u32>, params: &crate::ops::sample::SampleParams) -> Result<JsValue, JsValue> {
+    let started = now_ms();
+    let context = s.llama.options.max_seq;
+    if ids.len() > context {
+        return Err(to_js(&Error::ContextFull { tokens: ids.len(), context }));
+    }
+    s.llama.reset();
+    s.stream = TextStream::default();
+    s.llama.set_sampling(&s.ctx, params);
+    let first = s.llama.prefill(&s.ctx, &ids).await.map_err(|e| to_js(&e))?;
+    s.gen = GenerationStats {
+        prompt_tokens: ids.len(),
+        time_to_first_token_ms: now_ms() - started,
+        generated_tokens: 1,
+        decode_ms: 0.0,
+    };
+    chunk(s, first)
+}
+
 #[wasm_bindgen]
 impl Model {
     /// Starts a generation: encodes `prompt` (special tokens parsed), runs it, and resolves to
@@ -211,23 +234,24 @@ impl Model {
         run(&self.inner, move |s| {
             Box::pin(async move {
                 let params = params?;
-                let started = now_ms();
                 let ids = s.tok.encode(&prompt, true);
-                let context = s.llama.options.max_seq;
-                if ids.len() > context {
-                    return Err(to_js(&Error::ContextFull { tokens: ids.len(), context }));
-                }
-                s.llama.reset();
-                s.stream = TextStream::default();
-                s.llama.set_sampling(&s.ctx, &params);
-                let first = s.llama.prefill(&s.ctx, &ids).await.map_err(|e| to_js(&e))?;
-                s.gen = GenerationStats {
-                    prompt_tokens: ids.len(),
-                    time_to_first_token_ms: now_ms() - started,
-                    generated_tokens: 1,
-                    decode_ms: 0.0,
-                };
-                chunk(s, first)
+                start(s, ids, &params).await
+            })
+        })
+    }
+
+    /// Starts a generation on `messages` ([{role, content}]) in the model's chat template, as
+    /// `begin` does on a prompt: the template's special tokens are control tokens, message
+    /// content is encoded as text, so a message cannot open or close a turn.
+    #[wasm_bindgen(js_name = beginChat)]
+    pub fn begin_chat(&self, messages: JsValue, options: JsValue) -> Promise {
+        let params = options::sampling(&options);
+        let messages: Result<Vec<Message>, JsValue> = serde_wasm_bindgen::from_value(messages).map_err(from_js_error);
+        run(&self.inner, move |s| {
+            Box::pin(async move {
+                let (params, messages) = (params?, messages?);
+                let ids = s.tok.encode_chat(&messages).map_err(|e| to_js(&e))?;
+                start(s, ids, &params).await
             })
         })
     }
@@ -261,6 +285,15 @@ impl Model {
         let messages: Vec<Message> = serde_wasm_bindgen::from_value(messages).map_err(from_js_error)?;
         let s = self.inner.try_borrow().map_err(|_| busy())?;
         s.tok.chat_format().render(&messages).map_err(|e| to_js(&e))
+    }
+
+    /// The token ids a chat on `messages` runs (`beginChat`): template tokens as control
+    /// tokens, message content as text.
+    #[wasm_bindgen(js_name = chatIds)]
+    pub fn chat_ids(&self, messages: JsValue) -> Result<Vec<u32>, JsValue> {
+        let messages: Vec<Message> = serde_wasm_bindgen::from_value(messages).map_err(from_js_error)?;
+        let s = self.inner.try_borrow().map_err(|_| busy())?;
+        s.tok.encode_chat(&messages).map_err(|e| to_js(&e))
     }
 
     pub fn encode(&self, text: String) -> Result<Vec<u32>, JsValue> {

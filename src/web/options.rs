@@ -10,7 +10,7 @@ use crate::loader::web::WebOptions;
 use crate::model::KvFormat;
 use crate::ops::sample::SampleParams;
 
-/// Keys `loadModel` accepts. `backend`, `quantize`, `memoryBudgetMB` and `task` belong to
+/// Keys `loadModel` accepts. `backend`, `quantize` and `task` belong to
 /// features that read them themselves; here they are only known, so that passing them is not
 /// a mistake.
 pub const LOAD_KEYS: &[&str] = &[
@@ -87,6 +87,8 @@ pub struct LoadOptions {
     pub web: WebOptions,
     pub max_context: usize,
     pub kv: KvFormat,
+    /// The most the model may occupy on the GPU (weights, KV cache, activations), in MB.
+    pub memory_budget_mb: Option<u64>,
 }
 
 impl LoadOptions {
@@ -123,7 +125,11 @@ impl LoadOptions {
         }
         let max_context = number(options, "maxContext", "a positive integer", |n| integer_in(n, 1.0, u32::MAX as f64))?
             .map_or(2048, |n| n as usize);
-        Ok(Self { on_progress, web, max_context, kv })
+        // A fraction of a MB rounds up: the budget is checked in whole MB (10^6 bytes).
+        let memory_budget_mb =
+            number(options, "memoryBudgetMB", "a positive finite number of MB", |n| n.is_finite() && n > 0.0)?
+                .map(|n| n.ceil() as u64);
+        Ok(Self { on_progress, web, max_context, kv, memory_budget_mb })
     }
 }
 

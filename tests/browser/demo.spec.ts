@@ -156,3 +156,24 @@ test('the demo fits a phone-width screen', async ({ page }) => {
   await page.screenshot({ path: 'test-results/demo-phone.png', fullPage: true });
   expect(errors).toEqual([]);
 });
+
+test('a model over the memory budget: the demo says what it needs and what is available', async ({ page }) => {
+  test.setTimeout(180_000);
+  const errors = collectErrors(page);
+  // ?budget=MB sets the demo's memoryBudgetMB (by default half of navigator.deviceMemory).
+  await page.goto('/?budget=10');
+  await expect(page.locator('#load')).toBeEnabled();
+  await page.locator('#max-context').selectOption('512');
+  await page.locator('#load').click();
+  await expect(page.locator('#load-state')).toHaveAttribute('data-state', 'error', { timeout: 120_000 });
+  const text = (await page.locator('#load-state').textContent()) ?? '';
+  console.log(`load state: ${text}`);
+  expect(text).toMatch(/needs [\d.]+ MiB of GPU memory .* and 9\.5 MiB is available/);
+  expect(text).toContain('No weights were downloaded');
+  // A budget the (tiny) model fits loads.
+  await page.goto('/?budget=4096');
+  await page.locator('#model-url').fill('fixtures/tiny/qwen2-tiny-q8.safetensors');
+  await page.locator('#load').click();
+  await expect(page.locator('#load-state')).toHaveAttribute('data-state', 'ready', { timeout: 120_000 });
+  expect(errors).toEqual([]);
+});

@@ -20,9 +20,11 @@ export default defineConfig({
       testDir: '../browser',
       // The kernels (matmul self-test, every storage type, every weight format), the model
       // against PyTorch's activations with the greedy ids, the worker API, a default-limits
-      // device, and the cache's storage functions.
+      // device, the cache's storage functions, the memory budget checked before a download,
+      // malformed model dimensions, and chat content encoded as text.
       testMatch: ['selftest.spec.ts', 'dequant.spec.ts', 'qmatmul.spec.ts', 'activations.spec.ts', 'api.spec.ts',
-        'limits.spec.ts', 'storage.spec.ts'],
+        'limits.spec.ts', 'storage.spec.ts', 'memory-budget.spec.ts', 'malformed-models.spec.ts',
+        'chat-forge.spec.ts'],
       // Firefox reports an empty GPUAdapterInfo (vendor, architecture, description), which that
       // test requires; adapter.spec.ts checks what Firefox does report. The self-test page's
       // check uses Playwright locators, which this page does not have.
