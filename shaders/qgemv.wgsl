@@ -30,34 +30,8 @@ const WG: u32 = ${WG}u;
 const RPT: u32 = ${RPT}u;
 const LPR: u32 = ${LPR}u;
 
-#ifndef SG
-var<workgroup> part: array<f32, WG>;
-#endif
-
-// The sum of `v` over the LPR adjacent lanes that share a row (all of them get it): a butterfly
-// of subgroup shuffles where the adapter's subgroups hold at least LPR lanes (SG), else a
-// shared-memory tree.
-fn row_sum(v: f32, lid: u32) -> f32 {
-    var s = v;
-#ifdef SG
-    for (var o = LPR / 2u; o > 0u; o >>= 1u) {
-        s += subgroupShuffleXor(s, o);
-    }
-#else
-    part[lid] = s;
-    workgroupBarrier();
-    let lane = lid % LPR;
-    for (var o = LPR / 2u; o > 0u; o >>= 1u) {
-        if (lane < o) {
-            part[lid] += part[lid + o];
-        }
-        workgroupBarrier();
-    }
-    s = part[lid - lane];
-    workgroupBarrier();
-#endif
-    return s;
-}
+// Lanes sharing a row add their sums with `row_sum` (shaders/gemv_rowsum.wgsl).
+alias RowAcc = f32;
 
 // LPR adjacent lanes share each group of RPT rows; lane j takes chunks j, j + LPR, ..., so the
 // lanes of a row read adjacent chunks (coalesced on a GPU). LPR 1 is the CPU-adapter shape: one

@@ -46,9 +46,8 @@ const CPG: u32 = ${GROUP}u / 32u; // chunks per group
 const MAGIC: u32 = 0x4B000000u;   // the bits of 2^23: MAGIC | q reads as 2^23 + q
 const TWO23: f32 = 8388608.0;
 
-#ifndef SG
-var<workgroup> part: array<vec4<f32>, WG>;
-#endif
+// Lanes sharing a group of rows add their four sums with `row_sum` (shaders/gemv_rowsum.wgsl).
+alias RowAcc = vec4<f32>;
 
 // A tile of activations: 2 · LPR chunks of eight vec4, each chunk followed by one vec4 of padding,
 // so that the lanes of a subgroup, reading adjacent chunks, hit different banks.
@@ -249,28 +248,6 @@ fn cdot(w: Chunk, z: f32, xs: X8) -> f32 {
 // s · Σ (q - z) · x for one chunk.
 fn term(w: W, xs: X8) -> f32 {
     return w.s * cdot(w.q, w.z, xs);
-}
-
-// The sums of the LPR adjacent lanes that share a group of rows, in every one of them.
-fn row_sum(v: vec4<f32>, lid: u32) -> vec4<f32> {
-    var s = v;
-#ifdef SG
-    for (var o = LPR / 2u; o > 0u; o >>= 1u) {
-        s += subgroupShuffleXor(s, o);
-    }
-#else
-    part[lid] = s;
-    workgroupBarrier();
-    let lane = lid % LPR;
-    for (var o = LPR / 2u; o > 0u; o >>= 1u) {
-        if (lane < o) {
-            part[lid] += part[lid + o];
-        }
-        workgroupBarrier();
-    }
-    s = part[lid - lane];
-#endif
-    return s;
 }
 
 fn store(tok: u32, row: u32, v: f32) {

@@ -38,6 +38,7 @@ macro_rules! q_shader {
                 include_str!(concat!("../../../shaders/", $file)),
                 include_str!("../../../shaders/qparams.wgsl"),
                 include_str!("../../../shaders/gemv_norm.wgsl"),
+                include_str!("../../../shaders/gemv_rowsum.wgsl"),
                 include_str!("../../../shaders/qweight.wgsl"),
                 include_str!("../../../shaders/qblock.wgsl"),
                 include_str!("../../../shaders/qblock_k.wgsl"),
@@ -57,6 +58,7 @@ pub const QGEMV_GPU_SHADER: ShaderSource = ShaderSource {
         include_str!("../../../shaders/qgemv_gpu.wgsl"),
         include_str!("../../../shaders/qparams.wgsl"),
         include_str!("../../../shaders/gemv_norm.wgsl"),
+        include_str!("../../../shaders/gemv_rowsum.wgsl"),
     ),
 };
 
@@ -176,7 +178,7 @@ fn gemv_defines(format: &WeightFormat, precision: Precision, c: GemvConfig, k: u
     let d = format.defines().set("WG", c.wg).set("PB", 3 + format.weight_bindings() - 1);
     let d = match format.gemv_block() {
         Some(path) => {
-            let d = x_defines(d.set("BLOCKS", 1).set(path, 1).set("RPT", c.rows).set("LPR", c.lanes), k);
+            let d = x_defines(d.set("BLOCKS", 1).set(path, 1).set("RPT", c.rows).set("LPR", c.lanes).set("ROW_SUM", 1), k);
             if c.lanes > 1 && c.lanes <= subgroup { d.set("SG", 1) } else { d }
         }
         None => d.set("ROWS", c.rows),
@@ -196,7 +198,7 @@ fn gpu_gemv(format: &WeightFormat, k: usize, precision: Precision, c: GemvConfig
 }
 
 fn gpu_gemv_defines(format: &WeightFormat, c: GemvConfig, subgroup: u32) -> Defines {
-    let mut d = format.defines().set("WG", c.wg).set("LPR", c.lanes).set("RPT", c.rows);
+    let mut d = format.defines().set("WG", c.wg).set("LPR", c.lanes).set("RPT", c.rows).set("ROW_SUM", 1);
     d = d.set("PB", 3 + format.weight_bindings() - 1);
     if c.rows >= 2 {
         d = d.set("R2", 1);
