@@ -28,7 +28,8 @@
 //
 // Fusions of the decode step: NORM (x RMS-normalised first, see gemv_norm.wgsl; its sum of
 // squares is taken while x is staged and 1 / rms scales the finished sums, so x is read once)
-// and RESIDUAL (the product added to y).
+// RESIDUAL (the product added to y) and GLU (x is the stacked gate/up product, SwiGLU taken
+// while staging: the MLP's down projection without the activation's own dispatch).
 
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;   // [t, k / 4]
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;   // [t, ny]
@@ -179,10 +180,21 @@ fn xchunk(j: u32) -> X8 {
 // 1 / rms is a scalar of the token, applied to the finished sums.
 fn stage(tok: u32, t0: u32, nb: u32, lid: u32) -> f32 {
     let n = min(TILE, nb - t0) * 8u;
+#ifdef GLU
+    // x is a row of the stacked gate/up product, [t, 2k]: gate then up.
+    let row = tok * (p.k / 2u) + t0 * 8u;
+#else
     let row = tok * (p.k / 4u) + t0 * 8u;
+#endif
     var ss = 0.0;
     for (var v = lid; v < n; v += WG) {
+#ifdef GLU
+        // SwiGLU, the expression of shaders/silu_mul.wgsl: the same bits as its output.
+        let g = x[row + v];
+        let xv = g / (vec4<f32>(1.0) + exp(-g)) * x[row + v + p.k / 4u];
+#else
         let xv = x[row + v];
+#endif
 #ifdef NORM
         ss += dot(xv, xv);
         xt[v + v / 8u] = xv * norm_w[t0 * 8u + v] * XSCALE;

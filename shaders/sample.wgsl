@@ -115,10 +115,13 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
     workgroupBarrier();
 
     if (p.temperature <= 0.0) {
-        // Greedy: the largest logit, the lowest index among ties.
+        // Greedy: the largest logit, the lowest index among ties. Lanes take every WG-th
+        // logit, so each load of the workgroup reads one contiguous run (a lane's own chunk
+        // made each load touch WG cache lines); a lane's indices rise, so it keeps its lowest
+        // tied index, and the lowest of those wins below.
         var best = LOWEST;
         var best_i = NONE;
-        for (var i = lo_i; i < hi_i; i++) {
+        for (var i = lane; i < p.vocab; i += WG) {
             if (logits[i] > best || best_i == NONE) {
                 best = logits[i];
                 best_i = i;

@@ -211,7 +211,7 @@ fn gemv_with_norm_prologue_and_residual_epilogue() -> anyhow::Result<()> {
             let eps = 1e-5;
 
             let y = ctx.zeros("y", &[1, n], DType::F32)?;
-            let d = pollster::block_on(gemv_fused(ctx, &w, &tx, &y, GemvFusion { norm: Some((&tg, eps)), residual: false }))?;
+            let d = pollster::block_on(gemv_fused(ctx, &w, &tx, &y, GemvFusion { norm: Some((&tg, eps)), ..Default::default() }))?;
             ctx.run(&[&d]);
             let got = pollster::block_on(ctx.read_f32(&y))?;
             let normed: Vec<f32> = rms_norm_cpu(&x, &g, eps).iter().map(|&v| v as f32).collect();
@@ -225,7 +225,7 @@ fn gemv_with_norm_prologue_and_residual_epilogue() -> anyhow::Result<()> {
             let plain = ctx.zeros("plain", &[1, n], DType::F32)?;
             let d = pollster::block_on(qmatmul::gemv(ctx, &w, &tx, &plain, Precision::F32))?;
             let acc = ctx.upload_f32("acc", &[1, n], &base)?;
-            let r = pollster::block_on(gemv_fused(ctx, &w, &tx, &acc, GemvFusion { norm: None, residual: true }))?;
+            let r = pollster::block_on(gemv_fused(ctx, &w, &tx, &acc, GemvFusion { residual: true, ..Default::default() }))?;
             ctx.run(&[&d, &r]);
             let product = pollster::block_on(ctx.read_f32(&plain))?;
             let sum: Vec<f32> = base.iter().zip(&product).map(|(a, b)| a + b).collect();
@@ -241,5 +241,52 @@ fn gemv_with_norm_prologue_and_residual_epilogue() -> anyhow::Result<()> {
     let x2 = ctx.zeros("x", &[2, 64], DType::F32)?;
     let y2 = ctx.zeros("y", &[2, 4], DType::F32)?;
     assert!(pollster::block_on(gemv_fused(&ctx, &q, &x2, &y2, GemvFusion::default())).is_err());
+    Ok(())
+}
+
+/// The down projection's GEMV taking the SwiGLU of the stacked gate/up product while it stages
+/// it gives the bits of the SwiGLU dispatch followed by the residual GEMV, on the GPU kernel's
+/// launch shapes; the block kernel and mismatched shapes are refused.
+#[test]
+fn gemv_with_swiglu_staging_equals_swiglu_then_gemv() -> anyhow::Result<()> {
+    use weft::ops::qmatmul::{gemv_fused_tuned, GemvConfig, GemvFusion};
+    let ctx = ctx();
+    let configs = [GemvConfig { wg: 256, rows: 2, lanes: 32 }, GemvConfig { wg: 64, rows: 1, lanes: 16 }, GemvConfig { wg: 128, rows: 4, lanes: 8 }];
+    for (i, name) in ["q4_g32_sym", "q4_g32_asym", "q8_g32_sym", "q3_g32_asym", "q2_g32_asym"].into_iter().enumerate() {
+        let format = WeightFormat::parse(name).expect("known format");
+        // k: the FFN width of SmolLM2 (48 chunks: a partial last tile) and a short one.
+        for (n, k) in [(37, 1536), (64, 96)] {
+            let tw = qmatmul::test_weight(format, 600 + i as u64, n, k)?;
+            let w = tw.upload(ctx, "down")?;
+            let gu: Vec<f32> = random_f32(610 + i as u64, 2 * k).iter().map(|v| v * 6.0).collect();
+            let base = random_f32(620 + i as u64, n);
+            let tgu = ctx.upload_f32("gate_up", &[1, 2 * k], &gu)?;
+            let act = ctx.zeros("act", &[1, k], DType::F32)?;
+            for config in configs {
+                let (want, got) = (ctx.upload_f32("want", &[1, n], &base)?, ctx.upload_f32("got", &[1, n], &base)?);
+                let s = pollster::block_on(silu_mul_pairs(ctx, &tgu, &act))?;
+                let r = pollster::block_on(gemv_fused_tuned(ctx, &w, &act, &want, GemvFusion { residual: true, ..Default::default() }, config))?;
+                let glu = GemvFusion { residual: true, glu: true, ..Default::default() };
+                let f = pollster::block_on(gemv_fused_tuned(ctx, &w, &tgu, &got, glu, config))?;
+                ctx.run(&[&s, &r, &f]);
+                let want = pollster::block_on(ctx.read_f32(&want))?;
+                assert_eq!(bits(&pollster::block_on(ctx.read_f32(&got))?), bits(&want), "{name} [{n}, {k}] {config:?}");
+                // And against the CPU: SwiGLU then the reference product, added to the base.
+                let swiglu: Vec<f32> = silu_mul_cpu(&gu[..k], &gu[k..]).iter().map(|&v| v as f32).collect();
+                let (product, scale) = qmatmul::cpu_reference(&tw.dequantize()?, &swiglu, n, k, 1);
+                let worst = want.iter().zip(&base).zip(product.iter().zip(&scale)).map(|((&y, &b), (&p, &s))| (y as f64 - b as f64 - p).abs() / s).fold(0.0, f64::max);
+                assert!(worst <= qmatmul::f32_tolerance(k) + SILU_MUL_TOLERANCE.rel, "{name} [{n}, {k}]: {worst:e}");
+            }
+        }
+    }
+    let w = qmatmul::test_weight(WeightFormat::parse("q4_g32_sym").expect("q4"), 1, 8, 64)?.upload(ctx, "w")?;
+    let y = ctx.zeros("y", &[1, 8], DType::F32)?;
+    let glu = GemvFusion { residual: true, glu: true, ..Default::default() };
+    let gpu = GemvConfig { wg: 64, rows: 1, lanes: 16 };
+    let short = ctx.zeros("gu", &[1, 64], DType::F32)?;
+    assert!(pollster::block_on(gemv_fused_tuned(ctx, &w, &short, &y, glu, gpu)).is_err(), "gate/up must be [1, 2k]");
+    let gu = ctx.zeros("gu", &[1, 128], DType::F32)?;
+    let blocks = GemvConfig { wg: 64, rows: 1, lanes: 1 };
+    assert!(pollster::block_on(gemv_fused_tuned(ctx, &w, &gu, &y, glu, blocks)).is_err(), "the block kernel has no SwiGLU staging");
     Ok(())
 }

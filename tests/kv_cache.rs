@@ -153,3 +153,41 @@ fn fused_and_separate_dispatches_agree() -> anyhow::Result<()> {
     assert_eq!(runs[1].2 - runs[2].2, 7 * layers + 2, "dispatches saved with the norms in the GEMVs");
     Ok(())
 }
+
+/// The decode step on a GPU's launch shapes (forced here on any adapter) with weft weights, so
+/// that the GPU GEMV kernel runs: the SwiGLU folded into the down projection's staging (one
+/// dispatch a block fewer) and steps queued one ahead give the greedy ids of the step with
+/// neither, and a generation stopped with a step still queued leaves nothing behind. The tiny
+/// Qwen2 fixture (F32 weights, quantized at load; widths multiples of 32).
+#[test]
+fn swiglu_in_the_down_gemv_and_queued_steps_keep_the_ids() -> anyhow::Result<()> {
+    let dir = "tests/fixtures/qwen2-tiny";
+    let mut ctx = ctx()?;
+    let mut caps = ctx.capabilities().clone();
+    caps.is_software = false;
+    ctx.set_capabilities(caps);
+    let quantize = Some(weft::quant::weft::WeftQuant::parse("q8_g32_sym")?);
+    let config = std::fs::read_to_string(format!("{dir}/config.json"))?;
+    let prompt = [5, 77, 301, 12, 650, 9, 42];
+    let mut runs = Vec::new();
+    for (fuse_glu, pipeline) in [(false, false), (true, false), (true, true)] {
+        let engine = EngineOptions { max_seq: 64, max_batch: 16, fuse_norms: Some(true), fuse_glu, pipeline, tune: false, ..Default::default() };
+        let reader = weft::loader::native::FileReader::open(format!("{dir}/model.safetensors"))?;
+        let weights = WeightOptions { quantize, ..Default::default() };
+        let mut llama = pollster::block_on(model::open_safetensors_weights(&ctx, &reader, &config, engine, weights, &mut |_| {}))?;
+        let ids = greedy(&ctx, &mut llama, &prompt, 24)?;
+        // Stopped after 5 tokens (a step queued ahead), then the prompt again from scratch.
+        llama.reset();
+        let short = greedy(&ctx, &mut llama, &prompt, 5)?;
+        llama.reset();
+        let again = greedy(&ctx, &mut llama, &prompt, 24)?;
+        println!("glu {fuse_glu} pipeline {pipeline}: {} dispatches a step, ids {ids:?}", llama.decode_dispatches());
+        assert_eq!(short, ids[..5], "glu {fuse_glu} pipeline {pipeline}: a shorter run");
+        assert_eq!(again, ids, "glu {fuse_glu} pipeline {pipeline}: after a stop with a step queued");
+        runs.push((ids, llama.decode_dispatches()));
+    }
+    assert_eq!(runs[0].0, runs[1].0, "the SwiGLU in the down GEMV changed the ids");
+    assert_eq!(runs[1].0, runs[2].0, "queueing steps ahead changed the ids");
+    assert_eq!(runs[0].1 - runs[1].1, 2, "one dispatch fewer a block");
+    Ok(())
+}

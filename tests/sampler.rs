@@ -48,6 +48,14 @@ fn greedy_picks_the_argmax_and_records_it() -> anyhow::Result<()> {
     // Ties go to the lowest index.
     let (id, _) = gpu_sample(&[0.0, 5.0, 1.0, 5.0], &[0], &SampleParams::default())?;
     assert_eq!(id, 1);
+    // Also when one lane of the workgroup meets several of them, a workgroup's width apart.
+    for (tied, lowest) in [([260, 4, 900], 4), ([700, 444, 300], 300), ([999, 743, 487], 487)] {
+        let mut l = vec![0.0f32; 1000];
+        for i in tied {
+            l[i] = 5.0;
+        }
+        assert_eq!(gpu_sample(&l, &[0], &SampleParams::default())?.0, lowest, "ties at {tied:?}");
+    }
     Ok(())
 }
 

@@ -86,6 +86,7 @@ pub struct StepCommands {
 /// A submitted step whose result has not been read yet.
 pub struct Submitted {
     size: u64,
+    index: wgpu::SubmissionIndex,
 }
 
 /// A mapped-readable buffer made once and reused, so that reading a token id each step
@@ -140,11 +141,12 @@ impl GpuContext {
 
     /// Submits a recorded step; [`GpuContext::read_step`] then waits for its result.
     pub fn submit_step(&self, step: StepCommands) -> Submitted {
-        self.queue.submit([step.commands]);
-        Submitted { size: step.size }
+        let index = self.queue.submit([step.commands]);
+        Submitted { size: step.size, index }
     }
 
-    /// Waits for the last submitted step and returns the words it copied into `slot`.
+    /// Waits for a submitted step (not for work submitted after it) and returns the words it
+    /// copied into `slot`.
     pub async fn read_step(&self, slot: &ReadSlot, submitted: Submitted) -> Result<Vec<u32>> {
         let size = submitted.size;
         let fail = |message: String| Error::Readback { label: "step".into(), message };
@@ -153,7 +155,7 @@ impl GpuContext {
             let _ = tx.send(r);
         });
         self.device
-            .poll(wgpu::PollType::wait_indefinitely())
+            .poll(wgpu::PollType::Wait { submission_index: Some(submitted.index), timeout: None })
             .map_err(|e| fail(format!("waiting for the GPU: {e}")))?;
         let mapped = rx.await;
         self.check()?;

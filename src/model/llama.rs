@@ -40,6 +40,7 @@ mod weights;
 use buffers::Buffers;
 use lower::attention_shape;
 use ring::RopeRing;
+use run::Ahead;
 pub use lower::Checkpoints;
 pub use options::{check_engine, kv_bytes_per_token, EngineOptions};
 pub use profile::StepProfile;
@@ -60,12 +61,15 @@ pub struct Llama {
     chosen: GpuTensor,       // [1] u32, the last sampled token
     step: Uniform,
     sampling: Uniform,
-    slot: ReadSlot,
+    /// Token readback, one slot for each of the two decode steps that may be in flight.
+    slots: [ReadSlot; 2],
     buffers: Buffers,
     /// The decode step's dispatches, prepared at load.
     decode: Vec<Dispatch>,
-    /// The next decode step, recorded while the previous one ran.
-    recorded: Option<StepCommands>,
+    /// Decode steps recorded while earlier ones ran, by readback slot.
+    recorded: [Option<StepCommands>; 2],
+    /// The decode step submitted ahead of its turn (`EngineOptions::pipeline`).
+    ahead: Option<Ahead>,
     /// Prompt passes' dispatches by token count, prepared on first use.
     prefill: HashMap<usize, Vec<Dispatch>>,
     /// Tokens in the KV cache.
@@ -143,7 +147,7 @@ impl Llama {
             chosen: ctx.zeros("chosen", &[1], DType::U32)?,
             step: ctx.uniform_block("step", 16),
             sampling: ctx.uniform_block("sampling", 32),
-            slot: ctx.read_slot("token readback", 4),
+            slots: [ctx.read_slot("token readback 0", 4), ctx.read_slot("token readback 1", 4)],
             config,
             weights,
             options,
@@ -154,7 +158,8 @@ impl Llama {
             ring,
             buffers,
             decode: Vec::new(),
-            recorded: None,
+            recorded: [None, None],
+            ahead: None,
             prefill: HashMap::new(),
             pos: 0,
         };
@@ -175,6 +180,7 @@ impl Llama {
 
     /// Forgets the sequence (the cache is overwritten as new tokens arrive).
     pub fn reset(&mut self) {
+        self.ahead = None;
         self.pos = 0;
     }
 
@@ -190,7 +196,10 @@ impl Llama {
         kv_bytes_per_token(&self.config, self.options.kv)
     }
 
-    pub fn set_sampling(&self, ctx: &GpuContext, params: &SampleParams) {
+    /// Sampling parameters from the next token on (a step queued ahead under the old ones is
+    /// dropped).
+    pub fn set_sampling(&mut self, ctx: &GpuContext, params: &SampleParams) {
+        self.ahead = None;
         ctx.write_uniform(&self.sampling, &params_bytes(params, self.config.vocab, self.options.max_seq));
     }
 }

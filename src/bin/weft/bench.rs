@@ -25,6 +25,8 @@ pub struct Args {
     pub profile: bool,
     pub fuse: bool,
     pub tune: bool,
+    pub fuse_glu: bool,
+    pub pipeline: bool,
     pub backend: crate::backend::Backend,
     pub cpu: crate::backend::CpuFlags,
 }
@@ -50,6 +52,8 @@ struct Report {
     kv: KvFormat,
     kv_bytes_per_token: u64,
     fuse: bool,
+    fuse_glu: bool,
+    pipeline: bool,
     /// GEMV launch shapes timed at load: every candidate's median µs and the one chosen.
     gemv_tuning: Vec<weft::ops::qmatmul::GemvTuning>,
     /// KV bytes per token of this model under every format, from the engine's layout.
@@ -82,7 +86,7 @@ fn open(ctx: &GpuContext, location: &str, engine: EngineOptions, weights: Weight
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let quantize = a.quantize.as_deref().map(WeftQuant::parse).transpose()?;
-    let engine = EngineOptions { max_seq: a.prompt_len + a.gen + 1, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, ..Default::default() };
+    let engine = EngineOptions { max_seq: a.prompt_len + a.gen + 1, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, fuse_glu: a.fuse_glu, pipeline: a.pipeline, ..Default::default() };
     let started = Instant::now();
     let mut llama = match a.backend {
         Backend::Gpu => {
@@ -143,6 +147,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         kv: a.kv,
         kv_bytes_per_token: llama.kv_bytes_per_token(),
         fuse: a.fuse,
+        fuse_glu: a.fuse_glu,
+        pipeline: a.pipeline,
         gemv_tuning,
         kv_bytes_per_token_by_format: KvFormat::ALL
             .iter()

@@ -171,6 +171,14 @@ mod cli {
             /// Keep the default GEMV launch shapes instead of timing the candidates at load.
             #[arg(long)]
             no_tune: bool,
+            /// Keep the SwiGLU its own dispatch in the decode step (to measure what folding it
+            /// into the down projection buys).
+            #[arg(long)]
+            no_fuse_glu: bool,
+            /// Wait for each decode step's token before queueing the next (to measure what
+            /// queueing one step ahead buys).
+            #[arg(long)]
+            no_pipeline: bool,
             /// gpu (wgpu: Vulkan or GL) or cpu (no GPU needed).
             #[arg(long, value_enum, default_value = "gpu")]
             backend: crate::backend::Backend,
@@ -262,9 +270,10 @@ mod cli {
                     budget_mb,
                 })
             }
-            Command::Bench { model, prompt_len, gen, reps, quantize, kv, json, profile, no_fuse, no_tune, backend, cpu } => {
+            Command::Bench { model, prompt_len, gen, reps, quantize, kv, json, profile, no_fuse, no_tune, no_fuse_glu, no_pipeline, backend, cpu } => {
                 let (fuse, tune) = (!no_fuse, !no_tune);
-                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, kv, json, profile, fuse, tune, backend, cpu })
+                let (fuse_glu, pipeline) = (!no_fuse_glu, !no_pipeline);
+                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, kv, json, profile, fuse, tune, fuse_glu, pipeline, backend, cpu })
             }
             Command::Generate {
                 model,

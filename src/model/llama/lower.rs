@@ -9,14 +9,16 @@
 //!   allowed) is one `add_rms_norm`; in a one-token pass the last row is the stream itself.
 //! - In the decode step with `fuse_norms`, an RMSNorm followed by the projection that reads it
 //!   is one GEMV normalising its input, and a projection followed by the residual add of its
-//!   output is one GEMV adding into the stream (8 dispatches a block instead of 10).
+//!   output is one GEMV adding into the stream (8 dispatches a block instead of 10); with
+//!   `fuse_glu` the down GEMV also takes the SwiGLU of the stacked gate/up product while it
+//!   stages it (7 a block), on adapters that run the GPU GEMV kernel.
 
 use crate::error::{Error, Result};
 use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor};
 use crate::ops::attention::{attention, attention_split, AttentionShape, SPLIT_CHUNK};
 use crate::ops::elementwise::{add_inplace, bias_add, copy, copy_row, silu_mul, silu_mul_pairs};
 use crate::ops::norm::{add_rms_norm, rms_norm};
-use crate::ops::qmatmul::{embed, gemv_fused, gemv_fuses, matmul, GemvFusion, Precision, QWeight};
+use crate::ops::qmatmul::{embed, gemv_fused, gemv_fuses, gemv_glu, matmul, GemvFusion, Precision, QWeight};
 use crate::ops::rope::{rope_store, rope_store_qkv, RopeShape};
 use crate::ops::sample::sample;
 
@@ -283,6 +285,31 @@ impl<'a> Lower<'a> {
         Ok(())
     }
 
+    /// The stacked gate/up GEMV followed by the down projection and its residual add (`rest`
+    /// starts after the SwiGLU): the down GEMV takes the SwiGLU while it stages the gate/up
+    /// product, so the activation is not a dispatch of its own. Returns the ops of `rest` it
+    /// consumed, or `None` (nothing emitted) where the rule does not apply.
+    async fn gate_up_into_down(
+        &self,
+        p: &Projection<'_>,
+        x: Act,
+        fusion: GemvFusion<'_>,
+        rest: &[Op],
+        d: &mut Vec<Dispatch>,
+    ) -> Result<Option<usize>> {
+        let Projection::GateUp { w, out: act, .. } = p else { return Ok(None) };
+        let [Op::Linear { w: down, bias: None, x: dx, out: dy }, Op::Add { x: acc, y }, ..] = rest else { return Ok(None) };
+        let down = self.matrix(*down)?;
+        if !self.m.options.fuse_glu || dx != act || y != dy || !gemv_glu(self.ctx, down) {
+            return Ok(None);
+        }
+        let gate_up = self.m.buffers.gate_up.view(&[1, 2 * self.c().ffn_dim])?;
+        d.push(self.product(w, &self.at(x)?, &gate_up, Some(fusion)).await?);
+        let glu = GemvFusion { residual: true, glu: true, ..Default::default() };
+        d.push(gemv_fused(self.ctx, down, &gate_up, &self.at(*acc)?, glu).await?);
+        Ok(Some(2))
+    }
+
     /// Lowers the ops at the head of `ops` by the first rule that matches; returns how many
     /// ops it consumed.
     async fn rule(&self, ops: &[Op], d: &mut Vec<Dispatch>, capture: Option<&mut Checkpoints>) -> Result<usize> {
@@ -300,7 +327,10 @@ impl<'a> Lower<'a> {
                     _ => None,
                 };
                 if let Some(p) = proj.filter(|p| p.input() == *out) {
-                    let fusion = GemvFusion { norm: Some((self.vector(*w)?, *eps)), residual: false };
+                    let fusion = GemvFusion { norm: Some((self.vector(*w)?, *eps)), ..Default::default() };
+                    if let Some(n) = self.gate_up_into_down(&p, *x, fusion, &ops[1 + p.ops()..], d).await? {
+                        return Ok(1 + p.ops() + n);
+                    }
                     self.project(&p, *x, Some(fusion), d).await?;
                     return Ok(1 + p.ops());
                 }
@@ -308,7 +338,7 @@ impl<'a> Lower<'a> {
             // A projection + the residual add of its output: the GEMV adds into the stream.
             if let [Op::Linear { w, bias: None, x, out }, Op::Add { x: acc, y }, ..] = ops {
                 if y == out {
-                    let fusion = GemvFusion { norm: None, residual: true };
+                    let fusion = GemvFusion { residual: true, ..Default::default() };
                     d.push(gemv_fused(self.ctx, self.matrix(*w)?, &self.at(*x)?, &self.at(*acc)?, fusion).await?);
                     return Ok(2);
                 }

@@ -34,6 +34,13 @@ pub struct EngineOptions {
     /// decides by adapter: on GPUs, not on CPU-emulated adapters, where every workgroup's own
     /// sum of squares (a barrier tree) cost more than the dispatches it saves (bench/NOTES.md).
     pub fuse_norms: Option<bool>,
+    /// With `fuse_norms`, the SwiGLU taken by the down projection's GEMV while it stages the
+    /// gate/up product (one dispatch a block fewer; the same bits). Off only to measure it.
+    pub fuse_glu: bool,
+    /// Decode steps queued one ahead: the next step reads the sampled token on the GPU, so it
+    /// is submitted before this one's token is read back, and the GPU does not wait for the
+    /// CPU between steps. Any other call drops the step queued ahead. Off only to measure it.
+    pub pipeline: bool,
     /// Time the GEMV launch shapes on this device at load and use the fastest per weight shape
     /// (GPUs with timestamp queries; elsewhere the measured defaults stay).
     pub tune: bool,
@@ -50,6 +57,8 @@ impl Default for EngineOptions {
             split_attention: None,
             fuse: true,
             fuse_norms: None,
+            fuse_glu: true,
+            pipeline: true,
             tune: true,
         }
     }

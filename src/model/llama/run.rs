@@ -2,7 +2,7 @@
 //! generation go on past `max_seq` over a sliding window (see the module docs of `llama.rs`).
 
 use crate::error::{Error, Result};
-use crate::gpu::GpuContext;
+use crate::gpu::{GpuContext, Submitted};
 use crate::ops::rope::step_bytes;
 
 use super::super::graph::{Act, Pass};
@@ -15,9 +15,9 @@ impl Llama {
     }
 
     /// Makes the RoPE table's slots for positions `pos .. pos + n` hold those positions' rows.
-    fn prepare_rope(&mut self, ctx: &GpuContext, n: usize) -> Result<()> {
+    fn prepare_rope(&mut self, ctx: &GpuContext, pos: usize, n: usize) -> Result<()> {
         let rope = &self.rope;
-        self.ring.prepare(self.pos, n, |slot, row| ctx.write_tensor(rope, slot * row.len(), bytemuck::cast_slice(row)))
+        self.ring.prepare(pos, n, |slot, row| ctx.write_tensor(rope, slot * row.len(), bytemuck::cast_slice(row)))
     }
 
     /// Queues a pass's ids, the step uniform and the RoPE rows it needs. `ids` never crosses
@@ -26,7 +26,7 @@ impl Llama {
         ctx.write_tensor(&self.buffers.ids, 0, bytemuck::cast_slice(ids))?;
         ctx.write_tensor(&self.tokens, self.pos % self.options.max_seq, bytemuck::cast_slice(ids))?;
         ctx.write_uniform(&self.step, &step_bytes(self.pos as u32, ids.len() as u32));
-        self.prepare_rope(ctx, ids.len())
+        self.prepare_rope(ctx, self.pos, ids.len())
     }
 
     fn check_position(&self, n: usize) -> Result<()> {
@@ -40,6 +40,7 @@ impl Llama {
             return Err(Error::Model("an empty prompt".into()));
         }
         self.check_position(ids.len())?;
+        self.ahead = None;
         let mut next = 0;
         let mut done = 0;
         while done < ids.len() {
@@ -50,7 +51,7 @@ impl Llama {
                 self.prefill.insert(t, dispatches);
             }
             self.write_ids(ctx, chunk)?;
-            next = ctx.run_and_read_u32(&self.prefill[&t], &self.chosen, &self.slot).await?[0];
+            next = ctx.run_and_read_u32(&self.prefill[&t], &self.chosen, &self.slots[0]).await?[0];
             self.pos += t;
             done += t;
         }
@@ -60,20 +61,44 @@ impl Llama {
     /// One decode step: feeds the last sampled token and returns the next.
     pub async fn step(&mut self, ctx: &GpuContext) -> Result<u32> {
         self.check_position(1)?;
-        ctx.write_uniform(&self.step, &step_bytes(self.pos as u32, 1));
-        self.prepare_rope(ctx, 1)?;
-        let steps = &self.decode;
-        let commands = match self.recorded.take() {
-            Some(c) => c,
-            None => ctx.encode_step(steps, &self.chosen, &self.slot),
+        let current = match self.ahead.take() {
+            Some(a) if a.pos == self.pos => a,
+            _ => self.submit_step(ctx, self.pos)?,
         };
-        let submitted = ctx.submit_step(commands);
-        // The next step's commands are the same and read their inputs (the token, the position
-        // uniform) on the GPU, so they are recorded while this step runs.
-        self.recorded = Some(ctx.encode_step(steps, &self.chosen, &self.slot));
-        let next = ctx.read_step(&self.slot, submitted).await?[0];
+        // The next step reads this one's token and position on the GPU, so it is queued now and
+        // runs while this token is read back. Work queued later (any other call drops it) runs
+        // after it and overwrites what it wrote at the next position.
+        if self.options.pipeline && self.check_position(2).is_ok() {
+            self.ahead = Some(self.submit_step(ctx, self.pos + 1)?);
+        }
+        // The commands of the step two ahead, which uses this step's slot, are recorded while
+        // the GPU runs (recording costs about as much as a small model's step).
+        let slot = current.slot;
+        if self.recorded[slot].is_none() {
+            self.recorded[slot] = Some(ctx.encode_step(&self.decode, &self.chosen, &self.slots[slot]));
+        }
+        let next = match ctx.read_step(&self.slots[slot], current.submitted).await {
+            Ok(words) => words[0],
+            Err(e) => {
+                self.ahead = None;
+                return Err(e);
+            }
+        };
         self.pos += 1;
         Ok(next)
+    }
+
+    /// Queues the decode step at `pos`: its position uniform and RoPE row, then its commands
+    /// (recorded earlier where they were), reading back through slot `pos % 2`.
+    fn submit_step(&mut self, ctx: &GpuContext, pos: usize) -> Result<Ahead> {
+        ctx.write_uniform(&self.step, &step_bytes(pos as u32, 1));
+        self.prepare_rope(ctx, pos, 1)?;
+        let slot = pos % 2;
+        let commands = match self.recorded[slot].take() {
+            Some(c) => c,
+            None => ctx.encode_step(&self.decode, &self.chosen, &self.slots[slot]),
+        };
+        Ok(Ahead { pos, slot, submitted: ctx.submit_step(commands) })
     }
 
     /// Runs `ids` (at most `max_batch`) from the current position and returns every checkpoint
@@ -98,6 +123,7 @@ impl Llama {
         mut capture: Option<&mut Checkpoints>,
     ) -> Result<Vec<f32>> {
         self.check_position(ids.len())?;
+        self.ahead = None;
         if capture.is_some() && self.pass_len(ids.len()) < ids.len() {
             return Err(Error::Model(format!(
                 "a debug pass takes at most {} tokens, within the first {} positions",
@@ -121,4 +147,11 @@ impl Llama {
         }
         Ok(out)
     }
+}
+
+/// A decode step submitted and not yet read back.
+pub(super) struct Ahead {
+    pos: usize,
+    slot: usize,
+    submitted: Submitted,
 }

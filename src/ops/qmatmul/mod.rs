@@ -255,6 +255,7 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
                     let d = gpu_gemv_defines(f, GemvConfig { wg: 256, rows, lanes: 32 }, subgroup);
                     all.push((QGEMV_GPU_SHADER, d.clone()));
                     all.push((QGEMV_GPU_SHADER, d.clone().set("NORM", 1).set("NB", pb).set("PB", pb + 1)));
+                    all.push((QGEMV_GPU_SHADER, d.clone().set("RESIDUAL", 1).set("GLU", 1)));
                     all.push((QGEMV_GPU_SHADER, d.set("RESIDUAL", 1)));
                 }
             }
@@ -366,6 +367,9 @@ pub struct GemvFusion<'a> {
     pub norm: Option<(&'a GpuTensor, f32)>,
     /// Add the product to y instead of storing it.
     pub residual: bool,
+    /// x is the stacked gate/up product [t, 2k]; the GEMV reads `silu(gate) * up` (the GPU
+    /// kernel only: see [`gemv_glu`]).
+    pub glu: bool,
 }
 
 /// Whether [`gemv_fused`] takes `w`: the block kernels with K a multiple of 4.
@@ -377,7 +381,35 @@ pub fn gemv_fuses(w: &QWeight) -> bool {
 /// with `fusion.norm`, `y += W · x` with `fusion.residual`. Only for weights [`gemv_fuses`]
 /// takes, one token at a time.
 pub async fn gemv_fused(ctx: &GpuContext, w: &QWeight, x: &GpuTensor, y: &GpuTensor, fusion: GemvFusion<'_>) -> Result<Dispatch> {
+    gemv_fused_tuned(ctx, w, x, y, fusion, gemv_config(ctx, w, Precision::F32)).await
+}
+
+/// Whether the decode step's GEMV of `w` on this adapter takes [`GemvFusion::glu`]: it runs the
+/// GPU kernel, which stages the activations once per workgroup (the block kernel would take the
+/// SwiGLU once per row).
+pub fn gemv_glu(ctx: &GpuContext, w: &QWeight) -> bool {
+    gemv_fuses(w) && gpu_gemv(&w.format, w.cols, Precision::F32, gemv_config(ctx, w, Precision::F32))
+}
+
+/// [`gemv_fused`] at an explicit launch shape, for tests and tuning.
+pub async fn gemv_fused_tuned(
+    ctx: &GpuContext,
+    w: &QWeight,
+    x: &GpuTensor,
+    y: &GpuTensor,
+    fusion: GemvFusion<'_>,
+    config: GemvConfig,
+) -> Result<Dispatch> {
     let fail = |message: String| Error::Shape { op: "gemv_fused", message };
+    if fusion.glu {
+        if !gpu_gemv(&w.format, w.cols, Precision::F32, config) || fusion.norm.is_some() || x.shape != [1, 2 * w.cols] {
+            return Err(fail(format!("{} [{}, {}] with gate/up {}: SwiGLU staging needs the GPU kernel, no norm and x [1, {}]",
+                w.format.name(), w.rows, w.cols, x.label_shape(), 2 * w.cols)));
+        }
+        // The product's own checks see the activation's logical shape; the kernel binds all of x.
+        let logical = x.view(&[1, w.cols])?;
+        return gemv_with(ctx, w, &logical, y, Precision::F32, config, fusion).await;
+    }
     if !gemv_fuses(w) || x.shape.first() != Some(&1) {
         return Err(fail(format!("{} [{}, {}] with x {}: needs a block format, K a multiple of 4 and one token",
             w.format.name(), w.rows, w.cols, x.label_shape())));
@@ -387,7 +419,7 @@ pub async fn gemv_fused(ctx: &GpuContext, w: &QWeight, x: &GpuTensor, y: &GpuTen
             return Err(fail(format!("norm weight {} for K = {}", norm.label_shape(), w.cols)));
         }
     }
-    gemv_with(ctx, w, x, y, Precision::F32, gemv_config(ctx, w, Precision::F32), fusion).await
+    gemv_with(ctx, w, x, y, Precision::F32, config, fusion).await
 }
 
 async fn gemv_with(
@@ -421,6 +453,9 @@ async fn gemv_with(
     }
     if fusion.residual {
         defines = defines.set("RESIDUAL", 1);
+    }
+    if fusion.glu {
+        defines = defines.set("GLU", 1);
     }
     let pipeline = ctx.pipeline(shader, &defines).await?;
     let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
