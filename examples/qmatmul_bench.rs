@@ -4,11 +4,13 @@
 //!
 //! cargo run --release --example qmatmul_bench -- [--formats Q4_K,q4_g32_sym]
 //!     [--shapes 8192x8192] [--wg 256] [--rows 1] [--lanes 32] [--tokens 1] [--tt 8]
-//!     [--precision f32|f16] [--seconds 0.5] [--copy-mib 256] [--json]
+//!     [--precision f32|f16] [--seconds 0.5] [--copy-mib 256] [--int8] [--json]
 //!
 //! Shapes are NxK (output features x reduced dimension). --tokens 1 (the default) times the
 //! GEMV, more the GEMM over that many tokens. --wg, --rows and --lanes override the adapter's
 //! default `GemvConfig` (or --wg, --rows, --tt the `GemmConfig`); one left out keeps the default.
+//! --int8 times the GEMV with 8-bit activations (4- and 8-bit weft weights, and Q4_0/Q8_0
+//! where they are repacked into those; rows named FORMAT+int8).
 //!
 //! Copy bandwidth: one buffer of --copy-mib MiB (capped by the adapter's buffer limits) copied
 //! into another with copy_buffer_to_buffer, many times in one submission; "copy GB/s" counts
@@ -90,6 +92,7 @@ fn main() -> anyhow::Result<()> {
     let tokens = opt("--tokens")?.unwrap_or(1).max(1) as usize;
     let copy_mib = opt("--copy-mib")?.unwrap_or(256).max(1) as u64;
     let json = args.iter().any(|a| a == "--json");
+    let int8 = args.iter().any(|a| a == "--int8");
     let precision = match arg(&args, "--precision", "f32").as_str() {
         "f32" => Precision::F32,
         "f16" => Precision::F16,
@@ -145,11 +148,12 @@ fn main() -> anyhow::Result<()> {
                     tokens: tt.unwrap_or(d.tokens),
                 })
             };
-            match bench(&ctx, format, n, k, tokens, config, precision, seconds) {
+            let name = if int8 { format!("{name}+int8") } else { name.to_string() };
+            match bench(&ctx, format, n, k, tokens, config, precision, int8, seconds) {
                 Ok((bytes, secs)) => {
                     let gb = bytes as f64 / secs / 1e9;
                     let row = Row {
-                        format: name.to_string(),
+                        format: name.clone(),
                         n,
                         k,
                         tokens,
@@ -228,6 +232,7 @@ fn bench(
     tokens: usize,
     config: Config,
     precision: Precision,
+    int8: bool,
     seconds: f64,
 ) -> anyhow::Result<(u64, f64)> {
     let tw = qmatmul::test_weight(format, 1, n, k)?;
@@ -235,6 +240,10 @@ fn bench(
     let x = ctx.upload_f32("bench x", &[tokens, k], &weft::selftest::random_f32(2, tokens * k))?;
     let y = ctx.zeros("bench y", &[tokens, n], DType::F32)?;
     let d = match config {
+        Config::Gemv(c) if int8 => {
+            let fusion = qmatmul::GemvFusion { int8: true, ..Default::default() };
+            pollster::block_on(qmatmul::gemv_fused_tuned(ctx, &w, &x, &y, fusion, c))?
+        }
         Config::Gemv(c) => pollster::block_on(qmatmul::gemv_tuned(ctx, &w, &x, &y, precision, c))?,
         Config::Gemm(c) => pollster::block_on(qmatmul::gemm_tuned(ctx, &w, &x, &y, precision, c))?,
     };

@@ -29,7 +29,8 @@
 // Fusions of the decode step: NORM (x RMS-normalised first, see gemv_norm.wgsl; its sum of
 // squares is taken while x is staged and 1 / rms scales the finished sums, so x is read once)
 // RESIDUAL (the product added to y) and GLU (x is the stacked gate/up product, SwiGLU taken
-// while staging: the MLP's down projection without the activation's own dispatch).
+// while staging: the MLP's down projection without the activation's own dispatch). DP4: the
+// activations quantized to 8 bits while staged and integer dot products (shaders/gemv_dp4.wgsl).
 
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;   // [t, k / 4]
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;   // [t, ny]
@@ -53,7 +54,9 @@ alias RowAcc = vec4<f32>;
 // A tile of activations: 2 · LPR chunks of eight vec4, each chunk followed by one vec4 of padding,
 // so that the lanes of a subgroup, reading adjacent chunks, hit different banks.
 const TILE: u32 = 2u * LPR;
+#ifndef DP4
 var<workgroup> xt: array<vec4<f32>, TILE * 9u>;
+#endif
 
 #ifdef WB4
 @group(0) @binding(0) var<storage, read> q: array<vec4<u32>>; // one per chunk
@@ -158,6 +161,18 @@ fn bytes(w: u32) -> vec4<u32> {
     return vec4<u32>(w, w, h, h);
 }
 
+// A chunk's quants with its scale and zero.
+struct W {
+    q: Chunk,
+    s: f32,
+    z: f32,
+}
+
+fn fetch(row: u32, c: u32) -> W {
+    return W(load(row, c), scale(row, c), zero(row, c));
+}
+
+#ifndef DP4
 // The 32 activations of chunk j of the tile.
 struct X8 {
     x0: vec4<f32>,
@@ -205,17 +220,6 @@ fn stage(tok: u32, t0: u32, nb: u32, lid: u32) -> f32 {
     return ss;
 }
 
-// A chunk's quants with its scale and zero.
-struct W {
-    q: Chunk,
-    s: f32,
-    z: f32,
-}
-
-fn fetch(row: u32, c: u32) -> W {
-    return W(load(row, c), scale(row, c), zero(row, c));
-}
-
 // Σ (q - z) · x over one chunk (the scale is applied by the caller).
 fn cdot(w: Chunk, z: f32, xs: X8) -> f32 {
 #ifdef WB4
@@ -261,6 +265,7 @@ fn cdot(w: Chunk, z: f32, xs: X8) -> f32 {
 fn term(w: W, xs: X8) -> f32 {
     return w.s * cdot(w.q, w.z, xs);
 }
+#endif
 
 fn store(tok: u32, row: u32, v: f32) {
     if (row < p.n) {

@@ -170,8 +170,17 @@ fn swiglu_in_the_down_gemv_and_queued_steps_keep_the_ids() -> anyhow::Result<()>
     let config = std::fs::read_to_string(format!("{dir}/config.json"))?;
     let prompt = [5, 77, 301, 12, 650, 9, 42];
     let mut runs = Vec::new();
-    for (fuse_glu, pipeline) in [(false, false), (true, false), (true, true)] {
-        let engine = EngineOptions { max_seq: 64, max_batch: 16, fuse_norms: Some(true), fuse_glu, pipeline, tune: false, ..Default::default() };
+    for (fuse_glu, pipeline, int8_activations) in [(false, false, false), (true, false, false), (true, true, false), (true, true, true)] {
+        let engine = EngineOptions {
+            max_seq: 64,
+            max_batch: 16,
+            fuse_norms: Some(true),
+            fuse_glu,
+            pipeline,
+            int8_activations,
+            tune: false,
+            ..Default::default()
+        };
         let reader = weft::loader::native::FileReader::open(format!("{dir}/model.safetensors"))?;
         let weights = WeightOptions { quantize, ..Default::default() };
         let mut llama = pollster::block_on(model::open_safetensors_weights(&ctx, &reader, &config, engine, weights, &mut |_| {}))?;
@@ -181,13 +190,21 @@ fn swiglu_in_the_down_gemv_and_queued_steps_keep_the_ids() -> anyhow::Result<()>
         let short = greedy(&ctx, &mut llama, &prompt, 5)?;
         llama.reset();
         let again = greedy(&ctx, &mut llama, &prompt, 24)?;
-        println!("glu {fuse_glu} pipeline {pipeline}: {} dispatches a step, ids {ids:?}", llama.decode_dispatches());
+        println!("glu {fuse_glu} pipeline {pipeline} int8 {int8_activations}: {} dispatches a step, ids {ids:?}", llama.decode_dispatches());
         assert_eq!(short, ids[..5], "glu {fuse_glu} pipeline {pipeline}: a shorter run");
         assert_eq!(again, ids, "glu {fuse_glu} pipeline {pipeline}: after a stop with a step queued");
+        let kernels = llama.decode_kernels();
+        let with = |define: &str| kernels.iter().filter(|k| k.contains(define)).count();
+        assert_eq!(with("GLU=1"), if fuse_glu { 2 } else { 0 }, "{kernels:?}");
+        // Every GEMV of the step (Q/K/V, O, gate/up, down a block, and the head).
+        assert_eq!(with("DP4=1"), if int8_activations { 4 * 2 + 1 } else { 0 }, "{kernels:?}");
         runs.push((ids, llama.decode_dispatches()));
     }
     assert_eq!(runs[0].0, runs[1].0, "the SwiGLU in the down GEMV changed the ids");
     assert_eq!(runs[1].0, runs[2].0, "queueing steps ahead changed the ids");
     assert_eq!(runs[0].1 - runs[1].1, 2, "one dispatch fewer a block");
+    // 8-bit activations round every GEMV input once; on this model the ids stay the same.
+    assert_eq!(runs[3].0, runs[2].0, "8-bit activations changed the ids");
+    assert_eq!(runs[3].1, runs[2].1, "8-bit activations need no dispatch of their own");
     Ok(())
 }

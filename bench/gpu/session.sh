@@ -90,9 +90,18 @@ tinyllama Q8_0 2048 5632 22 32 4 32000
     f="$models/$name-$ty.gguf"
     [ -f "$f" ] || python3 bench/gpu/gen_quant_gguf.py "$f" "$ty" "$dim" "$ffn" "$layers" "$heads" "$kv" "$vocab" \
       >>"$out/models.log" 2>&1
-    log "weft bench $name $ty"
-    "$bin/weft" bench "$f" --prompt-len 128 --gen 128 --reps 3 --profile ${WEFT_BENCH_ARGS:-} \
-      2>"$out/weft-$name-$ty.err" | tee -a "$out/session.log"
+    # WEFT_VARIANTS: '|'-separated extra flag sets, each a run of its own (the first profiled),
+    # e.g. "|--no-fuse-glu|--no-pipeline" for what each decode-step change buys.
+    IFS='|' read -r -a variants <<<"${WEFT_VARIANTS:-}"
+    [ ${#variants[@]} -eq 0 ] && variants=("")
+    first=--profile
+    for v in "${variants[@]}"; do
+      log "weft bench $name $ty ${v:-(defaults)}"
+      # shellcheck disable=SC2086
+      "$bin/weft" bench "$f" --prompt-len 128 --gen 128 --reps 3 $first $v ${WEFT_BENCH_ARGS:-} \
+        2>>"$out/weft-$name-$ty.err" | tee -a "$out/session.log"
+      first=
+    done
     tail -3 "$out/weft-$name-$ty.err"
     if [ -x "$bin/llama-bench" ]; then
       log "llama-bench $name $ty"

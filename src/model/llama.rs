@@ -173,6 +173,11 @@ impl Llama {
         self.decode.len()
     }
 
+    /// The kernel (name and defines) of each dispatch of the decode step.
+    pub fn decode_kernels(&self) -> Vec<&str> {
+        self.decode.iter().map(|d| d.name()).collect()
+    }
+
     /// Tokens in the KV cache.
     pub fn position(&self) -> usize {
         self.pos

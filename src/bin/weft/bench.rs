@@ -27,6 +27,7 @@ pub struct Args {
     pub tune: bool,
     pub fuse_glu: bool,
     pub pipeline: bool,
+    pub int8_activations: bool,
     pub backend: crate::backend::Backend,
     pub cpu: crate::backend::CpuFlags,
 }
@@ -54,6 +55,7 @@ struct Report {
     fuse: bool,
     fuse_glu: bool,
     pipeline: bool,
+    int8_activations: bool,
     /// GEMV launch shapes timed at load: every candidate's median µs and the one chosen.
     gemv_tuning: Vec<weft::ops::qmatmul::GemvTuning>,
     /// KV bytes per token of this model under every format, from the engine's layout.
@@ -86,7 +88,7 @@ fn open(ctx: &GpuContext, location: &str, engine: EngineOptions, weights: Weight
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let quantize = a.quantize.as_deref().map(WeftQuant::parse).transpose()?;
-    let engine = EngineOptions { max_seq: a.prompt_len + a.gen + 1, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, fuse_glu: a.fuse_glu, pipeline: a.pipeline, ..Default::default() };
+    let engine = EngineOptions { max_seq: a.prompt_len + a.gen + 1, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, fuse_glu: a.fuse_glu, pipeline: a.pipeline, int8_activations: a.int8_activations, ..Default::default() };
     let started = Instant::now();
     let mut llama = match a.backend {
         Backend::Gpu => {
@@ -149,6 +151,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         fuse: a.fuse,
         fuse_glu: a.fuse_glu,
         pipeline: a.pipeline,
+        int8_activations: a.int8_activations,
         gemv_tuning,
         kv_bytes_per_token_by_format: KvFormat::ALL
             .iter()

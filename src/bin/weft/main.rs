@@ -179,6 +179,10 @@ mod cli {
             /// queueing one step ahead buys).
             #[arg(long)]
             no_pipeline: bool,
+            /// Decode GEMVs of 4- and 8-bit weights with 8-bit activations and integer dot
+            /// products.
+            #[arg(long)]
+            int8_activations: bool,
             /// gpu (wgpu: Vulkan or GL) or cpu (no GPU needed).
             #[arg(long, value_enum, default_value = "gpu")]
             backend: crate::backend::Backend,
@@ -270,10 +274,10 @@ mod cli {
                     budget_mb,
                 })
             }
-            Command::Bench { model, prompt_len, gen, reps, quantize, kv, json, profile, no_fuse, no_tune, no_fuse_glu, no_pipeline, backend, cpu } => {
+            Command::Bench { model, prompt_len, gen, reps, quantize, kv, json, profile, no_fuse, no_tune, no_fuse_glu, no_pipeline, int8_activations, backend, cpu } => {
                 let (fuse, tune) = (!no_fuse, !no_tune);
                 let (fuse_glu, pipeline) = (!no_fuse_glu, !no_pipeline);
-                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, kv, json, profile, fuse, tune, fuse_glu, pipeline, backend, cpu })
+                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, kv, json, profile, fuse, tune, fuse_glu, pipeline, int8_activations, backend, cpu })
             }
             Command::Generate {
                 model,

@@ -11,14 +11,15 @@
 //!   is one GEMV normalising its input, and a projection followed by the residual add of its
 //!   output is one GEMV adding into the stream (8 dispatches a block instead of 10); with
 //!   `fuse_glu` the down GEMV also takes the SwiGLU of the stacked gate/up product while it
-//!   stages it (7 a block), on adapters that run the GPU GEMV kernel.
+//!   stages it (7 a block), on adapters that run the GPU GEMV kernel; with
+//!   `int8_activations` those GEMVs quantize their input to 8 bits for integer dot products.
 
 use crate::error::{Error, Result};
 use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor};
 use crate::ops::attention::{attention, attention_split, AttentionShape, SPLIT_CHUNK};
 use crate::ops::elementwise::{add_inplace, bias_add, copy, copy_row, silu_mul, silu_mul_pairs};
 use crate::ops::norm::{add_rms_norm, rms_norm};
-use crate::ops::qmatmul::{embed, gemv_fused, gemv_fuses, gemv_glu, matmul, GemvFusion, Precision, QWeight};
+use crate::ops::qmatmul::{embed, gemv_fused, gemv_fuses, gemv_glu, gemv_int8, matmul, GemvFusion, Precision, QWeight};
 use crate::ops::rope::{rope_store, rope_store_qkv, RopeShape};
 use crate::ops::sample::sample;
 
@@ -244,11 +245,16 @@ impl<'a> Lower<'a> {
         }
     }
 
+    /// `fusion` with 8-bit activations where the engine asks for them and `w`'s GEMV takes them.
+    fn int8<'f>(&self, w: &QWeight, fusion: GemvFusion<'f>) -> GemvFusion<'f> {
+        GemvFusion { int8: self.m.options.int8_activations && gemv_int8(self.ctx, w), ..fusion }
+    }
+
     /// A projection's matrix product: a GEMV with `fusion` folded in, or the plain product.
     async fn product(&self, w: &QWeight, x: &GpuTensor, y: &GpuTensor, fusion: Option<GemvFusion<'_>>) -> Result<Dispatch> {
         let p = self.m.options.precision;
         match fusion {
-            Some(f) => gemv_fused(self.ctx, w, x, y, f).await,
+            Some(f) => gemv_fused(self.ctx, w, x, y, self.int8(w, f)).await,
             None => matmul(self.ctx, w, x, y, p, p).await,
         }
     }
@@ -306,7 +312,7 @@ impl<'a> Lower<'a> {
         let gate_up = self.m.buffers.gate_up.view(&[1, 2 * self.c().ffn_dim])?;
         d.push(self.product(w, &self.at(x)?, &gate_up, Some(fusion)).await?);
         let glu = GemvFusion { residual: true, glu: true, ..Default::default() };
-        d.push(gemv_fused(self.ctx, down, &gate_up, &self.at(*acc)?, glu).await?);
+        d.push(gemv_fused(self.ctx, down, &gate_up, &self.at(*acc)?, self.int8(down, glu)).await?);
         Ok(Some(2))
     }
 
@@ -339,7 +345,8 @@ impl<'a> Lower<'a> {
             if let [Op::Linear { w, bias: None, x, out }, Op::Add { x: acc, y }, ..] = ops {
                 if y == out {
                     let fusion = GemvFusion { residual: true, ..Default::default() };
-                    d.push(gemv_fused(self.ctx, self.matrix(*w)?, &self.at(*x)?, &self.at(*acc)?, fusion).await?);
+                    let m = self.matrix(*w)?;
+                    d.push(gemv_fused(self.ctx, m, &self.at(*x)?, &self.at(*acc)?, self.int8(m, fusion)).await?);
                     return Ok(2);
                 }
             }

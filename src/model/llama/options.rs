@@ -41,6 +41,11 @@ pub struct EngineOptions {
     /// is submitted before this one's token is read back, and the GPU does not wait for the
     /// CPU between steps. Any other call drops the step queued ahead. Off only to measure it.
     pub pipeline: bool,
+    /// The decode step's GEMVs of 4- and 8-bit weft weights (and Q4_0/Q8_0, repacked into them
+    /// on GPUs) with their activations quantized to 8 bits per 32 values and integer dot
+    /// products (shaders/gemv_dp4.wgsl): less float work per weight, one 8-bit rounding per
+    /// activation. Prompt passes keep f32 activations.
+    pub int8_activations: bool,
     /// Time the GEMV launch shapes on this device at load and use the fastest per weight shape
     /// (GPUs with timestamp queries; elsewhere the measured defaults stay).
     pub tune: bool,
@@ -59,6 +64,7 @@ impl Default for EngineOptions {
             fuse_norms: None,
             fuse_glu: true,
             pipeline: true,
+            int8_activations: false,
             tune: true,
         }
     }

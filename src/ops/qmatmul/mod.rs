@@ -12,6 +12,7 @@
 //! - [`embed`]: out[t, k] = row ids[t] of W, decoding only the requested rows.
 
 mod selftest;
+mod int8;
 mod tune;
 mod weight;
 
@@ -19,6 +20,7 @@ pub use selftest::{
     cpu_reference, f16_tolerance, f32_tolerance, self_test, test_weight, KernelReport,
     QMatmulReport, TestWeight,
 };
+pub use int8::{int8_activations, int8_tolerance};
 pub use tune::{tune_gemv, GemvTuning, GEMV_CANDIDATES};
 pub use weight::{QPart, QWeight, WeightFormat};
 
@@ -59,6 +61,7 @@ pub const QGEMV_GPU_SHADER: ShaderSource = ShaderSource {
         include_str!("../../../shaders/qparams.wgsl"),
         include_str!("../../../shaders/gemv_norm.wgsl"),
         include_str!("../../../shaders/gemv_rowsum.wgsl"),
+        include_str!("../../../shaders/gemv_dp4.wgsl"),
     ),
 };
 
@@ -256,7 +259,14 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
                     all.push((QGEMV_GPU_SHADER, d.clone()));
                     all.push((QGEMV_GPU_SHADER, d.clone().set("NORM", 1).set("NB", pb).set("PB", pb + 1)));
                     all.push((QGEMV_GPU_SHADER, d.clone().set("RESIDUAL", 1).set("GLU", 1)));
-                    all.push((QGEMV_GPU_SHADER, d.set("RESIDUAL", 1)));
+                    all.push((QGEMV_GPU_SHADER, d.clone().set("RESIDUAL", 1)));
+                    if int8_format(f) {
+                        let d = d.set("DP4", 1);
+                        all.push((QGEMV_GPU_SHADER, d.clone()));
+                        all.push((QGEMV_GPU_SHADER, d.clone().set("NORM", 1).set("NB", pb).set("PB", pb + 1)));
+                        all.push((QGEMV_GPU_SHADER, d.clone().set("RESIDUAL", 1).set("GLU", 1)));
+                        all.push((QGEMV_GPU_SHADER, d.set("RESIDUAL", 1)));
+                    }
                 }
             }
         }
@@ -370,6 +380,10 @@ pub struct GemvFusion<'a> {
     /// x is the stacked gate/up product [t, 2k]; the GEMV reads `silu(gate) * up` (the GPU
     /// kernel only: see [`gemv_glu`]).
     pub glu: bool,
+    /// Activations quantized to 8 bits per 32-value chunk while staged, products by packed
+    /// integer dot products (shaders/gemv_dp4.wgsl): 4- and 8-bit weft weights on the GPU
+    /// kernel only, see [`gemv_int8`].
+    pub int8: bool,
 }
 
 /// Whether [`gemv_fused`] takes `w`: the block kernels with K a multiple of 4.
@@ -391,6 +405,16 @@ pub fn gemv_glu(ctx: &GpuContext, w: &QWeight) -> bool {
     gemv_fuses(w) && gpu_gemv(&w.format, w.cols, Precision::F32, gemv_config(ctx, w, Precision::F32))
 }
 
+/// Whether the decode step's GEMV of `w` on this adapter takes [`GemvFusion::int8`]: the GPU
+/// kernel with 4- or 8-bit weft weights (Q4_0 and Q8_0 become those at upload).
+pub fn gemv_int8(ctx: &GpuContext, w: &QWeight) -> bool {
+    gemv_glu(ctx, w) && int8_format(&w.format)
+}
+
+fn int8_format(format: &WeightFormat) -> bool {
+    matches!(format, WeightFormat::Weft(q) if q.bits == 4 || q.bits == 8)
+}
+
 /// [`gemv_fused`] at an explicit launch shape, for tests and tuning.
 pub async fn gemv_fused_tuned(
     ctx: &GpuContext,
@@ -401,6 +425,10 @@ pub async fn gemv_fused_tuned(
     config: GemvConfig,
 ) -> Result<Dispatch> {
     let fail = |message: String| Error::Shape { op: "gemv_fused", message };
+    if fusion.int8 && !(int8_format(&w.format) && gpu_gemv(&w.format, w.cols, Precision::F32, config)) {
+        return Err(fail(format!("{} [{}, {}]: 8-bit activations need 4- or 8-bit weft weights and the GPU kernel",
+            w.format.name(), w.rows, w.cols)));
+    }
     if fusion.glu {
         if !gpu_gemv(&w.format, w.cols, Precision::F32, config) || fusion.norm.is_some() || x.shape != [1, 2 * w.cols] {
             return Err(fail(format!("{} [{}, {}] with gate/up {}: SwiGLU staging needs the GPU kernel, no norm and x [1, {}]",
@@ -456,6 +484,9 @@ async fn gemv_with(
     }
     if fusion.glu {
         defines = defines.set("GLU", 1);
+    }
+    if fusion.int8 {
+        defines = defines.set("DP4", 1);
     }
     let pipeline = ctx.pipeline(shader, &defines).await?;
     let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
