@@ -130,8 +130,15 @@ impl GpuContext {
     /// Creates a device on the first backend of `choice` that offers an adapter, with the
     /// adapter's own maximum limits (not WebGPU's defaults) and the optional features weft uses,
     /// unless `WEFT_LIMITS` / `WEFT_FEATURES` ask for less (see [`DeviceOptions::from_env`]).
+    /// `WEFT_GPU_PATHS=1` makes a software adapter take the kernel choices of a hardware GPU
+    /// (launch shapes, repacking, the fused decode GEMVs), to check those paths where there is
+    /// no GPU.
     pub async fn new(choice: BackendChoice) -> Result<Self> {
-        Self::with_options(choice, DeviceOptions::from_env()?).await
+        let mut ctx = Self::with_options(choice, DeviceOptions::from_env()?).await?;
+        if std::env::var("WEFT_GPU_PATHS").is_ok_and(|v| v == "1") {
+            ctx.caps.is_software = false;
+        }
+        Ok(ctx)
     }
 
     /// [`GpuContext::new`] with explicit device options.

@@ -224,6 +224,12 @@ mod cli {
             kld: Option<String>,
             #[arg(long)]
             json: bool,
+            /// Score one token a pass, through the decode step's kernels.
+            #[arg(long)]
+            decode_path: bool,
+            /// With --decode-path: GEMVs of 4- and 8-bit weights with 8-bit activations.
+            #[arg(long)]
+            int8_activations: bool,
             /// gpu (wgpu: Vulkan or GL) or cpu (no GPU needed).
             #[arg(long, value_enum, default_value = "gpu")]
             backend: crate::backend::Backend,
@@ -256,8 +262,20 @@ mod cli {
             Command::DtypeTable(args) => crate::dtype_table::run(&args),
             Command::Selftest { seed, m, k, n } => crate::selftest::run(seed, m, k, n),
             Command::Inspect { file, json, export } => crate::inspect::run(&file, json, &export),
-            Command::Perplexity { model, text, ctx, save_logits, logits_dtype, kld, json, backend, cpu } => {
-                crate::perplexity::run(crate::perplexity::Args { model, text, ctx, save_logits, logits_dtype, kld, json, backend, cpu })
+            Command::Perplexity { model, text, ctx, save_logits, logits_dtype, kld, json, decode_path, int8_activations, backend, cpu } => {
+                crate::perplexity::run(crate::perplexity::Args {
+                    model,
+                    text,
+                    ctx,
+                    save_logits,
+                    logits_dtype,
+                    kld,
+                    json,
+                    decode_path,
+                    int8_activations,
+                    backend,
+                    cpu,
+                })
             }
             Command::Dequantize { input, output } => crate::dequantize::run(&input, &output),
             Command::Tokenize { model, text, json } => crate::tokenize::run(&model, &text, json),

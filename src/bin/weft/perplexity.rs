@@ -17,6 +17,8 @@ pub struct Args {
     pub logits_dtype: String,
     pub kld: Option<String>,
     pub json: bool,
+    pub decode_path: bool,
+    pub int8_activations: bool,
     pub backend: crate::backend::Backend,
     pub cpu: crate::backend::CpuFlags,
 }
@@ -32,7 +34,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let ids = pollster::block_on(weft::model::open_tokenizer(&reader))?.encode(&text, false);
     // One window over the whole text unless asked otherwise; the cache is sized to fit it.
     let window = a.ctx.unwrap_or(ids.len()).max(2);
-    let engine = weft::model::EngineOptions { max_seq: window, ..Default::default() };
+    // --decode-path: one token a pass, which the GPU lowers like the decode step (norms and
+    // activations folded into the GEMVs), so the step's kernels are what is scored.
+    let max_batch = if a.decode_path { 1 } else { weft::model::EngineOptions::default().max_batch };
+    let engine =
+        weft::model::EngineOptions { max_seq: window, max_batch, int8_activations: a.int8_activations, ..Default::default() };
     let (mut llama, _) = crate::backend::Engine::open(a.backend, &a.cpu, &a.model, engine)?;
     let window = window.min(llama.window().0);
     let vocab = llama.config().vocab;

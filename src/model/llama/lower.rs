@@ -7,7 +7,7 @@
 //!   the SwiGLU become one product into `gate_up` and the pairwise SwiGLU.
 //! - With `fuse`, a residual add followed by an RMSNorm of the sum (captures between them
 //!   allowed) is one `add_rms_norm`; in a one-token pass the last row is the stream itself.
-//! - In the decode step with `fuse_norms`, an RMSNorm followed by the projection that reads it
+//! - In one-token passes (the decode step) with `fuse_norms`, an RMSNorm followed by the projection that reads it
 //!   is one GEMV normalising its input, and a projection followed by the residual add of its
 //!   output is one GEMV adding into the stream (8 dispatches a block instead of 10); with
 //!   `fuse_glu` the down GEMV also takes the SwiGLU of the stacked gate/up product while it
@@ -147,7 +147,7 @@ impl Llama {
             ctx,
             t: pass.n_tokens,
             fuse,
-            norm_gemv: pass.sampled_ids && pass.n_tokens == 1 && self.norm_gemv_applies(),
+            norm_gemv: pass.n_tokens == 1 && !pass.capture && self.norm_gemv_applies(),
         };
         let mut d = Vec::with_capacity(graph.ops.len());
         let mut i = 0;
