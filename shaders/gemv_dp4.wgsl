@@ -8,10 +8,12 @@
 
 #ifdef DP4
 // A staged chunk: eight words of four int8 activations, in the order the weight fields meet
-// them, then the chunk's scale and the sum of its 32 integers: 11 words, an odd stride, so lanes
-// reading adjacent chunks hit different banks.
-const XQW: u32 = 11u;
+// them, the chunk's scale, and the sums of its four quarters' integers: 13 words, an odd stride,
+// so lanes reading adjacent chunks hit different banks.
+const XQW: u32 = 13u;
 var<workgroup> xq: array<u32, TILE * XQW>;
+// The largest |value| of each quarter (8 values) of the tile's chunks.
+var<workgroup> quarter_max: array<f32, TILE * 4u>;
 
 struct XQ {
     a0: u32,
@@ -28,8 +30,9 @@ struct XQ {
 
 fn xchunk(j: u32) -> XQ {
     let at = XQW * j;
+    let sum = bitcast<i32>(xq[at + 9u]) + bitcast<i32>(xq[at + 10u]) + bitcast<i32>(xq[at + 11u]) + bitcast<i32>(xq[at + 12u]);
     return XQ(xq[at], xq[at + 1u], xq[at + 2u], xq[at + 3u], xq[at + 4u], xq[at + 5u], xq[at + 6u], xq[at + 7u],
-        bitcast<f32>(xq[at + 8u]), f32(bitcast<i32>(xq[at + 9u])));
+        bitcast<f32>(xq[at + 8u]), f32(sum));
 }
 
 // Values 4i .. 4i + 3 of chunk c of token `tok` before the norm: x, or with GLU the SwiGLU of
@@ -59,44 +62,49 @@ fn amax4(v: vec4<f32>) -> f32 {
     return max(max(a.x, a.y), max(a.z, a.w));
 }
 
-// Quantizes chunks t0 .. t0 + TILE of token `tok` into `xq`, one invocation a chunk; returns the
-// sum of squares of the values this invocation read (for NORM).
+// Quantizes chunks t0 .. t0 + TILE of token `tok` into `xq`, a quarter chunk (8 values) an
+// invocation: the quarters' maxima first, then each quarter's integers against its chunk's
+// maximum. Returns the sum of squares of the values this invocation read (for NORM).
 fn stage(tok: u32, t0: u32, nb: u32, lid: u32) -> f32 {
-    let n = min(TILE, nb - t0);
+    let n = min(TILE, nb - t0) * 4u;
     var ss = 0.0;
     for (var j = lid; j < n; j += WG) {
-        let c = t0 + j;
-        var amax = 0.0;
-        for (var i = 0u; i < 8u; i++) {
+        let c = t0 + j / 4u;
+        let i = j % 4u;
 #ifdef NORM
-            let r = xraw(tok, c, i);
-            ss += dot(r, r);
+        let r0 = xraw(tok, c, 2u * i);
+        let r1 = xraw(tok, c, 2u * i + 1u);
+        ss += dot(r0, r0) + dot(r1, r1);
 #endif
-            amax = max(amax, amax4(xval(tok, c, i)));
-        }
+        quarter_max[j] = max(amax4(xval(tok, c, 2u * i)), amax4(xval(tok, c, 2u * i + 1u)));
+    }
+    workgroupBarrier();
+    for (var j = lid; j < n; j += WG) {
+        let q0 = j & ~3u;
+        let amax = max(max(quarter_max[q0], quarter_max[q0 + 1u]), max(quarter_max[q0 + 2u], quarter_max[q0 + 3u]));
         let inv = select(0.0, 127.0 / amax, amax > 0.0);
-        let at = XQW * j;
-        var sum = 0;
-        for (var i = 0u; i < 4u; i++) {
-            // Values 8i .. 8i + 3 and 8i + 4 .. 8i + 7.
-            let u = vec4<i32>(round(xval(tok, c, 2u * i) * inv));
-            let v = vec4<i32>(round(xval(tok, c, 2u * i + 1u) * inv));
-            sum += (u.x + u.y) + (u.z + u.w) + (v.x + v.y) + (v.z + v.w);
+        let c = t0 + j / 4u;
+        let i = j % 4u;
+        let at = XQW * (j / 4u);
+        // Values 8i .. 8i + 3 and 8i + 4 .. 8i + 7.
+        let u = vec4<i32>(round(xval(tok, c, 2u * i) * inv));
+        let v = vec4<i32>(round(xval(tok, c, 2u * i + 1u) * inv));
 #ifdef WB4
-            // Word i of a chunk's weights holds levels 8i .. 8i + 7, a nibble each in order:
-            // masked with 0x0f0f0f0f its bytes are levels 8i, 8i + 2, 8i + 4, 8i + 6; shifted
-            // down 4 bits first, the odd ones.
-            xq[at + 2u * i] = pack4xI8(vec4<i32>(u.x, u.z, v.x, v.z));
-            xq[at + 2u * i + 1u] = pack4xI8(vec4<i32>(u.y, u.w, v.y, v.w));
+        // Word i of a chunk's weights holds levels 8i .. 8i + 7, a nibble each in order:
+        // masked with 0x0f0f0f0f its bytes are levels 8i, 8i + 2, 8i + 4, 8i + 6; shifted
+        // down 4 bits first, the odd ones.
+        xq[at + 2u * i] = pack4xI8(vec4<i32>(u.x, u.z, v.x, v.z));
+        xq[at + 2u * i + 1u] = pack4xI8(vec4<i32>(u.y, u.w, v.y, v.w));
 #endif
 #ifdef WB8
-            // Word j holds levels 4j .. 4j + 3, a byte each in order.
-            xq[at + 2u * i] = pack4xI8(u);
-            xq[at + 2u * i + 1u] = pack4xI8(v);
+        // Word j holds levels 4j .. 4j + 3, a byte each in order.
+        xq[at + 2u * i] = pack4xI8(u);
+        xq[at + 2u * i + 1u] = pack4xI8(v);
 #endif
+        xq[at + 9u + i] = bitcast<u32>((u.x + u.y) + (u.z + u.w) + (v.x + v.y) + (v.z + v.w));
+        if (i == 0u) {
+            xq[at + 8u] = bitcast<u32>(amax / 127.0);
         }
-        xq[at + 8u] = bitcast<u32>(amax / 127.0);
-        xq[at + 9u] = bitcast<u32>(sum);
     }
     return ss;
 }

@@ -5,7 +5,8 @@
 #   bash bench/gpu/session.sh OUT_DIR [STEPS]
 #
 # Expects, in the repository root: .gl/*.deb (libvulkan1), .dev/*.xz (release binaries: weft,
-# qmatmul_bench, and optionally the test binaries qmatmul-*, fused_kernels-*), .whl/gguf-*.whl.
+# qmatmul_bench, and optionally the test binaries qmatmul-*, fused_kernels-*, gemv_int8-*),
+# .whl/gguf-*.whl.
 # STEPS (default "copy tests gemv models"): which parts to run.
 #   copy    the device's copy bandwidth through PyTorch (bytes read + written per second)
 #   tests   the GEMV test binaries on this GPU
@@ -54,7 +55,7 @@ EOF
 fi
 
 if [[ $steps == *tests* ]]; then
-  for t in "$bin"/qmatmul-* "$bin"/fused_kernels-*; do
+  for t in "$bin"/qmatmul-* "$bin"/fused_kernels-* "$bin"/gemv_int8-*; do
     [ -x "$t" ] || continue
     log "test $(basename "$t")"
     "$t" --test-threads 1 2>&1 | tail -15 | tee -a "$out/session.log"
@@ -63,17 +64,24 @@ fi
 
 if [[ $steps == *gemv* ]]; then
   formats=${QFORMATS:-Q4_0,Q8_0,Q4_K,q4_g32_asym,q3_g32_asym,q2_g32_asym,q4_g32_sym,q8_g32_sym}
+  # QINT8=1: each launch shape also with 8-bit activations (--int8; files *-int8.json).
   for c in ${QCONFIGS:-256,1,32 256,2,32 256,4,32 128,4,32}; do
+   for int8 in "" ${QINT8:+--int8}; do
     IFS=, read -r wg rows lanes <<<"$c"
-    log "qmatmul_bench $c"
+    name="qmatmul-$wg-$rows-$lanes${int8:+-int8}"
+    log "qmatmul_bench $c $int8"
+    # shellcheck disable=SC2086
     "$bin/qmatmul_bench" --formats "$formats" --shapes ${QSHAPES:-8192x8192,14336x4096,4096x14336,16384x16384} \
-      --seconds 0.4 --json --wg "$wg" --rows "$rows" --lanes "$lanes" 2>>"$out/qmatmul.err" >"$out/qmatmul-$wg-$rows-$lanes.json"
-    python3 - "$out/qmatmul-$wg-$rows-$lanes.json" <<'EOF' | tee -a "$out/session.log"
+      --seconds 0.4 --json --wg "$wg" --rows "$rows" --lanes "$lanes" $int8 2>>"$out/qmatmul.err" >"$out/$name.json"
+    python3 - "$out/$name.json" <<'EOF' | tee -a "$out/session.log"
 import json, sys
 d = json.load(open(sys.argv[1]))
 for r in d["rows"]:
     print(f'{r["format"]:>12} {r["n"]:>6}x{r["k"]:<6} {r["us_per_call"]:9.1f} us {r["gb_per_s"]:7.0f} GB/s')
+for s in d.get("skipped", []):
+    print("skipped:", s)
 EOF
+   done
   done
 fi
 
