@@ -5,7 +5,7 @@
 Inputs:
   bench/results/h100/run/   bench/gpu/run.sh: weft-<shape>-<format>.json (weft bench --json --profile),
                             torch-<shape>.jsonl (bench/gpu/torch_generate.py), qmatmul.json
-  bench/results/h100/session4/  bench/gpu/session.sh: session.log (weft bench and llama-bench on the same GGUF
+  bench/results/h100/session6/  bench/gpu/session.sh: session.log (weft bench and llama-bench on the same GGUF
                             files, the device copy rate), qmatmul-<wg>-<rows>-<lanes>.json
   bench/results/local/      bench/local/run.sh: weft-native.json (weft bench --json on the native
                             Vulkan adapter), llama-cpp.json (bench/native/llama_cpp_bench.py),
@@ -68,7 +68,7 @@ def h100() -> dict:
     return out
 
 
-def session(name: str = "session4") -> dict:
+def session(name: str = "session6") -> dict:
     """weft beside llama.cpp (CUDA) on the same GGUF files, and the GEMV sweep, from one
     bench/gpu/session.sh call: every ratio pairs figures of one machine."""
     run = RESULTS / "h100" / name
@@ -80,10 +80,17 @@ def session(name: str = "session4") -> dict:
     for line in log.read_text().splitlines():
         if line.startswith("device copy"):
             out["copy_gb_s"] = float(line.split(":")[1].split()[0])
-        elif line.startswith("== weft bench ") or line.startswith("== llama-bench "):
-            engine = "weft" if "weft" in line else "llama.cpp"
-            model, ty = line.split()[-2:]
+        elif line.startswith("== weft bench "):
+            # "== weft bench MODEL TYPE [VARIANT FLAGS | (defaults)]": one engine entry a variant.
+            words = line.split()
+            model, ty, variant = words[3], words[4], " ".join(words[5:]).strip("()")
+            engine = "weft" if variant in ("", "defaults") else f"weft {variant}"
             current = out["models"].setdefault(f"{model} {ty}", {}).setdefault(engine, {})
+        elif line.startswith("== llama-bench "):
+            # "== llama-bench MODEL TYPE" or "== llama-bench MODEL-TYPE" (the llama step).
+            words = line.split()[2:]
+            model, ty = words if len(words) == 2 else words[0].rsplit("-", 1)
+            current = out["models"].setdefault(f"{model} {ty}", {}).setdefault("llama.cpp", {})
         elif current is not None and line.startswith(("prefill ", "decode ")):
             current[line.split()[0]] = float(line.split()[1])
         elif current is not None and line.startswith("weights "):
@@ -96,8 +103,15 @@ def session(name: str = "session4") -> dict:
     for f in sorted(run.glob("qmatmul-*.json")):
         config = f.stem.removeprefix("qmatmul-")
         for r in (load_json(f) or {}).get("rows", []):
-            key = f"{r['format']} {r['n']}x{r['k']}"
+            key = f"{r['format'].removesuffix('+int8')} {r['n']}x{r['k']}"
             out["gemv"].setdefault(key, {})[config] = r["gb_per_s"]
+    if out["copy_gb_s"] is None:
+        # The copy rate from another call of the same session (a folder below), said so.
+        for other in sorted(run.glob("*/session.log")):
+            for line in other.read_text().splitlines():
+                if line.startswith("device copy") and out["copy_gb_s"] is None:
+                    out["copy_gb_s"] = float(line.split(":")[1].split()[0])
+                    out["copy_from"] = str(other.parent.relative_to(ROOT.parent))
     return out
 
 
@@ -231,16 +245,21 @@ def peer_markdown(s: dict) -> str:
            "Random-weight Llama-shape GGUFs (bench/gpu/gen_quant_gguf.py), prompt 128 + 128 generated, "
            "median of 3: `weft bench --prompt-len 128 --gen 128 --reps 3` (Vulkan) and "
            "`llama-bench -p 128 -n 128 -r 3 -ngl 99` (CUDA, built for sm_90 from the llama-cpp-python 0.3.36 sdist). "
-           f"Device copy (PyTorch, read + write): {copy:.0f} GB/s.\n",
-           "| model | weft decode | llama.cpp decode | ratio | weft prefill | llama.cpp prefill | ratio "
-           "| weft dispatches / token | weft weight GB/s (of copy) |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           f"Device copy (PyTorch, read + write): {copy:.0f} GB/s"
+           + (f" (measured in {s['copy_from']}, an earlier call of the same session).\n" if s.get("copy_from") else ".\n"),
+           "The int8 column: the same files with `--int8-activations` (decode GEMVs on 8-bit activations, "
+           "shaders/gemv_dp4.wgsl); it is not the default.\n",
+           "| model | weft decode | weft decode int8 | llama.cpp decode | ratio (best) | weft prefill | llama.cpp prefill "
+           "| ratio | weft dispatches / token | weft weight GB/s (of copy) |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in s["models"].items():
         w, l = r.get("weft", {}), r.get("llama.cpp", {})
         if not w or not l:
             continue
-        gbs = w["weight_mb"] * w["decode"] / 1e3
-        out.append(f"| {name} | {w['decode']:.1f} | {l['decode']:.1f} | {w['decode'] / l['decode']:.2f} "
+        i8 = r.get("weft --int8-activations", {}).get("decode")
+        best = max(w["decode"], i8 or 0)
+        gbs = w["weight_mb"] * best / 1e3
+        out.append(f"| {name} | {w['decode']:.1f} | {f'{i8:.1f}' if i8 else ''} | {l['decode']:.1f} | {best / l['decode']:.2f} "
                    f"| {w['prefill']:.0f} | {l['prefill']:.0f} | {w['prefill'] / l['prefill']:.3f} "
                    f"| {w.get('dispatches', '')} | {gbs:.0f} ({gbs / copy:.0%}) |")
     configs = sorted({c for v in s["gemv"].values() for c in v})

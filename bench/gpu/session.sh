@@ -14,6 +14,8 @@
 #   models  random-weight GGUFs (Q4_0, Q8_0) of the SmolLM2, TinyLlama and 7B shapes; weft bench,
 #           and llama.cpp's llama-bench on the same files where .dev/llama-bench.xz is there (built
 #           with CUDA from the llama.cpp source in the llama-cpp-python sdist)
+#   llama   build llama-bench (CUDA, sm_90) from .llama/llama.tar.xz (the llama.cpp source of the
+#           llama-cpp-python sdist) while the other steps run, then run it on every model file
 set -uo pipefail
 out=${1:?output folder}
 steps=${2:-copy tests gemv models}
@@ -30,6 +32,14 @@ chmod +x "$bin"/*
 # A llama-bench built earlier on this machine (LLAMA_BENCH), if there is one.
 [ -x "${LLAMA_BENCH:-}" ] && ln -sf "$LLAMA_BENCH" "$bin/llama-bench"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+if [[ $steps == *llama* ]] && [ ! -x "$bin/llama-bench" ]; then
+  mkdir -p /tmp/l && tar -xJf .llama/llama.tar.xz -C /tmp/l
+  (cd /tmp/l/llama.cpp && cmake -B build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF \
+    -DBUILD_SHARED_LIBS=OFF >/tmp/l/cmake.log 2>&1 && cmake --build build --target llama-bench -j "$(nproc)" >/tmp/l/build.log 2>&1
+   echo "built: $?" >>/tmp/l/build.log) &
+  building=$!
+fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee -a "$out/session.log"
 
 if [[ $steps == *copy* ]]; then
@@ -116,5 +126,15 @@ tinyllama Q8_0 2048 5632 22 32 4 32000
       "$bin/llama-bench" -m "$f" -p 128 -n 128 -r 3 -ngl 99 -o md 2>>"$out/llama.err" | tee -a "$out/session.log"
     fi
   done <<<"$specs"
+fi
+
+if [ -n "${building:-}" ]; then
+  log "waiting for the llama-bench build"
+  wait "$building"
+  tail -1 /tmp/l/build.log | tee -a "$out/session.log"
+  for f in /tmp/weft-models/*.gguf; do
+    log "llama-bench $(basename "$f" .gguf)"
+    /tmp/l/llama.cpp/build/bin/llama-bench -m "$f" -p 128 -n 128 -r 3 -ngl 99 -o md 2>>"$out/llama.err" | tee -a "$out/session.log"
+  done
 fi
 log done
