@@ -51,6 +51,9 @@ pub struct LayerWeights {
     pub bq: Option<Vec<f32>>,
     pub bk: Option<Vec<f32>>,
     pub bv: Option<Vec<f32>>,
+    /// Per-head norms of queries and keys (Qwen3).
+    pub q_norm: Option<Vec<f32>>,
+    pub k_norm: Option<Vec<f32>>,
     pub wo: CpuMatrix,
     pub ffn_norm: Vec<f32>,
     pub gate: CpuMatrix,
@@ -95,6 +98,8 @@ impl CpuWeights {
                 L::QBias => l.bq.as_ref(),
                 L::KBias => l.bk.as_ref(),
                 L::VBias => l.bv.as_ref(),
+                L::QNorm => l.q_norm.as_ref(),
+                L::KNorm => l.k_norm.as_ref(),
                 _ => None,
             }),
             _ => None,
@@ -115,6 +120,8 @@ impl CpuWeights {
                     + ob(&l.bq)
                     + ob(&l.bk)
                     + ob(&l.bv)
+                    + ob(&l.q_norm)
+                    + ob(&l.k_norm)
             })
             .sum();
         self.embedding.bytes() + layers + v(&self.out_norm) + self.output.as_ref().map_or(0, |m| m.bytes())
@@ -122,7 +129,7 @@ impl CpuWeights {
 }
 
 /// Every graph tensor, in buffer order.
-pub(super) const ACTS: [Act; 14] = [
+pub(super) const ACTS: [Act; 16] = [
     Act::X,
     Act::H,
     Act::Q,
@@ -137,6 +144,8 @@ pub(super) const ACTS: [Act; 14] = [
     Act::Last,
     Act::LastNorm,
     Act::Logits,
+    Act::QProj,
+    Act::KProj,
 ];
 
 pub(super) fn act_index(a: Act) -> usize {

@@ -18,7 +18,8 @@ use super::matrix::CpuMatrix;
 /// Opens a GGUF or weft safetensors model on the CPU (no GPU involved).
 pub async fn open<R: RangeReader>(reader: &R, options: CpuOptions) -> Result<(CpuLlama, Tokenizer)> {
     let header = read_header(reader).await?.header;
-    let (config, tokenizer) = header_parts(&header, reader.name())?;
+    let (mut config, tokenizer) = header_parts(&header, reader.name())?;
+    crate::model::load::read_rope_freqs(reader, &header, &mut config).await?;
     let weft = weft_entries(&header)?;
     let c = &config;
     let mut infos: HashMap<Part, &TensorInfo> = HashMap::new();
@@ -77,6 +78,8 @@ pub async fn open<R: RangeReader>(reader: &R, options: CpuOptions) -> Result<(Cp
             bq: bias(LayerPart::QBias, c.q_dim()).await?,
             bk: bias(LayerPart::KBias, c.kv_dim()).await?,
             bv: bias(LayerPart::VBias, c.kv_dim()).await?,
+            q_norm: if c.qk_norm { Some(vector(l(LayerPart::QNorm), c.head_dim).await?) } else { None },
+            k_norm: if c.qk_norm { Some(vector(l(LayerPart::KNorm), c.head_dim).await?) } else { None },
             wo: matrix(l(LayerPart::AttnOut), c.dim, c.q_dim()).await?,
             ffn_norm: vector(l(LayerPart::FfnNorm), c.dim).await?,
             gate: matrix(l(LayerPart::Gate), c.ffn_dim, c.dim).await?,

@@ -6,6 +6,8 @@ use crate::error::{Error, Result};
 use crate::format::gguf::GgufMetadata;
 use crate::ops::rope::{RopeScaling, RopeStyle};
 
+use super::hf_config;
+
 /// Decoder-only transformer families weft runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -14,6 +16,8 @@ pub enum Arch {
     Llama,
     /// Qwen2: biases on the q, k and v projections.
     Qwen2,
+    /// Qwen3: RMSNorm of each query and key head before RoPE, no biases.
+    Qwen3,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -35,6 +39,9 @@ pub struct LlamaConfig {
     pub context_length: usize,
     /// Biases on q/k/v projections (Qwen2; some Llama variants).
     pub attn_bias: bool,
+    /// RMSNorm over each query and key head, before RoPE (Qwen3).
+    #[serde(default)]
+    pub qk_norm: bool,
 }
 
 /// Largest values weft accepts for each dimension: well above every released model (the
@@ -51,7 +58,7 @@ pub mod limits {
 }
 
 fn unsupported(what: String) -> Error {
-    Error::UnsupportedModel { what, hint: "weft runs llama (SmolLM, TinyLlama, Mistral) and qwen2 models".into() }
+    Error::UnsupportedModel { what, hint: "weft runs llama (Llama 3, SmolLM, TinyLlama, Mistral), qwen2 and qwen3 models".into() }
 }
 
 fn bad_field(field: &str, problem: impl Into<String>) -> Error {
@@ -94,15 +101,19 @@ struct Rest {
     rope_style: RopeStyle,
     rope_scaling: RopeScaling,
     attn_bias: bool,
+    qk_norm: bool,
 }
 
 impl LlamaConfig {
     /// From GGUF metadata. `has_qkv_bias` says whether the file holds `blk.0.attn_q.bias`.
+    /// Llama 3 frequency scaling is a tensor there (`rope_freqs.weight`), set afterwards
+    /// (`load::rope_freqs`).
     pub fn from_gguf(meta: &GgufMetadata, has_qkv_bias: bool) -> Result<Self> {
         let arch_name = meta.get_str("general.architecture")?;
         let arch = match arch_name {
             "llama" | "mistral" => Arch::Llama,
             "qwen2" => Arch::Qwen2,
+            "qwen3" => Arch::Qwen3,
             other => return Err(unsupported(format!("architecture '{other}'"))),
         };
         let key = |k: &str| format!("{arch_name}.{k}");
@@ -122,8 +133,14 @@ impl LlamaConfig {
         let rope_scaling = match meta.get_str(&key("rope.scaling.type")) {
             Ok("linear") => RopeScaling::Linear { factor: meta.get_f32(&key("rope.scaling.factor"))? },
             Ok("none") | Err(_) => RopeScaling::None,
-            Ok(other) => return Err(unsupported(format!("rope scaling '{other}'"))),
+            Ok(other) => return Err(hf_config::unsupported_field(&key("rope.scaling.type"), other)),
         };
+        // Keys whose presence changes the arithmetic in ways weft does not implement.
+        for k in ["attention.sliding_window", "attn_logit_softcapping", "final_logit_softcapping", "rope.scaling.yarn_log_multiplier"] {
+            if let Some(v) = meta.get(&key(k)) {
+                return Err(hf_config::unsupported_field(&key(k), format!("{v:?}")));
+            }
+        }
         let dims = Dims {
             vocab,
             dim: get("embedding_length")?,
@@ -143,10 +160,11 @@ impl LlamaConfig {
             // the Hugging Face layout.
             rope_style: match arch {
                 Arch::Llama => RopeStyle::Norm,
-                Arch::Qwen2 => RopeStyle::Neox,
+                Arch::Qwen2 | Arch::Qwen3 => RopeStyle::Neox,
             },
             rope_scaling,
             attn_bias: has_qkv_bias,
+            qk_norm: arch == Arch::Qwen3,
         };
         Self::checked(dims, rest)
     }
@@ -163,15 +181,19 @@ impl LlamaConfig {
         let arch = match family.model_type.as_str() {
             "llama" | "mistral" => Arch::Llama,
             "qwen2" => Arch::Qwen2,
+            "qwen3" => Arch::Qwen3,
             other => return Err(unsupported(format!("model_type '{other}'"))),
         };
         let c: HfConfig = serde_json::from_str(json).map_err(not_config)?;
-        let rope_scaling = match &c.rope_scaling {
-            Some(s) if s.kind() == "linear" => RopeScaling::Linear { factor: s.factor.unwrap_or(1.0) },
-            Some(s) if s.kind() == "default" => RopeScaling::None,
-            Some(s) => return Err(unsupported(format!("rope scaling '{}'", s.kind()))),
-            None => RopeScaling::None,
-        };
+        let value: serde_json::Value = serde_json::from_str(json).map_err(not_config)?;
+        hf_config::check_options(&value)?;
+        let rope = hf_config::rope(&value)?;
+        // Mistral's window only matters past it: a window as long as the context is no window.
+        if let Some(window) = value.get("sliding_window").and_then(|v| v.as_u64()) {
+            if family.model_type == "mistral" && window < c.max_position_embeddings.unwrap_or(u64::MAX) {
+                return Err(hf_config::unsupported_field("sliding_window", window));
+            }
+        }
         let dims = Dims {
             vocab: c.vocab_size,
             dim: c.hidden_size,
@@ -186,10 +208,11 @@ impl LlamaConfig {
         let rest = Rest {
             arch,
             rms_eps: c.rms_norm_eps,
-            rope_base: c.rope_theta.unwrap_or(10000.0),
+            rope_base: rope.base,
             rope_style: RopeStyle::Neox,
-            rope_scaling,
+            rope_scaling: rope.scaling,
             attn_bias: arch == Arch::Qwen2 || c.attention_bias.unwrap_or(false),
+            qk_norm: arch == Arch::Qwen3,
         };
         Self::checked(dims, rest)
     }
@@ -216,6 +239,7 @@ impl LlamaConfig {
             rope_style: c.rope_style,
             rope_scaling: c.rope_scaling,
             attn_bias: c.attn_bias,
+            qk_norm: c.qk_norm,
         };
         Self::checked(dims, rest)
     }
@@ -253,6 +277,7 @@ impl LlamaConfig {
             rope_scaling: r.rope_scaling,
             context_length: dim("context_length (context_length, max_position_embeddings)", d.context_length, MAX_CONTEXT)?,
             attn_bias: r.attn_bias,
+            qk_norm: r.qk_norm,
         };
         if !c.n_heads.is_multiple_of(c.n_kv_heads) {
             return Err(bad_field("n_kv_heads", format!("= {} does not divide n_heads = {}", c.n_kv_heads, c.n_heads)));
@@ -266,10 +291,16 @@ impl LlamaConfig {
         if !(c.rope_base.is_finite() && c.rope_base > 0.0) {
             return Err(bad_field("rope_base", format!("= {} is not a finite positive number", c.rope_base)));
         }
-        if let RopeScaling::Linear { factor } = c.rope_scaling {
-            if !(factor.is_finite() && factor > 0.0) {
-                return Err(bad_field("rope scaling factor", format!("= {factor} is not a finite positive number")));
+        let scaling_values = match &c.rope_scaling {
+            RopeScaling::None => vec![],
+            RopeScaling::Linear { factor } => vec![*factor],
+            RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_context } => {
+                vec![*factor, *low_freq_factor, *high_freq_factor, *original_context]
             }
+            RopeScaling::Factors(f) => f.clone(),
+        };
+        if let Some(bad) = scaling_values.iter().find(|v| !(v.is_finite() && **v > 0.0)) {
+            return Err(bad_field("rope scaling", format!("has {bad}, not a finite positive number")));
         }
         // Every matrix the model holds, as elements; each must be addressable on this platform.
         let q_dim = c.n_heads.checked_mul(c.head_dim);
@@ -314,24 +345,8 @@ struct HfConfig {
     num_key_value_heads: Option<u64>,
     head_dim: Option<u64>,
     rms_norm_eps: f32,
-    rope_theta: Option<f32>,
-    rope_scaling: Option<HfRopeScaling>,
     max_position_embeddings: Option<u64>,
     attention_bias: Option<bool>,
-}
-
-#[derive(Deserialize)]
-struct HfRopeScaling {
-    #[serde(rename = "type")]
-    kind: Option<String>,
-    rope_type: Option<String>,
-    factor: Option<f32>,
-}
-
-impl HfRopeScaling {
-    fn kind(&self) -> &str {
-        self.rope_type.as_deref().or(self.kind.as_deref()).unwrap_or("default")
-    }
 }
 
 #[cfg(test)]
@@ -347,6 +362,33 @@ mod tests {
         let c = LlamaConfig::from_hf_json(json).unwrap();
         assert_eq!((c.arch, c.head_dim, c.kv_dim(), c.rope_style), (Arch::Qwen2, 64, 128, RopeStyle::Neox));
         assert!(c.attn_bias);
+    }
+
+    #[test]
+    fn transformers_5_rope_parameters_are_read() {
+        // What a Qwen2 folder saved by transformers 5 holds: the base only in rope_parameters.
+        let json = r#"{"model_type":"qwen2","vocab_size":100,"hidden_size":64,"intermediate_size":128,
+            "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"rms_norm_eps":1e-6,
+            "layer_types":["full_attention","full_attention"],"use_sliding_window":false,"sliding_window":null,
+            "rope_parameters":{"rope_theta":1000000.0,"rope_type":"default"}}"#;
+        let c = LlamaConfig::from_hf_json(json).unwrap();
+        assert_eq!((c.rope_base, &c.rope_scaling), (1e6, &RopeScaling::None));
+        let yarn = json.replace(r#""rope_type":"default""#, r#""rope_type":"yarn","factor":4.0"#);
+        assert!(matches!(LlamaConfig::from_hf_json(&yarn), Err(Error::UnsupportedModel { what, .. }) if what.contains("rope_type")));
+        let qwen3 = json.replace("qwen2", "qwen3");
+        let c = LlamaConfig::from_hf_json(&qwen3).unwrap();
+        assert!(c.qk_norm && !c.attn_bias);
+    }
+
+    #[test]
+    fn mistral_windows_shorter_than_the_context_are_unsupported() {
+        let json = r#"{"model_type":"mistral","vocab_size":100,"hidden_size":64,"intermediate_size":128,
+            "num_hidden_layers":2,"num_attention_heads":4,"rms_norm_eps":1e-6,"max_position_embeddings":4096,
+            "sliding_window":SW}"#;
+        assert!(LlamaConfig::from_hf_json(&json.replace("SW", "null")).is_ok());
+        assert!(LlamaConfig::from_hf_json(&json.replace("SW", "4096")).is_ok());
+        let err = LlamaConfig::from_hf_json(&json.replace("SW", "1024")).unwrap_err();
+        assert!(matches!(&err, Error::UnsupportedModel { what, .. } if what.contains("'sliding_window'")), "{err}");
     }
 
     #[test]

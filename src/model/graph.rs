@@ -34,6 +34,9 @@ pub enum Act {
     LastNorm,
     /// Logits, [t, vocab] (or [1, vocab] when only the last token is scored).
     Logits,
+    /// Query and key projections before their per-head norms (Qwen3), widths of Q and K.
+    QProj,
+    KProj,
 }
 
 impl Act {
@@ -41,8 +44,8 @@ impl Act {
     pub fn width(self, c: &LlamaConfig) -> usize {
         match self {
             Act::X | Act::H | Act::O | Act::Down | Act::Last | Act::LastNorm => c.dim,
-            Act::Q | Act::Attn => c.q_dim(),
-            Act::K | Act::V => c.kv_dim(),
+            Act::Q | Act::Attn | Act::QProj => c.q_dim(),
+            Act::K | Act::V | Act::KProj => c.kv_dim(),
             Act::Gate | Act::Up | Act::Act => c.ffn_dim,
             Act::Logits => c.vocab,
         }

@@ -244,12 +244,33 @@ pub fn validate_tensors(header: &ModelHeader, config: &LlamaConfig) -> Result<()
         check(layer(LayerPart::QBias), &[q], c.attn_bias)?;
         check(layer(LayerPart::KBias), &[kv], c.attn_bias)?;
         check(layer(LayerPart::VBias), &[kv], c.attn_bias)?;
+        check(layer(LayerPart::QNorm), &[c.head_dim as u64], c.qk_norm)?;
+        check(layer(LayerPart::KNorm), &[c.head_dim as u64], c.qk_norm)?;
         check(layer(LayerPart::AttnOut), &[dim, q], true)?;
         check(layer(LayerPart::FfnNorm), &[dim], true)?;
         check(layer(LayerPart::Gate), &[ffn, dim], true)?;
         check(layer(LayerPart::Up), &[ffn, dim], true)?;
         check(layer(LayerPart::Down), &[dim, ffn], true)?;
     }
+    Ok(())
+}
+
+/// Llama 3 frequency scaling as llama.cpp's converter stores it: `rope_freqs.weight`, one
+/// divisor per rotated pair. Where the file has one, it becomes `config.rope_scaling`.
+pub async fn read_rope_freqs<R: RangeReader>(reader: &R, header: &ModelHeader, config: &mut LlamaConfig) -> Result<()> {
+    let Some(t) = header.tensors().iter().find(|t| t.name == "rope_freqs.weight") else { return Ok(()) };
+    let pairs = config.rope_dims / 2;
+    if t.elements() != pairs as u64 {
+        return Err(Error::TensorShape { name: t.name.clone(), shape: t.shape.clone(), expected: vec![pairs as u64] });
+    }
+    if config.rope_scaling != crate::ops::rope::RopeScaling::None {
+        return Err(Error::BadConfig { field: "rope_freqs.weight".into(), problem: "is given together with another rope scaling".into() });
+    }
+    let factors = decode_to_f32(t.storage, &reader.read_range(t.range.clone()).await?, pairs)?;
+    if let Some(bad) = factors.iter().find(|f| !(f.is_finite() && **f > 0.0)) {
+        return Err(Error::BadConfig { field: "rope_freqs.weight".into(), problem: format!("holds {bad}, not a finite positive number") });
+    }
+    config.rope_scaling = crate::ops::rope::RopeScaling::Factors(factors);
     Ok(())
 }
 
@@ -387,6 +408,9 @@ pub async fn load_weights<R: RangeReader>(
             let bias = |lp: LayerPart, len: usize| -> Result<Option<GpuTensor>> {
                 if c.attn_bias { vec(lp, len).map(Some) } else { Ok(None) }
             };
+            let qk_norm = |lp: LayerPart| -> Result<Option<GpuTensor>> {
+                if c.qk_norm { vec(lp, c.head_dim).map(Some) } else { Ok(None) }
+            };
             layers[layer] = Some(LayerWeights {
                 attn_norm: vec(LayerPart::AttnNorm, c.dim)?,
                 qkv: Qkv::Apart {
@@ -397,6 +421,8 @@ pub async fn load_weights<R: RangeReader>(
                     bk: bias(LayerPart::KBias, c.kv_dim())?,
                     bv: bias(LayerPart::VBias, c.kv_dim())?,
                 },
+                q_norm: qk_norm(LayerPart::QNorm)?,
+                k_norm: qk_norm(LayerPart::KNorm)?,
                 wo: layer_mat(LayerPart::AttnOut, c.dim, c.q_dim())?,
                 ffn_norm: vec(LayerPart::FfnNorm, c.dim)?,
                 gate_up: GateUp::Apart {

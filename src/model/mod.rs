@@ -8,6 +8,7 @@ pub mod convert;
 pub mod eval;
 pub mod fit;
 pub mod graph;
+pub mod hf_config;
 pub mod llama;
 pub mod load;
 pub mod names;
@@ -34,7 +35,8 @@ pub async fn open<R: RangeReader>(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(Llama, Tokenizer)> {
     let header = read_header_reporting(reader, progress).await?;
-    let (config, tokenizer) = header_parts(&header, reader.name())?;
+    let (mut config, tokenizer) = header_parts(&header, reader.name())?;
+    load::read_rope_freqs(reader, &header, &mut config).await?;
     let llama = build(ctx, reader, &header, config, engine, weights, progress).await?;
     Ok((llama, tokenizer))
 }

@@ -18,6 +18,9 @@ pub enum LayerPart {
     QBias,
     KBias,
     VBias,
+    /// Per-head RMSNorm weights of queries and keys (Qwen3), [head_dim].
+    QNorm,
+    KNorm,
     AttnOut,
     FfnNorm,
     Gate,
@@ -25,7 +28,7 @@ pub enum LayerPart {
     Down,
 }
 
-const GGUF_LAYER: [(&str, LayerPart); 12] = [
+const GGUF_LAYER: [(&str, LayerPart); 14] = [
     ("attn_norm.weight", LayerPart::AttnNorm),
     ("attn_q.weight", LayerPart::Q),
     ("attn_k.weight", LayerPart::K),
@@ -33,6 +36,8 @@ const GGUF_LAYER: [(&str, LayerPart); 12] = [
     ("attn_q.bias", LayerPart::QBias),
     ("attn_k.bias", LayerPart::KBias),
     ("attn_v.bias", LayerPart::VBias),
+    ("attn_q_norm.weight", LayerPart::QNorm),
+    ("attn_k_norm.weight", LayerPart::KNorm),
     ("attn_output.weight", LayerPart::AttnOut),
     ("ffn_norm.weight", LayerPart::FfnNorm),
     ("ffn_gate.weight", LayerPart::Gate),
@@ -40,7 +45,7 @@ const GGUF_LAYER: [(&str, LayerPart); 12] = [
     ("ffn_down.weight", LayerPart::Down),
 ];
 
-const HF_LAYER: [(&str, LayerPart); 12] = [
+const HF_LAYER: [(&str, LayerPart); 14] = [
     ("input_layernorm.weight", LayerPart::AttnNorm),
     ("self_attn.q_proj.weight", LayerPart::Q),
     ("self_attn.k_proj.weight", LayerPart::K),
@@ -48,6 +53,8 @@ const HF_LAYER: [(&str, LayerPart); 12] = [
     ("self_attn.q_proj.bias", LayerPart::QBias),
     ("self_attn.k_proj.bias", LayerPart::KBias),
     ("self_attn.v_proj.bias", LayerPart::VBias),
+    ("self_attn.q_norm.weight", LayerPart::QNorm),
+    ("self_attn.k_norm.weight", LayerPart::KNorm),
     ("self_attn.o_proj.weight", LayerPart::AttnOut),
     ("post_attention_layernorm.weight", LayerPart::FfnNorm),
     ("mlp.gate_proj.weight", LayerPart::Gate),

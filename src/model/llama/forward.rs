@@ -1,5 +1,5 @@
-//! The Llama-family forward pass (Llama, SmolLM, TinyLlama, Mistral, Qwen2), written once as a
-//! graph that every backend runs: the GPU lowers it to dispatches, the CPU executes it.
+//! The Llama-family forward pass (Llama, SmolLM, TinyLlama, Mistral, Qwen2, Qwen3), written
+//! once as a graph that every backend runs: the GPU lowers it to dispatches, the CPU executes it.
 
 use super::super::config::LlamaConfig;
 use super::super::graph::{Act, Activation, Graph, Ids, LayerWeight as L, NormKind, Op, Pass, Weight};
@@ -20,9 +20,16 @@ pub fn forward(c: &LlamaConfig, pass: Pass) -> Graph {
 
         // Attention: x += wo · attention(rope(wq · norm(x)), cache(rope(wk · norm(x)), wv · norm(x)))
         g.push(rms(Act::X, w(L::AttnNorm), Act::H));
-        g.push(Op::Linear { w: w(L::Q), bias: bias(L::QBias), x: Act::H, out: Act::Q });
-        g.push(Op::Linear { w: w(L::K), bias: bias(L::KBias), x: Act::H, out: Act::K });
+        // Qwen3 normalises each query and key head before rotating it.
+        let (q, k) = if c.qk_norm { (Act::QProj, Act::KProj) } else { (Act::Q, Act::K) };
+        g.push(Op::Linear { w: w(L::Q), bias: bias(L::QBias), x: Act::H, out: q });
+        g.push(Op::Linear { w: w(L::K), bias: bias(L::KBias), x: Act::H, out: k });
         g.push(Op::Linear { w: w(L::V), bias: bias(L::VBias), x: Act::H, out: Act::V });
+        if c.qk_norm {
+            let head = Some(c.head_dim);
+            g.push(Op::Norm { kind: NormKind::Rms, x: q, w: w(L::QNorm), bias: None, group: head, eps: c.rms_eps, out: Act::Q });
+            g.push(Op::Norm { kind: NormKind::Rms, x: k, w: w(L::KNorm), bias: None, group: head, eps: c.rms_eps, out: Act::K });
+        }
         g.push(Op::RopeStore { layer: l, q: Act::Q, k: Act::K, v: Act::V });
         g.push(Op::Attention { layer: l, q: Act::Q, out: Act::Attn });
         g.push(linear(w(L::O), Act::Attn, Act::O));

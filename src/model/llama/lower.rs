@@ -209,6 +209,8 @@ impl<'a> Lower<'a> {
                 (L::QBias, Qkv::Apart { bq, .. }) => bq.as_ref(),
                 (L::KBias, Qkv::Apart { bk, .. }) => bk.as_ref(),
                 (L::VBias, Qkv::Apart { bv, .. }) => bv.as_ref(),
+                (L::QNorm, _) => l.q_norm.as_ref(),
+                (L::KNorm, _) => l.k_norm.as_ref(),
                 _ => None,
             }),
             _ => None,
@@ -351,6 +353,12 @@ impl<'a> Lower<'a> {
             }
             Op::Norm { kind: NormKind::Rms, x, w, bias: None, group: None, eps, out } => {
                 d.push(rms_norm(ctx, &self.at(*x)?, self.vector(*w)?, &self.at(*out)?, *eps).await?);
+            }
+            // Per-group norms (each query or key head): the same kernel over rows of `g`.
+            Op::Norm { kind: NormKind::Rms, x, w, bias: None, group: Some(g), eps, out } if x.width(c) % g == 0 => {
+                let rows = x.rows(self.t) * x.width(c) / g;
+                let (xv, yv) = (m.buffers.of(*x).view(&[rows, *g])?, m.buffers.of(*out).view(&[rows, *g])?);
+                d.push(rms_norm(ctx, &xv, self.vector(*w)?, &yv, *eps).await?);
             }
             Op::Linear { w, bias, x, out } => {
                 let p = Projection::One { x: *x, w: self.matrix(*w)?, bias: bias.map(|b| self.vector(b)).transpose()?, out: *out };

@@ -47,13 +47,13 @@ impl RopeRing {
             sinks,
             dims: c.rope_dims,
             base: c.rope_base,
-            scaling: c.rope_scaling,
+            scaling: c.rope_scaling.clone(),
         }
     }
 
     /// The table every slot starts with: slot p holds position p, [max_seq, rope_dims / 2, 2].
     pub fn table(&self) -> Vec<f32> {
-        rope_table(self.max_seq, self.dims, self.base, self.scaling)
+        rope_table(self.max_seq, self.dims, self.base, &self.scaling)
     }
 
     /// Values per table row.
@@ -69,7 +69,7 @@ impl RopeRing {
         for p in pos..pos + n {
             let slot = ring_slot(p, self.max_seq, self.sinks);
             if self.slots[slot] != p {
-                rope_row(p, self.dims, self.base, self.scaling, &mut self.scratch);
+                rope_row(p, self.dims, self.base, &self.scaling, &mut self.scratch);
                 write(slot, &self.scratch[..row])?;
                 self.slots[slot] = p;
             }
