@@ -3,10 +3,11 @@ weft's architecture tests (tests/architectures.rs).
 
     python scripts/make_arch_fixture.py llama3 tests/fixtures/llama3-tiny
     python scripts/make_arch_fixture.py qwen3 tests/fixtures/qwen3-tiny
+    python scripts/make_arch_fixture.py mistral tests/fixtures/mistral-tiny
 
 Each model is built with its real transformers config class, with the architecture's special
 features switched on (Llama 3 RoPE scaling with positions past `original_max_position_embeddings`,
-Qwen3's per-head q/k norms), grouped-query attention and odd head counts. Weights are rounded to
+Qwen3's per-head q/k norms, Mistral's sliding window under a longer prompt), grouped-query attention and odd head counts. Weights are rounded to
 f16 and stored so; the reference runs in f32 on the rounded weights, so both sides see the same
 numbers. Writes:
 
@@ -78,7 +79,27 @@ def qwen3():
     return config, transformers.Qwen3ForCausalLM, "qwen3"
 
 
-ARCHS = {"llama3": llama3, "qwen3": qwen3}
+def mistral():
+    # A window of 8 under a 20-token prompt: most of the prompt and every generated token
+    # attend to the window only.
+    config = transformers.MistralConfig(
+        vocab_size=700,
+        hidden_size=48,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=3,
+        num_key_value_heads=1,
+        head_dim=16,
+        max_position_embeddings=256,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+        sliding_window=8,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+    )
+    return config, transformers.MistralForCausalLM, "llama"
+
+
+ARCHS = {"llama3": llama3, "qwen3": qwen3, "mistral": mistral}
 
 
 def randomize(model):
@@ -151,6 +172,8 @@ def write_gguf(path, arch, config, model):
     w.add_rope_freq_base(config.rope_parameters["rope_theta"])
     w.add_layer_norm_rms_eps(config.rms_norm_eps)
     w.add_vocab_size(config.vocab_size)
+    if getattr(config, "sliding_window", None) and config.model_type == "mistral":
+        w.add_sliding_window(config.sliding_window)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("qwen2")
     w.add_token_list(tokens)

@@ -1,6 +1,7 @@
 //! The architectures beyond Llama 2 and Qwen2, each as a tiny random-weight checkpoint made with
 //! its transformers config class (scripts/make_arch_fixture.py): Llama 3 (`llama3` RoPE scaling,
-//! positions past the original context), Qwen3 (per-head q/k norms, tied head). Each loads from
+//! positions past the original context), Qwen3 (per-head q/k norms, tied head), Mistral (a
+//! sliding window of 8 under a 20-token prompt). Each loads from
 //! its Hugging Face folder and from its GGUF; on the GPU and on the CPU backend, every
 //! checkpoint of a forward pass matches transformers (f32) and the greedy ids match `generate`.
 
@@ -94,6 +95,7 @@ fn on_cpu(dir: &str) -> anyhow::Result<()> {
 
 const LLAMA3: &str = "tests/fixtures/llama3-tiny";
 const QWEN3: &str = "tests/fixtures/qwen3-tiny";
+const MISTRAL: &str = "tests/fixtures/mistral-tiny";
 
 #[test]
 fn llama3_matches_transformers_on_the_gpu() -> anyhow::Result<()> {
@@ -119,4 +121,17 @@ fn qwen3_matches_transformers_on_the_gpu() -> anyhow::Result<()> {
 #[test]
 fn qwen3_matches_transformers_on_the_cpu() -> anyhow::Result<()> {
     on_cpu(QWEN3)
+}
+
+#[test]
+fn mistral_sliding_window_matches_transformers_on_the_gpu() -> anyhow::Result<()> {
+    let models = on_gpu(MISTRAL)?;
+    // The cache holds the window and nothing else, whatever the engine asked for.
+    assert!(models.iter().all(|m| m.config.sliding_window == Some(8) && m.options.max_seq == 8 && m.options.sinks == 0));
+    Ok(())
+}
+
+#[test]
+fn mistral_sliding_window_matches_transformers_on_the_cpu() -> anyhow::Result<()> {
+    on_cpu(MISTRAL)
 }

@@ -96,6 +96,7 @@ pub async fn open<R: RangeReader>(reader: &R, options: CpuOptions) -> Result<(Cp
             false => None,
         },
     };
-    let engine = CpuOptions { max_seq: options.max_seq.min(config.context_length).max(1), ..options };
+    let (max_seq, sinks) = config.kv_window(options.max_seq, options.sinks);
+    let engine = CpuOptions { max_seq, sinks, ..options };
     Ok((CpuLlama::new(config, weights, engine)?, tokenizer))
 }

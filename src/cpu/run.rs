@@ -2,7 +2,7 @@
 //! window bookkeeping as the GPU engine (`model::llama::ring`).
 
 use crate::error::{Error, Result};
-use crate::model::graph::{Act, Checkpoint, Pass};
+use crate::model::graph::{concat_checkpoints, Act, Checkpoint, Pass};
 use crate::model::llama::ring::{check_position, pass_len};
 
 use super::engine::{act_index, CpuLlama};
@@ -63,19 +63,13 @@ impl CpuLlama {
         self.score(ids, false).map(|(logits, _)| logits)
     }
 
-    /// Runs `ids` (one pass: at most `max_batch`, within `max_seq`) and returns every
-    /// checkpoint as (name, shape, values), as `Llama::checkpoints` does.
+    /// Runs `ids` (in passes as `logits` does) and returns every checkpoint as (name, shape,
+    /// values) over all of them, as `Llama::checkpoints` does.
     pub fn checkpoints(&mut self, ids: &[u32]) -> Result<Vec<Checkpoint>> {
         self.score(ids, true).map(|(_, captures)| captures)
     }
 
     fn score(&mut self, ids: &[u32], capture: bool) -> Result<(Vec<f32>, Vec<Checkpoint>)> {
-        if capture && self.pass_len(ids.len()) < ids.len() {
-            return Err(Error::Model(format!(
-                "a debug pass takes at most {} tokens, within the first {} positions",
-                self.options.max_batch, self.options.max_seq
-            )));
-        }
         let vocab = self.config.vocab;
         let mut logits = Vec::with_capacity(ids.len() * vocab);
         let mut captures = Vec::new();
@@ -90,6 +84,6 @@ impl CpuLlama {
             self.pos += t;
             done += t;
         }
-        Ok((logits, captures))
+        Ok((logits, concat_checkpoints(captures)))
     }
 }

@@ -42,6 +42,9 @@ pub struct LlamaConfig {
     /// RMSNorm over each query and key head, before RoPE (Qwen3).
     #[serde(default)]
     pub qk_norm: bool,
+    /// Each token attends to itself and the `window - 1` before it (Mistral's `sliding_window`).
+    #[serde(default)]
+    pub sliding_window: Option<usize>,
 }
 
 /// Largest values weft accepts for each dimension: well above every released model (the
@@ -102,6 +105,7 @@ struct Rest {
     rope_scaling: RopeScaling,
     attn_bias: bool,
     qk_norm: bool,
+    sliding_window: Option<u64>,
 }
 
 impl LlamaConfig {
@@ -136,8 +140,12 @@ impl LlamaConfig {
             Ok(other) => return Err(hf_config::unsupported_field(&key("rope.scaling.type"), other)),
         };
         // Keys whose presence changes the arithmetic in ways weft does not implement.
+        let sliding_window = match arch {
+            Arch::Llama => opt("attention.sliding_window")?,
+            _ => None,
+        };
         for k in ["attention.sliding_window", "attn_logit_softcapping", "final_logit_softcapping", "rope.scaling.yarn_log_multiplier"] {
-            if let Some(v) = meta.get(&key(k)) {
+            if let (Some(v), false) = (meta.get(&key(k)), sliding_window.is_some() && k == "attention.sliding_window") {
                 return Err(hf_config::unsupported_field(&key(k), format!("{v:?}")));
             }
         }
@@ -165,6 +173,7 @@ impl LlamaConfig {
             rope_scaling,
             attn_bias: has_qkv_bias,
             qk_norm: arch == Arch::Qwen3,
+            sliding_window,
         };
         Self::checked(dims, rest)
     }
@@ -188,12 +197,14 @@ impl LlamaConfig {
         let value: serde_json::Value = serde_json::from_str(json).map_err(not_config)?;
         hf_config::check_options(&value)?;
         let rope = hf_config::rope(&value)?;
-        // Mistral's window only matters past it: a window as long as the context is no window.
-        if let Some(window) = value.get("sliding_window").and_then(|v| v.as_u64()) {
-            if family.model_type == "mistral" && window < c.max_position_embeddings.unwrap_or(u64::MAX) {
-                return Err(hf_config::unsupported_field("sliding_window", window));
+        // Mistral's window; Qwen2's `sliding_window` only counts with `use_sliding_window`
+        // (checked above).
+        let sliding_window = match (family.model_type.as_str(), value.get("sliding_window")) {
+            ("mistral", Some(w)) if !w.is_null() => {
+                Some(w.as_u64().ok_or_else(|| bad_field("sliding_window", format!("= {w} is not a count")))?)
             }
-        }
+            _ => None,
+        };
         let dims = Dims {
             vocab: c.vocab_size,
             dim: c.hidden_size,
@@ -213,6 +224,7 @@ impl LlamaConfig {
             rope_scaling: rope.scaling,
             attn_bias: arch == Arch::Qwen2 || c.attention_bias.unwrap_or(false),
             qk_norm: arch == Arch::Qwen3,
+            sliding_window,
         };
         Self::checked(dims, rest)
     }
@@ -240,6 +252,7 @@ impl LlamaConfig {
             rope_scaling: c.rope_scaling,
             attn_bias: c.attn_bias,
             qk_norm: c.qk_norm,
+            sliding_window: c.sliding_window.map(|w| w as u64),
         };
         Self::checked(dims, rest)
     }
@@ -278,6 +291,10 @@ impl LlamaConfig {
             context_length: dim("context_length (context_length, max_position_embeddings)", d.context_length, MAX_CONTEXT)?,
             attn_bias: r.attn_bias,
             qk_norm: r.qk_norm,
+            sliding_window: match r.sliding_window {
+                Some(w) => Some(dim("sliding_window", w, MAX_CONTEXT)?),
+                None => None,
+            },
         };
         if !c.n_heads.is_multiple_of(c.n_kv_heads) {
             return Err(bad_field("n_kv_heads", format!("= {} does not divide n_heads = {}", c.n_kv_heads, c.n_heads)));
@@ -320,6 +337,18 @@ impl LlamaConfig {
             }
         }
         Ok(c)
+    }
+
+    /// The positions an engine's KV cache holds and its attention sinks, for the `max_seq` and
+    /// `sinks` asked for. A sliding-window model holds at most its window and no sinks: past
+    /// the window the cache is a ring of exactly the last `window` positions, which is the
+    /// window's attention, so no kernel needs a mask.
+    pub fn kv_window(&self, max_seq: usize, sinks: usize) -> (usize, usize) {
+        let max_seq = max_seq.min(self.context_length).max(1);
+        match self.sliding_window {
+            Some(w) => (max_seq.min(w), 0),
+            None => (max_seq, sinks),
+        }
     }
 
     /// Heads × head_dim; cannot overflow for a validated configuration.
@@ -381,14 +410,18 @@ mod tests {
     }
 
     #[test]
-    fn mistral_windows_shorter_than_the_context_are_unsupported() {
+    fn mistral_windows_bound_the_kv_cache() {
         let json = r#"{"model_type":"mistral","vocab_size":100,"hidden_size":64,"intermediate_size":128,
             "num_hidden_layers":2,"num_attention_heads":4,"rms_norm_eps":1e-6,"max_position_embeddings":4096,
             "sliding_window":SW}"#;
-        assert!(LlamaConfig::from_hf_json(&json.replace("SW", "null")).is_ok());
-        assert!(LlamaConfig::from_hf_json(&json.replace("SW", "4096")).is_ok());
-        let err = LlamaConfig::from_hf_json(&json.replace("SW", "1024")).unwrap_err();
-        assert!(matches!(&err, Error::UnsupportedModel { what, .. } if what.contains("'sliding_window'")), "{err}");
+        let none = LlamaConfig::from_hf_json(&json.replace("SW", "null")).unwrap();
+        assert_eq!((none.sliding_window, none.kv_window(2048, 4)), (None, (2048, 4)));
+        let window = LlamaConfig::from_hf_json(&json.replace("SW", "1024")).unwrap();
+        assert_eq!((window.sliding_window, window.kv_window(2048, 4), window.kv_window(512, 4)), (Some(1024), (1024, 0), (512, 0)));
+        assert!(matches!(LlamaConfig::from_hf_json(&json.replace("SW", "0")), Err(Error::BadConfig { .. })));
+        // Qwen2's window is off unless use_sliding_window says otherwise.
+        let qwen2 = json.replace("mistral", "qwen2").replace("SW", "1024");
+        assert_eq!(LlamaConfig::from_hf_json(&qwen2).unwrap().sliding_window, None);
     }
 
     #[test]

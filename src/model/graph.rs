@@ -142,6 +142,22 @@ pub enum Op {
 /// A checkpoint a pass captured: name, shape, values.
 pub type Checkpoint = (String, Vec<usize>, Vec<f32>);
 
+/// The checkpoints of consecutive passes over one input (names repeating pass after pass) as
+/// one set: each name once, in first-seen order, its rows in pass order.
+pub fn concat_checkpoints(passes: Vec<Checkpoint>) -> Vec<Checkpoint> {
+    let mut out: Vec<Checkpoint> = Vec::new();
+    for (name, shape, values) in passes {
+        match out.iter_mut().find(|(n, _, _)| *n == name) {
+            Some((_, s, v)) => {
+                s[0] += shape[0];
+                v.extend_from_slice(&values);
+            }
+            None => out.push((name, shape, values)),
+        }
+    }
+    out
+}
+
 /// What a pass computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pass {
