@@ -4,10 +4,12 @@ weft's architecture tests (tests/architectures.rs).
     python scripts/make_arch_fixture.py llama3 tests/fixtures/llama3-tiny
     python scripts/make_arch_fixture.py qwen3 tests/fixtures/qwen3-tiny
     python scripts/make_arch_fixture.py mistral tests/fixtures/mistral-tiny
+    python scripts/make_arch_fixture.py gemma2 tests/fixtures/gemma2-tiny
 
 Each model is built with its real transformers config class, with the architecture's special
 features switched on (Llama 3 RoPE scaling with positions past `original_max_position_embeddings`,
-Qwen3's per-head q/k norms, Mistral's sliding window under a longer prompt), grouped-query attention and odd head counts. Weights are rounded to
+Qwen3's per-head q/k norms, Mistral's sliding window under a longer prompt, Gemma 2's soft-capping, pre- and post-norms,
+GeGLU and alternating local layers), grouped-query attention and odd head counts. Weights are rounded to
 f16 and stored so; the reference runs in f32 on the rounded weights, so both sides see the same
 numbers. Writes:
 
@@ -99,7 +101,29 @@ def mistral():
     return config, transformers.MistralForCausalLM, "llama"
 
 
-ARCHS = {"llama3": llama3, "qwen3": qwen3, "mistral": mistral}
+def gemma2():
+    # Three layers: local, global, local. Soft-capping small enough to bend the scores and
+    # logits of these weights, a query scalar other than head_dim.
+    config = transformers.Gemma2Config(
+        vocab_size=700,
+        hidden_size=48,
+        intermediate_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=3,
+        num_key_value_heads=1,
+        head_dim=16,
+        max_position_embeddings=256,
+        rms_norm_eps=1e-6,
+        sliding_window=8,
+        query_pre_attn_scalar=24,
+        attn_logit_softcapping=2.0,
+        final_logit_softcapping=3.0,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+    )
+    return config, transformers.Gemma2ForCausalLM, "gemma2"
+
+
+ARCHS = {"llama3": llama3, "qwen3": qwen3, "mistral": mistral, "gemma2": gemma2}
 
 
 def randomize(model):
@@ -172,8 +196,13 @@ def write_gguf(path, arch, config, model):
     w.add_rope_freq_base(config.rope_parameters["rope_theta"])
     w.add_layer_norm_rms_eps(config.rms_norm_eps)
     w.add_vocab_size(config.vocab_size)
-    if getattr(config, "sliding_window", None) and config.model_type == "mistral":
+    if getattr(config, "sliding_window", None) and config.model_type in ("mistral", "gemma2"):
         w.add_sliding_window(config.sliding_window)
+    if config.model_type == "gemma2":
+        w.add_attn_logit_softcapping(config.attn_logit_softcapping)
+        w.add_final_logit_softcapping(config.final_logit_softcapping)
+        # The query scale, which llama.cpp otherwise derives from the model size.
+        w.add_attention_scale(config.query_pre_attn_scalar**-0.5)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("qwen2")
     w.add_token_list(tokens)
@@ -187,6 +216,14 @@ def write_gguf(path, arch, config, model):
         return t.detach().float().numpy().astype(np.float32)
 
     state = model.state_dict()
+    layer_names = GGUF_LAYER
+    if arch == "gemma2":
+        # llama.cpp's converter stores Gemma's norms as 1 + w, and names its four norms so.
+        state = {k: (v + 1 if k.endswith("norm.weight") else v) for k, v in state.items()}
+        layer_names = dict(GGUF_LAYER)
+        layer_names["post_attention_layernorm.weight"] = "post_attention_norm.weight"
+        layer_names["pre_feedforward_layernorm.weight"] = "ffn_norm.weight"
+        layer_names["post_feedforward_layernorm.weight"] = "post_ffw_norm.weight"
     w.add_tensor("token_embd.weight", f16(state["model.embed_tokens.weight"]))
     if not config.tie_word_embeddings:
         w.add_tensor("output.weight", f16(state["lm_head.weight"]))
@@ -194,7 +231,7 @@ def write_gguf(path, arch, config, model):
     if config.rope_parameters.get("rope_type") == "llama3":
         w.add_tensor("rope_freqs.weight", llama3_rope_factors(config.rope_parameters, head_dim))
     for i in range(config.num_hidden_layers):
-        for hf, gg in GGUF_LAYER.items():
+        for hf, gg in layer_names.items():
             key = f"model.layers.{i}.{hf}"
             if key not in state:
                 continue

@@ -1,7 +1,9 @@
 //! The architectures beyond Llama 2 and Qwen2, each as a tiny random-weight checkpoint made with
 //! its transformers config class (scripts/make_arch_fixture.py): Llama 3 (`llama3` RoPE scaling,
 //! positions past the original context), Qwen3 (per-head q/k norms, tied head), Mistral (a
-//! sliding window of 8 under a 20-token prompt). Each loads from
+//! sliding window of 8 under a 20-token prompt), Gemma 2 (GeGLU, (1 + w) norms before and after
+//! attention and MLP, √dim embedding scale, soft-capped scores and logits, local and global
+//! layers, `query_pre_attn_scalar`). Each loads from
 //! its Hugging Face folder and from its GGUF; on the GPU and on the CPU backend, every
 //! checkpoint of a forward pass matches transformers (f32) and the greedy ids match `generate`.
 
@@ -35,6 +37,11 @@ fn engine() -> EngineOptions {
     EngineOptions { max_seq: 64, max_batch: 32, ..Default::default() }
 }
 
+/// Decode attention split over context chunks (what GPUs with many units run), masks included.
+fn split_engine() -> EngineOptions {
+    EngineOptions { split_attention: Some(true), ..engine() }
+}
+
 fn same_greedy(what: &str, got: &[u32], r: &Reference) {
     if let Some(i) = got.iter().zip(&r.greedy).position(|(a, b)| a != b) {
         panic!("{what}: token {i} differs: weft {got:?} transformers {:?} (margin there {})", r.greedy, r.margins[i]);
@@ -43,11 +50,15 @@ fn same_greedy(what: &str, got: &[u32], r: &Reference) {
 }
 
 fn open_hf(ctx: &GpuContext, dir: &str) -> anyhow::Result<Llama> {
+    open_hf_with(ctx, dir, engine())
+}
+
+fn open_hf_with(ctx: &GpuContext, dir: &str, engine: EngineOptions) -> anyhow::Result<Llama> {
     let reader = FileReader::open(format!("{dir}/model.safetensors"))?;
     let config = std::fs::read_to_string(format!("{dir}/config.json"))?;
     let tokenizer = std::fs::read_to_string(TOKENIZER)?;
     let mut progress = |_| {};
-    let open = model::open_safetensors(ctx, &reader, &config, &tokenizer, None, engine(), WeightOptions::default(), &mut progress);
+    let open = model::open_safetensors(ctx, &reader, &config, &tokenizer, None, engine, WeightOptions::default(), &mut progress);
     Ok(pollster::block_on(open)?.0)
 }
 
@@ -96,6 +107,7 @@ fn on_cpu(dir: &str) -> anyhow::Result<()> {
 const LLAMA3: &str = "tests/fixtures/llama3-tiny";
 const QWEN3: &str = "tests/fixtures/qwen3-tiny";
 const MISTRAL: &str = "tests/fixtures/mistral-tiny";
+const GEMMA2: &str = "tests/fixtures/gemma2-tiny";
 
 #[test]
 fn llama3_matches_transformers_on_the_gpu() -> anyhow::Result<()> {
@@ -134,4 +146,35 @@ fn mistral_sliding_window_matches_transformers_on_the_gpu() -> anyhow::Result<()
 #[test]
 fn mistral_sliding_window_matches_transformers_on_the_cpu() -> anyhow::Result<()> {
     on_cpu(MISTRAL)
+}
+
+#[test]
+fn gemma2_matches_transformers_on_the_gpu() -> anyhow::Result<()> {
+    let models = on_gpu(GEMMA2)?;
+    for m in &models {
+        let c = &m.config;
+        assert_eq!((c.window(0), c.window(1), c.window(2)), (Some(8), None, Some(8)));
+        assert_eq!((c.attn_softcap, c.final_softcap), (Some(2.0), Some(3.0)));
+    }
+    // query_pre_attn_scalar in the folder, attention.scale in the GGUF.
+    assert!(models.iter().all(|m| m.config.attention_scale() == 24f32.powf(-0.5)));
+    Ok(())
+}
+
+#[test]
+fn gemma2_matches_transformers_on_the_cpu() -> anyhow::Result<()> {
+    on_cpu(GEMMA2)
+}
+
+#[test]
+fn gemma2_greedy_with_split_decode_attention() -> anyhow::Result<()> {
+    let r = reference(GEMMA2)?;
+    let ctx = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
+    let mut llama = open_hf_with(&ctx, GEMMA2, split_engine())?;
+    let mut ids = vec![pollster::block_on(llama.prefill(&ctx, &r.prompt_ids))?];
+    while ids.len() < r.greedy.len() {
+        ids.push(pollster::block_on(llama.step(&ctx))?);
+    }
+    same_greedy("gemma2 split", &ids, &r);
+    Ok(())
 }

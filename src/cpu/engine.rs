@@ -56,6 +56,9 @@ pub struct LayerWeights {
     pub k_norm: Option<Vec<f32>>,
     pub wo: CpuMatrix,
     pub ffn_norm: Vec<f32>,
+    /// Norms of the attention and MLP outputs (Gemma 2).
+    pub post_attn_norm: Option<Vec<f32>>,
+    pub post_ffn_norm: Option<Vec<f32>>,
     pub gate: CpuMatrix,
     pub up: CpuMatrix,
     pub down: CpuMatrix,
@@ -98,6 +101,8 @@ impl CpuWeights {
                 L::QBias => l.bq.as_ref(),
                 L::KBias => l.bk.as_ref(),
                 L::VBias => l.bv.as_ref(),
+                L::PostAttnNorm => l.post_attn_norm.as_ref(),
+                L::PostFfnNorm => l.post_ffn_norm.as_ref(),
                 L::QNorm => l.q_norm.as_ref(),
                 L::KNorm => l.k_norm.as_ref(),
                 _ => None,
@@ -122,6 +127,8 @@ impl CpuWeights {
                     + ob(&l.bv)
                     + ob(&l.q_norm)
                     + ob(&l.k_norm)
+                    + ob(&l.post_attn_norm)
+                    + ob(&l.post_ffn_norm)
             })
             .sum();
         self.embedding.bytes() + layers + v(&self.out_norm) + self.output.as_ref().map_or(0, |m| m.bytes())
@@ -129,7 +136,7 @@ impl CpuWeights {
 }
 
 /// Every graph tensor, in buffer order.
-pub(super) const ACTS: [Act; 16] = [
+pub(super) const ACTS: [Act; 17] = [
     Act::X,
     Act::H,
     Act::Q,
@@ -146,6 +153,7 @@ pub(super) const ACTS: [Act; 16] = [
     Act::Logits,
     Act::QProj,
     Act::KProj,
+    Act::Post,
 ];
 
 pub(super) fn act_index(a: Act) -> usize {

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use crate::error::{Error, Result};
 use crate::format::TensorInfo;
 use crate::loader::{read_header, RangeReader};
-use crate::model::load::weft_entries;
-use crate::model::names::{part_of, LayerPart, Part};
+use crate::model::load::{norm_shift, weft_entries};
+use crate::model::names::{part_of_in, LayerPart, Part};
 use crate::model::header_parts;
 use crate::quant::decode_to_f32;
 use crate::tokenizer::Tokenizer;
@@ -25,7 +25,7 @@ pub async fn open<R: RangeReader>(reader: &R, options: CpuOptions) -> Result<(Cp
     let mut infos: HashMap<Part, &TensorInfo> = HashMap::new();
     for t in header.tensors() {
         let name = if weft.contains_key(&t.name) { t.name.trim_end_matches(".weft_q") } else { &t.name };
-        if let Some(p) = part_of(name) {
+        if let Some(p) = part_of_in(name, config.arch) {
             infos.insert(p, t);
         }
     }
@@ -51,13 +51,18 @@ pub async fn open<R: RangeReader>(reader: &R, options: CpuOptions) -> Result<(Cp
             None => Err(Error::Model(format!("{} has shape {:?}, expected [{rows}, {cols}]", t.name, t.shape))),
         }
     };
+    let header = &header;
     let vector = |p: Part, len: usize| async move {
         let t = info(p)?;
         if t.elements() != len as u64 {
             return Err(Error::Model(format!("{} has shape {:?}, expected {len} values", t.name, t.shape)));
         }
-        decode_to_f32(t.storage, &reader.read_range(t.range.clone()).await?, len)
+        let mut v = decode_to_f32(t.storage, &reader.read_range(t.range.clone()).await?, len)?;
+        let shift = norm_shift(header, c, p);
+        v.iter_mut().for_each(|x| *x += shift);
+        Ok(v)
     };
+    let gemma = c.arch == crate::model::Arch::Gemma2;
     let mut layers = Vec::with_capacity(c.n_layers);
     for i in 0..c.n_layers {
         let l = |lp: LayerPart| Part::Layer(i, lp);
@@ -82,6 +87,8 @@ pub async fn open<R: RangeReader>(reader: &R, options: CpuOptions) -> Result<(Cp
             k_norm: if c.qk_norm { Some(vector(l(LayerPart::KNorm), c.head_dim).await?) } else { None },
             wo: matrix(l(LayerPart::AttnOut), c.dim, c.q_dim()).await?,
             ffn_norm: vector(l(LayerPart::FfnNorm), c.dim).await?,
+            post_attn_norm: if gemma { Some(vector(l(LayerPart::PostAttnNorm), c.dim).await?) } else { None },
+            post_ffn_norm: if gemma { Some(vector(l(LayerPart::PostFfnNorm), c.dim).await?) } else { None },
             gate: matrix(l(LayerPart::Gate), c.ffn_dim, c.dim).await?,
             up: matrix(l(LayerPart::Up), c.ffn_dim, c.dim).await?,
             down: matrix(l(LayerPart::Down), c.dim, c.ffn_dim).await?,

@@ -18,6 +18,9 @@ pub enum Arch {
     Qwen2,
     /// Qwen3: RMSNorm of each query and key head before RoPE, no biases.
     Qwen3,
+    /// Gemma 2: GeGLU, norms before and after attention and MLP, the embedding scaled by
+    /// √dim, soft-capped attention scores and logits, sliding-window layers.
+    Gemma2,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -45,6 +48,17 @@ pub struct LlamaConfig {
     /// Each token attends to itself and the `window - 1` before it (Mistral's `sliding_window`).
     #[serde(default)]
     pub sliding_window: Option<usize>,
+    /// Which layers the window applies to; empty: all of them.
+    #[serde(default)]
+    pub local_layers: Vec<bool>,
+    /// The query scale where it is not 1/√head_dim (Gemma's `query_pre_attn_scalar`^-½).
+    #[serde(default)]
+    pub attn_scale: Option<f32>,
+    /// Soft-capping of attention scores and of the final logits (Gemma 2).
+    #[serde(default)]
+    pub attn_softcap: Option<f32>,
+    #[serde(default)]
+    pub final_softcap: Option<f32>,
 }
 
 /// Largest values weft accepts for each dimension: well above every released model (the
@@ -106,6 +120,16 @@ struct Rest {
     attn_bias: bool,
     qk_norm: bool,
     sliding_window: Option<u64>,
+    gemma: Gemma,
+}
+
+/// Gemma's settings (all off for other families).
+#[derive(Default)]
+struct Gemma {
+    local_layers: Vec<bool>,
+    attn_scale: Option<f32>,
+    attn_softcap: Option<f32>,
+    final_softcap: Option<f32>,
 }
 
 impl LlamaConfig {
@@ -118,6 +142,7 @@ impl LlamaConfig {
             "llama" | "mistral" => Arch::Llama,
             "qwen2" => Arch::Qwen2,
             "qwen3" => Arch::Qwen3,
+            "gemma2" => Arch::Gemma2,
             other => return Err(unsupported(format!("architecture '{other}'"))),
         };
         let key = |k: &str| format!("{arch_name}.{k}");
@@ -141,11 +166,39 @@ impl LlamaConfig {
         };
         // Keys whose presence changes the arithmetic in ways weft does not implement.
         let sliding_window = match arch {
-            Arch::Llama => opt("attention.sliding_window")?,
+            Arch::Llama | Arch::Gemma2 => opt("attention.sliding_window")?,
             _ => None,
         };
-        for k in ["attention.sliding_window", "attn_logit_softcapping", "final_logit_softcapping", "rope.scaling.yarn_log_multiplier"] {
-            if let (Some(v), false) = (meta.get(&key(k)), sliding_window.is_some() && k == "attention.sliding_window") {
+        let gemma = match arch {
+            Arch::Gemma2 => {
+                let layers = get("block_count")?;
+                let width = get("embedding_length")?;
+                let cap = |k: &str| meta.get(&key(k)).map(|_| meta.get_f32(&key(k))).transpose();
+                Gemma {
+                    // llama.cpp's rule: even layers local.
+                    local_layers: (0..layers.min(limits::MAX_LAYERS)).map(|i| i % 2 == 0).collect(),
+                    // The file's attention.scale where it has one; else llama.cpp's rule: Gemma 2
+                    // 27B (46 layers) scales queries by (dim / heads)^-½, the others by
+                    // head_dim^-½.
+                    attn_scale: match cap("attention.scale")? {
+                        Some(s) => Some(s),
+                        None => (layers == 46).then(|| (width as f32 / n_heads as f32).powf(-0.5)),
+                    },
+                    attn_softcap: cap("attn_logit_softcapping")?,
+                    final_softcap: cap("final_logit_softcapping")?,
+                }
+            }
+            _ => Gemma::default(),
+        };
+        let handled = |k: &str| match k {
+            "attention.sliding_window" => sliding_window.is_some(),
+            "attn_logit_softcapping" | "final_logit_softcapping" | "attention.scale" => arch == Arch::Gemma2,
+            _ => false,
+        };
+        let math_keys =
+            ["attention.sliding_window", "attn_logit_softcapping", "final_logit_softcapping", "attention.scale", "rope.scaling.yarn_log_multiplier"];
+        for k in math_keys {
+            if let (Some(v), false) = (meta.get(&key(k)), handled(k)) {
                 return Err(hf_config::unsupported_field(&key(k), format!("{v:?}")));
             }
         }
@@ -168,12 +221,13 @@ impl LlamaConfig {
             // the Hugging Face layout.
             rope_style: match arch {
                 Arch::Llama => RopeStyle::Norm,
-                Arch::Qwen2 | Arch::Qwen3 => RopeStyle::Neox,
+                Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma2 => RopeStyle::Neox,
             },
             rope_scaling,
             attn_bias: has_qkv_bias,
             qk_norm: arch == Arch::Qwen3,
             sliding_window,
+            gemma,
         };
         Self::checked(dims, rest)
     }
@@ -191,16 +245,23 @@ impl LlamaConfig {
             "llama" | "mistral" => Arch::Llama,
             "qwen2" => Arch::Qwen2,
             "qwen3" => Arch::Qwen3,
+            "gemma2" => Arch::Gemma2,
             other => return Err(unsupported(format!("model_type '{other}'"))),
         };
         let c: HfConfig = serde_json::from_str(json).map_err(not_config)?;
         let value: serde_json::Value = serde_json::from_str(json).map_err(not_config)?;
-        hf_config::check_options(&value)?;
+        let gemma = match arch {
+            Arch::Gemma2 => hf_config::gemma2(&value, c.num_hidden_layers)?,
+            _ => {
+                hf_config::check_options(&value)?;
+                hf_config::GemmaOptions::default()
+            }
+        };
         let rope = hf_config::rope(&value)?;
         // Mistral's window; Qwen2's `sliding_window` only counts with `use_sliding_window`
         // (checked above).
         let sliding_window = match (family.model_type.as_str(), value.get("sliding_window")) {
-            ("mistral", Some(w)) if !w.is_null() => {
+            ("mistral" | "gemma2", Some(w)) if !w.is_null() => {
                 Some(w.as_u64().ok_or_else(|| bad_field("sliding_window", format!("= {w} is not a count")))?)
             }
             _ => None,
@@ -225,6 +286,12 @@ impl LlamaConfig {
             attn_bias: arch == Arch::Qwen2 || c.attention_bias.unwrap_or(false),
             qk_norm: arch == Arch::Qwen3,
             sliding_window,
+            gemma: Gemma {
+                local_layers: gemma.local_layers,
+                attn_scale: gemma.attn_scale,
+                attn_softcap: gemma.attn_softcap,
+                final_softcap: gemma.final_softcap,
+            },
         };
         Self::checked(dims, rest)
     }
@@ -253,6 +320,12 @@ impl LlamaConfig {
             attn_bias: c.attn_bias,
             qk_norm: c.qk_norm,
             sliding_window: c.sliding_window.map(|w| w as u64),
+            gemma: Gemma {
+                local_layers: c.local_layers,
+                attn_scale: c.attn_scale,
+                attn_softcap: c.attn_softcap,
+                final_softcap: c.final_softcap,
+            },
         };
         Self::checked(dims, rest)
     }
@@ -295,7 +368,19 @@ impl LlamaConfig {
                 Some(w) => Some(dim("sliding_window", w, MAX_CONTEXT)?),
                 None => None,
             },
+            local_layers: r.gemma.local_layers,
+            attn_scale: r.gemma.attn_scale,
+            attn_softcap: r.gemma.attn_softcap,
+            final_softcap: r.gemma.final_softcap,
         };
+        if !c.local_layers.is_empty() && (c.local_layers.len() != c.n_layers || c.sliding_window.is_none()) {
+            return Err(bad_field("layer_types", format!("has {} entries for {} layers, or no sliding_window", c.local_layers.len(), c.n_layers)));
+        }
+        for (field, v) in [("attn_scale", c.attn_scale), ("attn_logit_softcapping", c.attn_softcap), ("final_logit_softcapping", c.final_softcap)] {
+            if v.is_some_and(|v| !(v.is_finite() && v > 0.0)) {
+                return Err(bad_field(field, format!("= {v:?} is not a finite positive number")));
+            }
+        }
         if !c.n_heads.is_multiple_of(c.n_kv_heads) {
             return Err(bad_field("n_kv_heads", format!("= {} does not divide n_heads = {}", c.n_kv_heads, c.n_heads)));
         }
@@ -346,9 +431,23 @@ impl LlamaConfig {
     pub fn kv_window(&self, max_seq: usize, sinks: usize) -> (usize, usize) {
         let max_seq = max_seq.min(self.context_length).max(1);
         match self.sliding_window {
-            Some(w) => (max_seq.min(w), 0),
+            Some(w) if self.local_layers.is_empty() => (max_seq.min(w), 0),
+            // Windowed layers beside full ones: the kernels mask, reading positions from slots
+            // as only a ring without sinks allows.
+            Some(_) => (max_seq, 0),
             None => (max_seq, sinks),
         }
+    }
+
+    /// The attention window of layer `layer`, if it has one.
+    pub fn window(&self, layer: usize) -> Option<usize> {
+        let local = self.local_layers.get(layer).copied().unwrap_or(true);
+        self.sliding_window.filter(|_| local)
+    }
+
+    /// What queries are scaled by before the dot products.
+    pub fn attention_scale(&self) -> f32 {
+        self.attn_scale.unwrap_or(1.0 / (self.head_dim as f32).sqrt())
     }
 
     /// Heads × head_dim; cannot overflow for a validated configuration.

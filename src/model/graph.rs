@@ -37,13 +37,15 @@ pub enum Act {
     /// Query and key projections before their per-head norms (Qwen3), widths of Q and K.
     QProj,
     KProj,
+    /// A block's attention or MLP output after its post-norm (Gemma 2), [t, dim].
+    Post,
 }
 
 impl Act {
     /// Values per token.
     pub fn width(self, c: &LlamaConfig) -> usize {
         match self {
-            Act::X | Act::H | Act::O | Act::Down | Act::Last | Act::LastNorm => c.dim,
+            Act::X | Act::H | Act::O | Act::Down | Act::Last | Act::LastNorm | Act::Post => c.dim,
             Act::Q | Act::Attn | Act::QProj => c.q_dim(),
             Act::K | Act::V | Act::KProj => c.kv_dim(),
             Act::Gate | Act::Up | Act::Act => c.ffn_dim,
@@ -75,6 +77,9 @@ pub enum LayerWeight {
     KNorm,
     O,
     FfnNorm,
+    /// Norms of the attention and MLP outputs before the residual add (Gemma 2).
+    PostAttnNorm,
+    PostFfnNorm,
     Gate,
     Up,
     Down,
@@ -135,6 +140,10 @@ pub enum Op {
     LastRow { x: Act, out: Act },
     /// Picks the next token from the last row of `logits`.
     Sample { logits: Act },
+    /// `x *= by` (Gemma's embedding scale).
+    Scale { x: Act, by: f32 },
+    /// `x = cap * tanh(x / cap)` (Gemma 2's final logits).
+    SoftCap { x: Act, cap: f32 },
     /// Keeps a copy of `x` under `name` (activation dumps, checks against a reference).
     Capture { name: String, x: Act },
 }

@@ -147,6 +147,60 @@ pub fn check_options(config: &Value) -> Result<()> {
     Ok(())
 }
 
+/// Gemma's options from a config.json, read as transformers reads them.
+#[derive(Debug, Default)]
+pub struct GemmaOptions {
+    pub local_layers: Vec<bool>,
+    pub attn_scale: Option<f32>,
+    pub attn_softcap: Option<f32>,
+    pub final_softcap: Option<f32>,
+}
+
+fn opt_f32(config: &Value, key: &str) -> Result<Option<f32>> {
+    match config.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_f64().map(|x| Some(x as f32)).ok_or_else(|| bad(key, format!("= {v} is not a number"))),
+    }
+}
+
+/// A Gemma 2 config.json: the activation must be tanh-approximate GELU; the layer types default
+/// to transformers' alternation (even layers local) where the file has none.
+pub fn gemma2(config: &Value, n_layers: u64) -> Result<GemmaOptions> {
+    for key in ["hidden_activation", "hidden_act"] {
+        if let Some(act) = config.get(key).filter(|v| !v.is_null()) {
+            if act.as_str() != Some("gelu_pytorch_tanh") {
+                return Err(unsupported_field(key, act));
+            }
+        }
+    }
+    for key in ["use_bidirectional_attention", "attention_bias"] {
+        if let Some(v) = config.get(key).filter(|v| !v.is_null()) {
+            if v.as_bool() != Some(false) {
+                return Err(unsupported_field(key, v));
+            }
+        }
+    }
+    let local_layers = match config.get("layer_types").filter(|v| !v.is_null()) {
+        Some(types) => {
+            let types = types.as_array().ok_or_else(|| bad("layer_types", "is not a list"))?;
+            let kind = |t: &Value| match t.as_str() {
+                Some("sliding_attention") => Ok(true),
+                Some("full_attention") => Ok(false),
+                _ => Err(unsupported_field("layer_types", t)),
+            };
+            types.iter().map(kind).collect::<Result<Vec<_>>>()?
+        }
+        None => (0..n_layers.min(crate::model::config::limits::MAX_LAYERS)).map(|i| i % 2 == 0).collect(),
+    };
+    let scalar = opt_f32(config, "query_pre_attn_scalar")?.ok_or_else(|| bad("query_pre_attn_scalar", "is missing"))?;
+    Ok(GemmaOptions {
+        local_layers,
+        attn_scale: Some((scalar as f64).powf(-0.5) as f32),
+        attn_softcap: opt_f32(config, "attn_logit_softcapping")?,
+        final_softcap: opt_f32(config, "final_logit_softcapping")?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,5 +257,17 @@ mod tests {
         check(r#"{"hidden_act":"silu","mlp_bias":false,"use_sliding_window":false,"sliding_window":null,
             "layer_types":["full_attention"],"partial_rotary_factor":1.0}"#)
         .unwrap();
+    }
+
+    #[test]
+    fn gemma2_options() {
+        let parse = |json: &str| gemma2(&serde_json::from_str(json).unwrap(), 3);
+        let g = parse(r#"{"query_pre_attn_scalar":256,"attn_logit_softcapping":50.0,"final_logit_softcapping":null}"#).unwrap();
+        // transformers' default alternation where the file lists no layer types.
+        assert_eq!(g.local_layers, vec![true, false, true]);
+        assert_eq!((g.attn_scale, g.attn_softcap, g.final_softcap), (Some(1.0 / 16.0), Some(50.0), None));
+        names(parse(r#"{"query_pre_attn_scalar":256,"hidden_activation":"gelu"}"#).unwrap_err(), "hidden_activation");
+        names(parse(r#"{"query_pre_attn_scalar":256,"layer_types":["chunked_attention"]}"#).unwrap_err(), "layer_types");
+        assert!(matches!(parse("{}"), Err(Error::BadConfig { .. })));
     }
 }

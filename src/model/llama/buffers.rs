@@ -5,7 +5,7 @@ use crate::error::Result;
 use crate::gpu::{DType, GpuContext, GpuTensor};
 use crate::ops::attention::{partials_shape, AttentionShape, SPLIT_CHUNK};
 
-use super::super::config::LlamaConfig;
+use super::super::config::{Arch, LlamaConfig};
 use super::super::graph::Act;
 
 pub(super) struct Buffers {
@@ -26,6 +26,8 @@ pub(super) struct Buffers {
     /// Only models with per-head q/k norms use these; others hold one value each.
     q_proj: GpuTensor,
     k_proj: GpuTensor,
+    /// Only models with post-norms (Gemma 2) use this.
+    post: GpuTensor,
     /// [B, q_dim + 2 * kv_dim]: a stacked Q/K/V projection's output.
     pub qkv: GpuTensor,
     /// [B, 2 * ffn]: a stacked gate/up projection's output.
@@ -61,6 +63,7 @@ impl Buffers {
             logits: of(Act::Logits, "logits")?,
             q_proj: if c.qk_norm { of(Act::QProj, "q proj")? } else { zeros(ctx, "q proj", &[1])? },
             k_proj: if c.qk_norm { of(Act::KProj, "k proj")? } else { zeros(ctx, "k proj", &[1])? },
+            post: if c.arch == Arch::Gemma2 { of(Act::Post, "post")? } else { zeros(ctx, "post", &[1])? },
             qkv: zeros(ctx, "qkv", &[b, c.q_dim() + 2 * c.kv_dim()])?,
             gate_up: zeros(ctx, "gate_up", &[b, 2 * c.ffn_dim])?,
             ids: ctx.zeros("ids", &[b], DType::U32)?,
@@ -87,6 +90,7 @@ impl Buffers {
             Act::Logits => &self.logits,
             Act::QProj => &self.q_proj,
             Act::KProj => &self.k_proj,
+            Act::Post => &self.post,
         }
     }
 
@@ -99,7 +103,7 @@ impl Buffers {
     pub fn bytes(&self) -> u64 {
         [
             &self.x, &self.h, &self.q, &self.k, &self.v, &self.attn, &self.o, &self.qkv, &self.gate_up, &self.gate,
-            &self.up, &self.act, &self.down, &self.logits, &self.q_proj, &self.k_proj,
+            &self.up, &self.act, &self.down, &self.logits, &self.q_proj, &self.k_proj, &self.post,
         ]
         .iter()
         .map(|t| t.bytes())

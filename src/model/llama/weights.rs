@@ -14,6 +14,9 @@ pub struct LayerWeights {
     pub k_norm: Option<GpuTensor>,
     pub wo: QWeight,          // [dim, q_dim]
     pub ffn_norm: GpuTensor,  // [dim]
+    /// Norms of the attention and MLP outputs (Gemma 2), [dim] each.
+    pub post_attn_norm: Option<GpuTensor>,
+    pub post_ffn_norm: Option<GpuTensor>,
     pub gate_up: GateUp,
     pub down: QWeight,        // [dim, ffn]
 }
@@ -57,7 +60,8 @@ impl LayerWeights {
             GateUp::Apart { gate, up } => gate.bytes() + up.bytes(),
             GateUp::Stacked(w) => w.bytes(),
         };
-        let qk_norm = [&self.q_norm, &self.k_norm].iter().flat_map(|n| n.as_ref()).map(|n| n.bytes()).sum::<u64>();
+        let extra_norms = [&self.q_norm, &self.k_norm, &self.post_attn_norm, &self.post_ffn_norm];
+        let qk_norm = extra_norms.iter().flat_map(|n| n.as_ref()).map(|n| n.bytes()).sum::<u64>();
         qkv + gate_up + qk_norm + self.wo.bytes() + self.down.bytes() + self.attn_norm.bytes() + self.ffn_norm.bytes()
     }
 
