@@ -5,11 +5,12 @@ weft's architecture tests (tests/architectures.rs).
     python scripts/make_arch_fixture.py qwen3 tests/fixtures/qwen3-tiny
     python scripts/make_arch_fixture.py mistral tests/fixtures/mistral-tiny
     python scripts/make_arch_fixture.py gemma2 tests/fixtures/gemma2-tiny
+    python scripts/make_arch_fixture.py gemma3 tests/fixtures/gemma3-tiny
 
 Each model is built with its real transformers config class, with the architecture's special
 features switched on (Llama 3 RoPE scaling with positions past `original_max_position_embeddings`,
 Qwen3's per-head q/k norms, Mistral's sliding window under a longer prompt, Gemma 2's soft-capping, pre- and post-norms,
-GeGLU and alternating local layers), grouped-query attention and odd head counts. Weights are rounded to
+GeGLU and alternating local layers, Gemma 3's local RoPE base and 5:1 layers), grouped-query attention and odd head counts. Weights are rounded to
 f16 and stored so; the reference runs in f32 on the rounded weights, so both sides see the same
 numbers. Writes:
 
@@ -123,7 +124,30 @@ def gemma2():
     return config, transformers.Gemma2ForCausalLM, "gemma2"
 
 
-ARCHS = {"llama3": llama3, "qwen3": qwen3, "mistral": mistral, "gemma2": gemma2}
+def gemma3():
+    # Six layers: five local (base 10,000, window 8) to one global (base 1,000,000, linear
+    # scaling 2), q/k norms.
+    config = transformers.Gemma3TextConfig(
+        vocab_size=700,
+        hidden_size=48,
+        intermediate_size=32,
+        num_hidden_layers=6,
+        num_attention_heads=3,
+        num_key_value_heads=1,
+        head_dim=16,
+        max_position_embeddings=256,
+        rms_norm_eps=1e-6,
+        sliding_window=8,
+        query_pre_attn_scalar=24,
+        rope_parameters={
+            "full_attention": {"rope_type": "linear", "rope_theta": 1000000.0, "factor": 2.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        },
+    )
+    return config, transformers.Gemma3ForCausalLM, "gemma3"
+
+
+ARCHS = {"llama3": llama3, "qwen3": qwen3, "mistral": mistral, "gemma2": gemma2, "gemma3": gemma3}
 
 
 def randomize(model):
@@ -193,14 +217,22 @@ def write_gguf(path, arch, config, model):
     w.add_key_length(head_dim)
     w.add_value_length(head_dim)
     w.add_rope_dimension_count(head_dim)
-    w.add_rope_freq_base(config.rope_parameters["rope_theta"])
+    if config.model_type == "gemma3_text":
+        full, local = config.rope_parameters["full_attention"], config.rope_parameters["sliding_attention"]
+        w.add_rope_freq_base(full["rope_theta"])
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(full["factor"])
+        w.add_rope_freq_base_swa(local["rope_theta"])
+    else:
+        w.add_rope_freq_base(config.rope_parameters["rope_theta"])
     w.add_layer_norm_rms_eps(config.rms_norm_eps)
     w.add_vocab_size(config.vocab_size)
-    if getattr(config, "sliding_window", None) and config.model_type in ("mistral", "gemma2"):
+    if getattr(config, "sliding_window", None) and config.model_type in ("mistral", "gemma2", "gemma3_text"):
         w.add_sliding_window(config.sliding_window)
     if config.model_type == "gemma2":
         w.add_attn_logit_softcapping(config.attn_logit_softcapping)
         w.add_final_logit_softcapping(config.final_logit_softcapping)
+    if config.model_type in ("gemma2", "gemma3_text"):
         # The query scale, which llama.cpp otherwise derives from the model size.
         w.add_attention_scale(config.query_pre_attn_scalar**-0.5)
     w.add_tokenizer_model("gpt2")
@@ -217,7 +249,7 @@ def write_gguf(path, arch, config, model):
 
     state = model.state_dict()
     layer_names = GGUF_LAYER
-    if arch == "gemma2":
+    if arch in ("gemma2", "gemma3"):
         # llama.cpp's converter stores Gemma's norms as 1 + w, and names its four norms so.
         state = {k: (v + 1 if k.endswith("norm.weight") else v) for k, v in state.items()}
         layer_names = dict(GGUF_LAYER)

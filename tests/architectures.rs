@@ -3,7 +3,8 @@
 //! positions past the original context), Qwen3 (per-head q/k norms, tied head), Mistral (a
 //! sliding window of 8 under a 20-token prompt), Gemma 2 (GeGLU, (1 + w) norms before and after
 //! attention and MLP, √dim embedding scale, soft-capped scores and logits, local and global
-//! layers, `query_pre_attn_scalar`). Each loads from
+//! layers, `query_pre_attn_scalar`), Gemma 3 (q/k norms, five local layers with their own RoPE
+//! base to one global with linear scaling). Each loads from
 //! its Hugging Face folder and from its GGUF; on the GPU and on the CPU backend, every
 //! checkpoint of a forward pass matches transformers (f32) and the greedy ids match `generate`.
 
@@ -108,6 +109,7 @@ const LLAMA3: &str = "tests/fixtures/llama3-tiny";
 const QWEN3: &str = "tests/fixtures/qwen3-tiny";
 const MISTRAL: &str = "tests/fixtures/mistral-tiny";
 const GEMMA2: &str = "tests/fixtures/gemma2-tiny";
+const GEMMA3: &str = "tests/fixtures/gemma3-tiny";
 
 #[test]
 fn llama3_matches_transformers_on_the_gpu() -> anyhow::Result<()> {
@@ -177,4 +179,22 @@ fn gemma2_greedy_with_split_decode_attention() -> anyhow::Result<()> {
     }
     same_greedy("gemma2 split", &ids, &r);
     Ok(())
+}
+
+#[test]
+fn gemma3_matches_transformers_on_the_gpu() -> anyhow::Result<()> {
+    let models = on_gpu(GEMMA3)?;
+    for m in &models {
+        let c = &m.config;
+        let local: Vec<bool> = (0..6).map(|l| c.local_rope(l)).collect();
+        assert_eq!(local, [true, true, true, true, true, false]);
+        assert_eq!((c.rope_base, c.rope_local_base, &c.rope_scaling), (1e6, Some(1e4), &RopeScaling::Linear { factor: 2.0 }));
+        assert!(c.qk_norm && c.attn_softcap.is_none());
+    }
+    Ok(())
+}
+
+#[test]
+fn gemma3_matches_transformers_on_the_cpu() -> anyhow::Result<()> {
+    on_cpu(GEMMA3)
 }

@@ -171,6 +171,9 @@ pub(super) struct State {
     pub v_cache: Vec<Vec<f32>>,
     /// [max_seq, rope_dims / 2, 2] cos/sin by slot.
     pub rope: Vec<f32>,
+    /// The same for the local layers where they rotate with their own base (Gemma 3); empty
+    /// otherwise.
+    pub rope_local: Vec<f32>,
 }
 
 pub struct CpuLlama {
@@ -180,6 +183,7 @@ pub struct CpuLlama {
     pub isa: Isa,
     pub(super) state: State,
     pub(super) ring: RopeRing,
+    pub(super) ring_local: Option<RopeRing>,
     /// Every token fed so far (the repetition penalty's window).
     pub(super) history: Vec<u32>,
     /// The last sampled token, the next decode step's input.
@@ -202,7 +206,9 @@ impl CpuLlama {
         let widest = [c.dim, c.q_dim(), c.ffn_dim].into_iter().max().unwrap_or(0);
         let cache = || (0..c.n_layers).map(|_| vec![0f32; c.n_kv_heads * options.max_seq * c.head_dim]).collect();
         let ring = RopeRing::new(c, options.max_seq, options.sinks);
+        let ring_local = RopeRing::local(c, options.max_seq, options.sinks);
         let state = State {
+            rope_local: ring_local.as_ref().map(RopeRing::table).unwrap_or_default(),
             acts,
             xq: vec![BlockQ8::default(); b * widest.div_ceil(BLOCK)],
             k_cache: cache(),
@@ -213,6 +219,7 @@ impl CpuLlama {
             isa: Isa::detect(),
             state,
             ring,
+            ring_local,
             history: Vec::new(),
             sampled: 0,
             sampling: SampleParams::default(),

@@ -42,6 +42,7 @@ struct Exec<'a> {
     k: Vec<Shared<'a, f32>>,
     v: Vec<Shared<'a, f32>>,
     rope: &'a [f32],
+    rope_local: &'a [f32],
     barrier: SpinBarrier,
     out: Mutex<PassOut>,
     failed: Mutex<Option<Error>>,
@@ -98,6 +99,7 @@ impl CpuLlama {
             k: state.k_cache.iter_mut().map(|v| Shared::new(v)).collect(),
             v: state.v_cache.iter_mut().map(|v| Shared::new(v)).collect(),
             rope: &state.rope,
+            rope_local: &state.rope_local,
             barrier: SpinBarrier::new(self.options.threads.max(1)),
             out: Mutex::new(PassOut::default()),
             failed: Mutex::new(None),
@@ -208,7 +210,8 @@ impl Exec<'_> {
                 let (kc, vc) = (&self.k[*layer], &self.v[*layer]);
                 for tok in share(t, tid, n) {
                     let slot = ring_slot(self.pos + tok, self.max_seq, self.sinks);
-                    let table = &self.rope[slot * row..(slot + 1) * row];
+                    let rope = if c.local_rope(*layer) { self.rope_local } else { self.rope };
+                    let table = &rope[slot * row..(slot + 1) * row];
                     let qs = unsafe { qb.get_mut(tok * c.q_dim()..(tok + 1) * c.q_dim()) };
                     for head in qs.chunks_exact_mut(hd) {
                         rotate(head, table, c.rope_style);

@@ -62,7 +62,7 @@ pub async fn open<R: RangeReader>(reader: &R, options: CpuOptions) -> Result<(Cp
         v.iter_mut().for_each(|x| *x += shift);
         Ok(v)
     };
-    let gemma = c.arch == crate::model::Arch::Gemma2;
+    let gemma = c.arch.is_gemma();
     let mut layers = Vec::with_capacity(c.n_layers);
     for i in 0..c.n_layers {
         let l = |lp: LayerPart| Part::Layer(i, lp);

@@ -21,7 +21,15 @@ impl CpuLlama {
         self.ring.prepare(self.pos, ids.len(), |slot, row| {
             rope[slot * row.len()..(slot + 1) * row.len()].copy_from_slice(row);
             Ok(())
-        })
+        })?;
+        if let Some(ring) = &mut self.ring_local {
+            let rope = &mut self.state.rope_local;
+            ring.prepare(self.pos, ids.len(), |slot, row| {
+                rope[slot * row.len()..(slot + 1) * row.len()].copy_from_slice(row);
+                Ok(())
+            })?;
+        }
+        Ok(())
     }
 
     fn sampled(&mut self, out: PassOut) -> Result<u32> {

@@ -21,6 +21,16 @@ pub enum Arch {
     /// Gemma 2: GeGLU, norms before and after attention and MLP, the embedding scaled by
     /// √dim, soft-capped attention scores and logits, sliding-window layers.
     Gemma2,
+    /// Gemma 3 (text): Gemma 2's block with per-head q/k norms instead of soft-capping, and
+    /// local layers rotating with their own RoPE base.
+    Gemma3,
+}
+
+impl Arch {
+    /// Gemma's block: GeGLU, (1 + w) norms before and after attention and MLP, √dim embedding.
+    pub fn is_gemma(self) -> bool {
+        matches!(self, Arch::Gemma2 | Arch::Gemma3)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -59,6 +69,10 @@ pub struct LlamaConfig {
     pub attn_softcap: Option<f32>,
     #[serde(default)]
     pub final_softcap: Option<f32>,
+    /// The RoPE base of the windowed layers where it is not `rope_base` (Gemma 3); those
+    /// layers rotate without scaling.
+    #[serde(default)]
+    pub rope_local_base: Option<f32>,
 }
 
 /// Largest values weft accepts for each dimension: well above every released model (the
@@ -130,6 +144,7 @@ struct Gemma {
     attn_scale: Option<f32>,
     attn_softcap: Option<f32>,
     final_softcap: Option<f32>,
+    rope_local_base: Option<f32>,
 }
 
 impl LlamaConfig {
@@ -143,6 +158,7 @@ impl LlamaConfig {
             "qwen2" => Arch::Qwen2,
             "qwen3" => Arch::Qwen3,
             "gemma2" => Arch::Gemma2,
+            "gemma3" => Arch::Gemma3,
             other => return Err(unsupported(format!("architecture '{other}'"))),
         };
         let key = |k: &str| format!("{arch_name}.{k}");
@@ -166,33 +182,41 @@ impl LlamaConfig {
         };
         // Keys whose presence changes the arithmetic in ways weft does not implement.
         let sliding_window = match arch {
-            Arch::Llama | Arch::Gemma2 => opt("attention.sliding_window")?,
+            Arch::Llama | Arch::Gemma2 | Arch::Gemma3 => opt("attention.sliding_window")?,
             _ => None,
         };
         let gemma = match arch {
-            Arch::Gemma2 => {
+            Arch::Gemma2 | Arch::Gemma3 => {
                 let layers = get("block_count")?;
                 let width = get("embedding_length")?;
                 let cap = |k: &str| meta.get(&key(k)).map(|_| meta.get_f32(&key(k))).transpose();
+                // llama.cpp's rules: Gemma 2 even layers local, Gemma 3 five local to one
+                // global; its 27B sizes (46 and 62 layers) scale queries by (dim / heads)^-½.
+                let (local, big): (fn(u64) -> bool, u64) = match arch {
+                    Arch::Gemma2 => (|i| i % 2 == 0, 46),
+                    _ => (|i| (i + 1) % 6 != 0, 62),
+                };
                 Gemma {
-                    // llama.cpp's rule: even layers local.
-                    local_layers: (0..layers.min(limits::MAX_LAYERS)).map(|i| i % 2 == 0).collect(),
-                    // The file's attention.scale where it has one; else llama.cpp's rule: Gemma 2
-                    // 27B (46 layers) scales queries by (dim / heads)^-½, the others by
-                    // head_dim^-½.
+                    local_layers: (0..layers.min(limits::MAX_LAYERS)).map(local).collect(),
+                    // The file's attention.scale where it has one.
                     attn_scale: match cap("attention.scale")? {
                         Some(s) => Some(s),
-                        None => (layers == 46).then(|| (width as f32 / n_heads as f32).powf(-0.5)),
+                        None => (layers == big).then(|| (width as f32 / n_heads as f32).powf(-0.5)),
                     },
                     attn_softcap: cap("attn_logit_softcapping")?,
                     final_softcap: cap("final_logit_softcapping")?,
+                    // llama.cpp's local base for Gemma 3 unless the file says.
+                    rope_local_base: match arch {
+                        Arch::Gemma3 => Some(cap("rope.freq_base_swa")?.unwrap_or(10000.0)),
+                        _ => None,
+                    },
                 }
             }
             _ => Gemma::default(),
         };
         let handled = |k: &str| match k {
             "attention.sliding_window" => sliding_window.is_some(),
-            "attn_logit_softcapping" | "final_logit_softcapping" | "attention.scale" => arch == Arch::Gemma2,
+            "attn_logit_softcapping" | "final_logit_softcapping" | "attention.scale" => arch.is_gemma(),
             _ => false,
         };
         let math_keys =
@@ -221,11 +245,11 @@ impl LlamaConfig {
             // the Hugging Face layout.
             rope_style: match arch {
                 Arch::Llama => RopeStyle::Norm,
-                Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma2 => RopeStyle::Neox,
+                Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma2 | Arch::Gemma3 => RopeStyle::Neox,
             },
             rope_scaling,
             attn_bias: has_qkv_bias,
-            qk_norm: arch == Arch::Qwen3,
+            qk_norm: matches!(arch, Arch::Qwen3 | Arch::Gemma3),
             sliding_window,
             gemma,
         };
@@ -246,22 +270,26 @@ impl LlamaConfig {
             "qwen2" => Arch::Qwen2,
             "qwen3" => Arch::Qwen3,
             "gemma2" => Arch::Gemma2,
+            "gemma3_text" => Arch::Gemma3,
             other => return Err(unsupported(format!("model_type '{other}'"))),
         };
         let c: HfConfig = serde_json::from_str(json).map_err(not_config)?;
         let value: serde_json::Value = serde_json::from_str(json).map_err(not_config)?;
         let gemma = match arch {
-            Arch::Gemma2 => hf_config::gemma2(&value, c.num_hidden_layers)?,
+            Arch::Gemma2 | Arch::Gemma3 => hf_config::gemma(&value, arch, c.num_hidden_layers)?,
             _ => {
                 hf_config::check_options(&value)?;
                 hf_config::GemmaOptions::default()
             }
         };
-        let rope = hf_config::rope(&value)?;
+        let rope = match gemma.global_rope.clone() {
+            Some(r) => r,
+            None => hf_config::rope(&value)?,
+        };
         // Mistral's window; Qwen2's `sliding_window` only counts with `use_sliding_window`
         // (checked above).
         let sliding_window = match (family.model_type.as_str(), value.get("sliding_window")) {
-            ("mistral" | "gemma2", Some(w)) if !w.is_null() => {
+            ("mistral" | "gemma2" | "gemma3_text", Some(w)) if !w.is_null() => {
                 Some(w.as_u64().ok_or_else(|| bad_field("sliding_window", format!("= {w} is not a count")))?)
             }
             _ => None,
@@ -284,13 +312,14 @@ impl LlamaConfig {
             rope_style: RopeStyle::Neox,
             rope_scaling: rope.scaling,
             attn_bias: arch == Arch::Qwen2 || c.attention_bias.unwrap_or(false),
-            qk_norm: arch == Arch::Qwen3,
+            qk_norm: matches!(arch, Arch::Qwen3 | Arch::Gemma3),
             sliding_window,
             gemma: Gemma {
                 local_layers: gemma.local_layers,
                 attn_scale: gemma.attn_scale,
                 attn_softcap: gemma.attn_softcap,
                 final_softcap: gemma.final_softcap,
+                rope_local_base: gemma.rope_local_base,
             },
         };
         Self::checked(dims, rest)
@@ -325,6 +354,7 @@ impl LlamaConfig {
                 attn_scale: c.attn_scale,
                 attn_softcap: c.attn_softcap,
                 final_softcap: c.final_softcap,
+                rope_local_base: c.rope_local_base,
             },
         };
         Self::checked(dims, rest)
@@ -372,7 +402,11 @@ impl LlamaConfig {
             attn_scale: r.gemma.attn_scale,
             attn_softcap: r.gemma.attn_softcap,
             final_softcap: r.gemma.final_softcap,
+            rope_local_base: r.gemma.rope_local_base,
         };
+        if c.rope_local_base.is_some_and(|b| !(b.is_finite() && b > 0.0)) {
+            return Err(bad_field("rope_local_base_freq", format!("= {:?} is not a finite positive number", c.rope_local_base)));
+        }
         if !c.local_layers.is_empty() && (c.local_layers.len() != c.n_layers || c.sliding_window.is_none()) {
             return Err(bad_field("layer_types", format!("has {} entries for {} layers, or no sliding_window", c.local_layers.len(), c.n_layers)));
         }
@@ -443,6 +477,11 @@ impl LlamaConfig {
     pub fn window(&self, layer: usize) -> Option<usize> {
         let local = self.local_layers.get(layer).copied().unwrap_or(true);
         self.sliding_window.filter(|_| local)
+    }
+
+    /// Whether layer `layer` rotates with the local base (`rope_local_base`).
+    pub fn local_rope(&self, layer: usize) -> bool {
+        self.rope_local_base.is_some() && self.window(layer).is_some()
     }
 
     /// What queries are scaled by before the dot products.

@@ -154,6 +154,9 @@ pub struct GemmaOptions {
     pub attn_scale: Option<f32>,
     pub attn_softcap: Option<f32>,
     pub final_softcap: Option<f32>,
+    /// Gemma 3: the global layers' RoPE and the local layers' base.
+    pub global_rope: Option<Rope>,
+    pub rope_local_base: Option<f32>,
 }
 
 fn opt_f32(config: &Value, key: &str) -> Result<Option<f32>> {
@@ -163,9 +166,34 @@ fn opt_f32(config: &Value, key: &str) -> Result<Option<f32>> {
     }
 }
 
-/// A Gemma 2 config.json: the activation must be tanh-approximate GELU; the layer types default
-/// to transformers' alternation (even layers local) where the file has none.
-pub fn gemma2(config: &Value, n_layers: u64) -> Result<GemmaOptions> {
+/// Gemma 3's RoPE: per layer type in `rope_parameters` (transformers 5), or the global settings
+/// at the top level with `rope_local_base_freq` (older files). Local layers take no scaling.
+fn gemma3_rope(config: &Value) -> Result<(Rope, f32)> {
+    let per_type = config.get("rope_parameters").and_then(|p| p.get("full_attention")).is_some();
+    if !per_type {
+        let local = opt_f32(config, "rope_local_base_freq")?.ok_or_else(|| bad("rope_local_base_freq", "is missing"))?;
+        return Ok((rope(config)?, local));
+    }
+    let params = config.get("rope_parameters").and_then(Value::as_object).ok_or_else(|| bad("rope_parameters", "is not an object"))?;
+    let of = |kind: &str| -> Result<Rope> {
+        let section = params.get(kind).ok_or_else(|| bad(&format!("rope_parameters.{kind}"), "is missing"))?;
+        rope(&serde_json::json!({ "rope_parameters": section }))
+    };
+    if let Some(other) = params.keys().find(|k| !matches!(k.as_str(), "full_attention" | "sliding_attention")) {
+        return Err(unsupported_field(&format!("rope_parameters.{other}"), "(a layer type weft does not know)"));
+    }
+    let local = of("sliding_attention")?;
+    if local.scaling != RopeScaling::None {
+        return Err(unsupported_field("rope_parameters.sliding_attention.rope_type", "(scaled local RoPE)"));
+    }
+    Ok((of("full_attention")?, local.base))
+}
+
+/// A Gemma 2 or Gemma 3 config.json: the activation must be tanh-approximate GELU; the layer
+/// types default to transformers' patterns (Gemma 2 even layers local, Gemma 3 five local to
+/// one global) where the file has none.
+pub fn gemma(config: &Value, arch: crate::model::Arch, n_layers: u64) -> Result<GemmaOptions> {
+    let gemma3 = arch == crate::model::Arch::Gemma3;
     for key in ["hidden_activation", "hidden_act"] {
         if let Some(act) = config.get(key).filter(|v| !v.is_null()) {
             if act.as_str() != Some("gelu_pytorch_tanh") {
@@ -190,7 +218,15 @@ pub fn gemma2(config: &Value, n_layers: u64) -> Result<GemmaOptions> {
             };
             types.iter().map(kind).collect::<Result<Vec<_>>>()?
         }
+        None if gemma3 => (0..n_layers.min(crate::model::config::limits::MAX_LAYERS)).map(|i| (i + 1) % 6 != 0).collect(),
         None => (0..n_layers.min(crate::model::config::limits::MAX_LAYERS)).map(|i| i % 2 == 0).collect(),
+    };
+    let (global_rope, rope_local_base) = match gemma3 {
+        true => {
+            let (global, local) = gemma3_rope(config)?;
+            (Some(global), Some(local))
+        }
+        false => (None, None),
     };
     let scalar = opt_f32(config, "query_pre_attn_scalar")?.ok_or_else(|| bad("query_pre_attn_scalar", "is missing"))?;
     Ok(GemmaOptions {
@@ -198,6 +234,8 @@ pub fn gemma2(config: &Value, n_layers: u64) -> Result<GemmaOptions> {
         attn_scale: Some((scalar as f64).powf(-0.5) as f32),
         attn_softcap: opt_f32(config, "attn_logit_softcapping")?,
         final_softcap: opt_f32(config, "final_logit_softcapping")?,
+        global_rope,
+        rope_local_base,
     })
 }
 
@@ -261,7 +299,7 @@ mod tests {
 
     #[test]
     fn gemma2_options() {
-        let parse = |json: &str| gemma2(&serde_json::from_str(json).unwrap(), 3);
+        let parse = |json: &str| gemma(&serde_json::from_str(json).unwrap(), crate::model::Arch::Gemma2, 3);
         let g = parse(r#"{"query_pre_attn_scalar":256,"attn_logit_softcapping":50.0,"final_logit_softcapping":null}"#).unwrap();
         // transformers' default alternation where the file lists no layer types.
         assert_eq!(g.local_layers, vec![true, false, true]);
@@ -269,5 +307,29 @@ mod tests {
         names(parse(r#"{"query_pre_attn_scalar":256,"hidden_activation":"gelu"}"#).unwrap_err(), "hidden_activation");
         names(parse(r#"{"query_pre_attn_scalar":256,"layer_types":["chunked_attention"]}"#).unwrap_err(), "layer_types");
         assert!(matches!(parse("{}"), Err(Error::BadConfig { .. })));
+    }
+
+    #[test]
+    fn gemma3_rope_in_both_forms() {
+        let parse = |json: &str| gemma(&serde_json::from_str(json).unwrap(), crate::model::Arch::Gemma3, 6);
+        let old = parse(
+            r#"{"query_pre_attn_scalar":256,"rope_theta":1000000.0,"rope_local_base_freq":10000.0,
+                "rope_scaling":{"rope_type":"linear","factor":8.0}}"#,
+        )
+        .unwrap();
+        let new = parse(
+            r#"{"query_pre_attn_scalar":256,"rope_parameters":{
+                "full_attention":{"rope_type":"linear","rope_theta":1000000.0,"factor":8.0},
+                "sliding_attention":{"rope_type":"default","rope_theta":10000.0}}}"#,
+        )
+        .unwrap();
+        for g in [&old, &new] {
+            assert_eq!(g.global_rope, Some(Rope { base: 1e6, scaling: RopeScaling::Linear { factor: 8.0 } }));
+            assert_eq!(g.rope_local_base, Some(1e4));
+            assert_eq!(g.local_layers, vec![true, true, true, true, true, false]);
+        }
+        let yarn = r#"{"query_pre_attn_scalar":256,"rope_parameters":{
+            "full_attention":{"rope_type":"yarn","rope_theta":1e6,"factor":8.0},"sliding_attention":{"rope_theta":1e4}}}"#;
+        names(parse(yarn).unwrap_err(), "rope_parameters.rope_type");
     }
 }

@@ -15,7 +15,6 @@ use crate::quant::weft::{quantize, QuantMatrix, WeftQuant};
 
 use super::config::LlamaConfig;
 use super::llama::{GateUp, LayerWeights, Qkv, Weights};
-use super::config::Arch;
 use super::names::{part_of, part_of_in, tensor_name, LayerPart, Naming, Part};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -250,7 +249,7 @@ pub fn validate_tensors(header: &ModelHeader, config: &LlamaConfig) -> Result<()
         check(layer(LayerPart::KNorm), &[c.head_dim as u64], c.qk_norm)?;
         check(layer(LayerPart::AttnOut), &[dim, q], true)?;
         check(layer(LayerPart::FfnNorm), &[dim], true)?;
-        let gemma = c.arch == Arch::Gemma2;
+        let gemma = c.arch.is_gemma();
         check(layer(LayerPart::PostAttnNorm), &[dim], gemma)?;
         check(layer(LayerPart::PostFfnNorm), &[dim], gemma)?;
         check(layer(LayerPart::Gate), &[ffn, dim], true)?;
@@ -269,7 +268,7 @@ pub(crate) fn norm_shift(header: &ModelHeader, c: &LlamaConfig, part: Part) -> f
             | Part::Layer(_, LayerPart::AttnNorm | LayerPart::FfnNorm | LayerPart::PostAttnNorm | LayerPart::PostFfnNorm)
             | Part::Layer(_, LayerPart::QNorm | LayerPart::KNorm)
     );
-    if norm && c.arch == Arch::Gemma2 && matches!(header, ModelHeader::Safetensors(_)) {
+    if norm && c.arch.is_gemma() && matches!(header, ModelHeader::Safetensors(_)) {
         1.0
     } else {
         0.0
@@ -430,7 +429,7 @@ pub async fn load_weights<R: RangeReader>(
                 vector(ctx, t, reads.bytes_of(t)?, len, norm_shift(header, c, Part::Layer(layer, lp)))
             };
             let post_norm = |lp: LayerPart| -> Result<Option<GpuTensor>> {
-                if c.arch == Arch::Gemma2 { vec(lp, c.dim).map(Some) } else { Ok(None) }
+                if c.arch.is_gemma() { vec(lp, c.dim).map(Some) } else { Ok(None) }
             };
             let bias = |lp: LayerPart, len: usize| -> Result<Option<GpuTensor>> {
                 if c.attn_bias { vec(lp, len).map(Some) } else { Ok(None) }

@@ -96,7 +96,7 @@ pub fn part_of(name: &str) -> Option<Part> {
 /// `post_attention_layernorm` is the norm after attention and `pre_feedforward_layernorm` the
 /// MLP's input norm, which Llama calls `post_attention_layernorm`.
 pub fn part_of_in(name: &str, arch: Arch) -> Option<Part> {
-    if arch == Arch::Gemma2 {
+    if arch.is_gemma() {
         if let Some((i, suffix)) = name.strip_prefix("model.layers.").and_then(|r| r.split_once('.')) {
             let i: usize = i.parse().ok()?;
             match suffix {

@@ -5,7 +5,7 @@ use crate::error::Result;
 use crate::gpu::{DType, GpuContext, GpuTensor};
 use crate::ops::attention::{partials_shape, AttentionShape, SPLIT_CHUNK};
 
-use super::super::config::{Arch, LlamaConfig};
+use super::super::config::LlamaConfig;
 use super::super::graph::Act;
 
 pub(super) struct Buffers {
@@ -63,7 +63,7 @@ impl Buffers {
             logits: of(Act::Logits, "logits")?,
             q_proj: if c.qk_norm { of(Act::QProj, "q proj")? } else { zeros(ctx, "q proj", &[1])? },
             k_proj: if c.qk_norm { of(Act::KProj, "k proj")? } else { zeros(ctx, "k proj", &[1])? },
-            post: if c.arch == Arch::Gemma2 { of(Act::Post, "post")? } else { zeros(ctx, "post", &[1])? },
+            post: if c.arch.is_gemma() { of(Act::Post, "post")? } else { zeros(ctx, "post", &[1])? },
             qkv: zeros(ctx, "qkv", &[b, c.q_dim() + 2 * c.kv_dim()])?,
             gate_up: zeros(ctx, "gate_up", &[b, 2 * c.ffn_dim])?,
             ids: ctx.zeros("ids", &[b], DType::U32)?,

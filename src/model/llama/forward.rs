@@ -1,8 +1,8 @@
-//! The decoder forward pass (Llama, SmolLM, TinyLlama, Mistral, Qwen2, Qwen3, Gemma 2), written
+//! The decoder forward pass (Llama, SmolLM, TinyLlama, Mistral, Qwen2, Qwen3, Gemma 2 and 3), written
 //! once as a graph that every backend runs: the GPU lowers it to dispatches, the CPU executes
 //! it. Each family's block reads top to bottom; the embedding and the head are shared.
 
-use super::super::config::{Arch, LlamaConfig};
+use super::super::config::LlamaConfig;
 use super::super::graph::{Act, Activation, Graph, Ids, LayerWeight as L, NormKind, Op, Pass, Weight};
 
 fn rms(c: &LlamaConfig, x: Act, w: Weight, out: Act) -> Op {
@@ -16,7 +16,7 @@ fn linear(w: Weight, x: Act, out: Act) -> Op {
 /// One pass of the model over `pass.n_tokens` tokens.
 pub fn forward(c: &LlamaConfig, pass: Pass) -> Graph {
     let mut g = Graph::new(pass.capture);
-    let gemma = c.arch == Arch::Gemma2;
+    let gemma = c.arch.is_gemma();
 
     let ids = if pass.sampled_ids { Ids::Sampled } else { Ids::Input };
     g.push(Op::Embed { ids, out: Act::X });
@@ -28,7 +28,7 @@ pub fn forward(c: &LlamaConfig, pass: Pass) -> Graph {
 
     for l in 0..c.n_layers {
         if gemma {
-            gemma2_block(&mut g, c, l);
+            gemma_block(&mut g, c, l);
         } else {
             llama_block(&mut g, c, l);
         }
@@ -99,8 +99,8 @@ fn llama_block(g: &mut Graph, c: &LlamaConfig, l: usize) {
 }
 
 /// x += norm(attention(norm(x))); x += norm(geglu_mlp(norm(x))): each half normalised on the
-/// way in and on the way out.
-fn gemma2_block(g: &mut Graph, c: &LlamaConfig, l: usize) {
+/// way in and on the way out (Gemma 2 and 3; Gemma 3's q/k norms are in `attention`).
+fn gemma_block(g: &mut Graph, c: &LlamaConfig, l: usize) {
     let w = |part: L| Weight::Layer(l, part);
     g.push(rms(c, Act::X, w(L::AttnNorm), Act::H));
     attention(g, c, l);

@@ -171,6 +171,14 @@ impl<'a> Lower<'a> {
         self.m.buffers.view(self.c(), act, rows)
     }
 
+    /// The RoPE table layer `layer` rotates with.
+    fn rope_table(&self, layer: usize) -> &'a GpuTensor {
+        match &self.m.rope_local {
+            Some((table, _)) if self.c().local_rope(layer) => table,
+            _ => &self.m.rope,
+        }
+    }
+
     /// `act` at this pass's size.
     fn at(&self, act: Act) -> Result<GpuTensor> {
         self.view(act, act.rows(self.t))
@@ -272,7 +280,8 @@ impl<'a> Lower<'a> {
                 let qkv3 = b.qkv.view(&[self.t, c.n_heads + 2 * c.n_kv_heads, c.head_dim])?;
                 let (kc, vc) = (&self.m.k_cache[*layer], &self.m.v_cache[*layer]);
                 let rs = rope_shape(c, &self.m.options, self.t);
-                d.push(rope_store_qkv(ctx, rs, &qkv3, &self.heads(*q, c.n_heads)?, kc, vc, &self.m.rope, &self.m.step).await?);
+                let table = self.rope_table(*layer);
+                d.push(rope_store_qkv(ctx, rs, &qkv3, &self.heads(*q, c.n_heads)?, kc, vc, table, &self.m.step).await?);
             }
             Projection::GateUp { w, gelu, out, .. } => {
                 let gate_up = b.gate_up.view(&[self.t, 2 * c.ffn_dim])?;
@@ -372,7 +381,8 @@ impl<'a> Lower<'a> {
             Op::RopeStore { layer, q, k, v } => {
                 let rs = rope_shape(c, &m.options, self.t);
                 let (q3, k3, v3) = (self.heads(*q, c.n_heads)?, self.heads(*k, c.n_kv_heads)?, self.heads(*v, c.n_kv_heads)?);
-                d.push(rope_store(ctx, rs, &q3, &k3, &v3, &m.k_cache[*layer], &m.v_cache[*layer], &m.rope, &m.step).await?);
+                let table = self.rope_table(*layer);
+                d.push(rope_store(ctx, rs, &q3, &k3, &v3, &m.k_cache[*layer], &m.v_cache[*layer], table, &m.step).await?);
             }
             Op::Attention { layer, q, out } => {
                 let shape = attention_shape(c, &m.options, self.t);

@@ -17,7 +17,11 @@ impl Llama {
     /// Makes the RoPE table's slots for positions `pos .. pos + n` hold those positions' rows.
     fn prepare_rope(&mut self, ctx: &GpuContext, n: usize) -> Result<()> {
         let rope = &self.rope;
-        self.ring.prepare(self.pos, n, |slot, row| ctx.write_tensor(rope, slot * row.len(), bytemuck::cast_slice(row)))
+        self.ring.prepare(self.pos, n, |slot, row| ctx.write_tensor(rope, slot * row.len(), bytemuck::cast_slice(row)))?;
+        if let Some((table, ring)) = &mut self.rope_local {
+            ring.prepare(self.pos, n, |slot, row| ctx.write_tensor(table, slot * row.len(), bytemuck::cast_slice(row)))?;
+        }
+        Ok(())
     }
 
     /// Queues a pass's ids, the step uniform and the RoPE rows it needs. `ids` never crosses
