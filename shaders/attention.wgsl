@@ -8,6 +8,9 @@
 // slots 0..P, after it every slot, so slot j is read for j < n_ctx either way (the softmax
 // does not depend on the order it visits positions in). Past max_seq the engine runs one
 // token per pass, so no query sees a slot a later token of its own pass overwrote.
+// Gemma's masks: with `window` > 0 a query at position P sees only positions P - window + 1 ..
+// P (the engine keeps no sinks then, so slot j holds position P - (P - j) % max_seq); with
+// `softcap` > 0 each score s becomes softcap * tanh(s / softcap).
 // Cache rows (src/ops/kv.rs): f32 values; KV_F16: pack2x16float pairs; KV_Q8: an f32 scale word
 // then four signed bytes per word, lowest byte first.
 
@@ -20,6 +23,10 @@ struct Params {
     scale: f32,
     row_words: u32,
     chunk_len: u32, // SPLIT: context positions per workgroup, a multiple of WG
+    window: u32,    // 0: none
+    softcap: f32,   // 0: none
+    _pad0: u32,
+    _pad1: u32,
 }
 
 struct Step {
@@ -78,6 +85,20 @@ fn context_range(t: u32, chunk: u32) -> vec2<u32> {
 #else
     return vec2<u32>(0u, n_ctx);
 #endif
+}
+
+// Whether the query of token t sees slot j of its context (j below the range's end).
+fn in_window(t: u32, j: u32) -> bool {
+    return p.window == 0u || (step.pos + t - j) % p.max_seq < p.window;
+}
+
+// A scaled score after soft-capping. tanh's argument is clamped where tanh(x) is 1 in f32
+// already, so that no implementation overflows inside it.
+fn capped(s: f32) -> f32 {
+    if (p.softcap > 0.0) {
+        return p.softcap * tanh(clamp(s / p.softcap, -15.0, 15.0));
+    }
+    return s;
 }
 
 #ifdef SPLIT
@@ -165,9 +186,10 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let limit = range.y;
     for (var start = first; start < limit; start += WG) {
         let j = start + lane;
+        let seen = j < limit && in_window(t, j);
         var s = LOWEST;
-        if (j < limit) {
-            s = k_dot(kv_base + j * p.row_words);
+        if (seen) {
+            s = capped(k_dot(kv_base + j * p.row_words));
         }
         partial[lane] = s;
         workgroupBarrier();
@@ -180,7 +202,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         let m_new = max(m, partial[0]);
         workgroupBarrier();
         var pj = 0.0;
-        if (j < limit) {
+        if (seen) {
             pj = exp(s - m_new);
         }
         partial[lane] = pj;
@@ -290,9 +312,10 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     for (var start = first; start < limit; start += WG) {
         let j = start + lane;
         let count = min(WG, limit - start);
+        let seen = j < limit && in_window(t, j);
         var s = LOWEST;
-        if (j < limit) {
-            s = k_dot4(kv_base + j * n4, n4);
+        if (seen) {
+            s = capped(k_dot4(kv_base + j * n4, n4));
         }
         probs[lane] = s;
         workgroupBarrier();
@@ -303,7 +326,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         let m_new = max(m, tile_max);
         workgroupBarrier();
         var pj = 0.0;
-        if (j < limit) {
+        if (seen) {
             pj = exp(s - m_new);
         }
         probs[lane] = pj;

@@ -1,4 +1,6 @@
-// out = silu(gate) * up, the SwiGLU activation: silu(g) = g / (1 + exp(-g)).
+// out = silu(gate) * up, the SwiGLU activation: silu(g) = g / (1 + exp(-g)); with GELU,
+// out = gelu(gate) * up (GeGLU) with the tanh approximation of GELU, its argument clamped where
+// tanh is 1 in f32 already.
 // PAIRS: gate and up are the two halves of each row of one [rows, 2 * cols] tensor (the output
 // of the stacked gate/up projection, bound twice); out is [rows, cols].
 
@@ -27,6 +29,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         let g = gate[i];
         let u = up[i];
 #endif
+#ifdef GELU
+        let inner = clamp(0.7978845608028654 * (g + 0.044715 * g * g * g), -15.0, 15.0);
+        out[i] = 0.5 * g * (1.0 + tanh(inner)) * u;
+#else
         out[i] = g / (1.0 + exp(-g)) * u;
+#endif
     }
 }

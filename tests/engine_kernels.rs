@@ -128,7 +128,7 @@ fn rope_then_attention_dims(
     let ctx = ctx();
     let (n_heads, n_kv_heads, max_seq) = (6, 2, 96);
     let rs = RopeShape { n_tokens, n_heads, n_kv_heads, head_dim, max_seq, rot_dims: head_dim, style, kv, sinks: 0 };
-    let table = rope_table(max_seq, head_dim, 10000.0, RopeScaling::None);
+    let table = rope_table(max_seq, head_dim, 10000.0, &RopeScaling::None);
     // Earlier positions already in the cache, then this step's tokens.
     let k_cache = random_f32(seed, n_kv_heads * max_seq * head_dim);
     let v_cache: Vec<f32> = random_f32(seed + 1, n_kv_heads * max_seq * head_dim).iter().map(|v| v * 4.0).collect();
@@ -250,8 +250,8 @@ fn sliding_window_attention_wraps_the_ring() -> anyhow::Result<()> {
         let qs = random_f32(seed, steps * n_heads * head_dim);
         let ks = random_f32(seed + 1, steps * n_kv_heads * head_dim);
         let vs = random_f32(seed + 2, steps * n_kv_heads * head_dim);
-        let table = rope_table(max_seq, rot_dims, 10000.0, RopeScaling::None);
-        let full_table = rope_table(steps, rot_dims, 10000.0, RopeScaling::None);
+        let table = rope_table(max_seq, rot_dims, 10000.0, &RopeScaling::None);
+        let full_table = rope_table(steps, rot_dims, 10000.0, &RopeScaling::None);
         let ttable = ctx.upload_f32("rope", &[max_seq, rot_dims / 2, 2], &table)?;
         let zeros = vec![0f32; n_kv_heads * max_seq * head_dim];
         let tkc = upload_cache(kv, "k ring", [n_kv_heads, max_seq, head_dim], &zeros)?;
@@ -278,7 +278,7 @@ fn sliding_window_attention_wraps_the_ring() -> anyhow::Result<()> {
             let out = ctx.zeros("out", &[t, n_heads, head_dim], DType::F32)?;
             if pos >= max_seq {
                 let mut row = vec![0f32; rot_dims];
-                rope_row(pos, rot_dims, 10000.0, RopeScaling::None, &mut row);
+                rope_row(pos, rot_dims, 10000.0, &RopeScaling::None, &mut row);
                 ctx.write_tensor(&ttable, ring_slot(pos, max_seq, sinks) * rot_dims, bytemuck::cast_slice(&row))?;
             }
             ctx.write_uniform(&step, &step_bytes(pos as u32, t as u32));
@@ -319,7 +319,7 @@ fn sliding_window_attention_wraps_the_ring() -> anyhow::Result<()> {
 
 #[test]
 fn rope_table_is_cos_sin_of_scaled_positions() {
-    let t = rope_table(4, 8, 10000.0, RopeScaling::Linear { factor: 2.0 });
+    let t = rope_table(4, 8, 10000.0, &RopeScaling::Linear { factor: 2.0 });
     assert_eq!(t.len(), 4 * 4 * 2);
     // pos 3, pair 1: theta = 3 / 2 * 10000^(-2/8)
     let theta = 1.5f64 * 10000f64.powf(-0.25);

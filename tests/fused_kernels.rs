@@ -139,7 +139,7 @@ fn rope_store_from_stacked_qkv_equals_separate() -> anyhow::Result<()> {
             k.extend_from_slice(&row[n_heads * head_dim..(n_heads + n_kv_heads) * head_dim]);
             v.extend_from_slice(&row[(n_heads + n_kv_heads) * head_dim..]);
         }
-        let table = ctx.upload_f32("rope", &[max_seq, head_dim / 2, 2], &rope_table(max_seq, head_dim, 10000.0, RopeScaling::None))?;
+        let table = ctx.upload_f32("rope", &[max_seq, head_dim / 2, 2], &rope_table(max_seq, head_dim, 10000.0, &RopeScaling::None))?;
         let step = ctx.uniform_block("step", 16);
         ctx.write_uniform(&step, &step_bytes(pos as u32, n_tokens as u32));
         let cache = [n_kv_heads, max_seq, kv.row_words(head_dim)];

@@ -51,8 +51,14 @@ pub struct LayerWeights {
     pub bq: Option<Vec<f32>>,
     pub bk: Option<Vec<f32>>,
     pub bv: Option<Vec<f32>>,
+    /// Per-head norms of queries and keys (Qwen3).
+    pub q_norm: Option<Vec<f32>>,
+    pub k_norm: Option<Vec<f32>>,
     pub wo: CpuMatrix,
     pub ffn_norm: Vec<f32>,
+    /// Norms of the attention and MLP outputs (Gemma 2).
+    pub post_attn_norm: Option<Vec<f32>>,
+    pub post_ffn_norm: Option<Vec<f32>>,
     pub gate: CpuMatrix,
     pub up: CpuMatrix,
     pub down: CpuMatrix,
@@ -95,6 +101,10 @@ impl CpuWeights {
                 L::QBias => l.bq.as_ref(),
                 L::KBias => l.bk.as_ref(),
                 L::VBias => l.bv.as_ref(),
+                L::PostAttnNorm => l.post_attn_norm.as_ref(),
+                L::PostFfnNorm => l.post_ffn_norm.as_ref(),
+                L::QNorm => l.q_norm.as_ref(),
+                L::KNorm => l.k_norm.as_ref(),
                 _ => None,
             }),
             _ => None,
@@ -115,6 +125,10 @@ impl CpuWeights {
                     + ob(&l.bq)
                     + ob(&l.bk)
                     + ob(&l.bv)
+                    + ob(&l.q_norm)
+                    + ob(&l.k_norm)
+                    + ob(&l.post_attn_norm)
+                    + ob(&l.post_ffn_norm)
             })
             .sum();
         self.embedding.bytes() + layers + v(&self.out_norm) + self.output.as_ref().map_or(0, |m| m.bytes())
@@ -122,7 +136,7 @@ impl CpuWeights {
 }
 
 /// Every graph tensor, in buffer order.
-pub(super) const ACTS: [Act; 14] = [
+pub(super) const ACTS: [Act; 17] = [
     Act::X,
     Act::H,
     Act::Q,
@@ -137,6 +151,9 @@ pub(super) const ACTS: [Act; 14] = [
     Act::Last,
     Act::LastNorm,
     Act::Logits,
+    Act::QProj,
+    Act::KProj,
+    Act::Post,
 ];
 
 pub(super) fn act_index(a: Act) -> usize {
@@ -154,6 +171,9 @@ pub(super) struct State {
     pub v_cache: Vec<Vec<f32>>,
     /// [max_seq, rope_dims / 2, 2] cos/sin by slot.
     pub rope: Vec<f32>,
+    /// The same for the local layers where they rotate with their own base (Gemma 3); empty
+    /// otherwise.
+    pub rope_local: Vec<f32>,
 }
 
 pub struct CpuLlama {
@@ -163,6 +183,7 @@ pub struct CpuLlama {
     pub isa: Isa,
     pub(super) state: State,
     pub(super) ring: RopeRing,
+    pub(super) ring_local: Option<RopeRing>,
     /// Every token fed so far (the repetition penalty's window).
     pub(super) history: Vec<u32>,
     /// The last sampled token, the next decode step's input.
@@ -185,7 +206,9 @@ impl CpuLlama {
         let widest = [c.dim, c.q_dim(), c.ffn_dim].into_iter().max().unwrap_or(0);
         let cache = || (0..c.n_layers).map(|_| vec![0f32; c.n_kv_heads * options.max_seq * c.head_dim]).collect();
         let ring = RopeRing::new(c, options.max_seq, options.sinks);
+        let ring_local = RopeRing::local(c, options.max_seq, options.sinks);
         let state = State {
+            rope_local: ring_local.as_ref().map(RopeRing::table).unwrap_or_default(),
             acts,
             xq: vec![BlockQ8::default(); b * widest.div_ceil(BLOCK)],
             k_cache: cache(),
@@ -196,6 +219,7 @@ impl CpuLlama {
             isa: Isa::detect(),
             state,
             ring,
+            ring_local,
             history: Vec::new(),
             sampled: 0,
             sampling: SampleParams::default(),

@@ -42,6 +42,7 @@ struct Exec<'a> {
     k: Vec<Shared<'a, f32>>,
     v: Vec<Shared<'a, f32>>,
     rope: &'a [f32],
+    rope_local: &'a [f32],
     barrier: SpinBarrier,
     out: Mutex<PassOut>,
     failed: Mutex<Option<Error>>,
@@ -53,7 +54,7 @@ fn written(op: &Op) -> Option<Act> {
         Op::Embed { out, .. } | Op::Norm { out, .. } | Op::Linear { out, .. } => Some(*out),
         Op::Attention { out, .. } | Op::Glu { out, .. } | Op::LastRow { out, .. } => Some(*out),
         Op::RopeStore { q, .. } => Some(*q),
-        Op::Add { x, .. } => Some(*x),
+        Op::Add { x, .. } | Op::Scale { x, .. } | Op::SoftCap { x, .. } => Some(*x),
         Op::Sample { .. } | Op::Capture { .. } => None,
     }
 }
@@ -98,6 +99,7 @@ impl CpuLlama {
             k: state.k_cache.iter_mut().map(|v| Shared::new(v)).collect(),
             v: state.v_cache.iter_mut().map(|v| Shared::new(v)).collect(),
             rope: &state.rope,
+            rope_local: &state.rope_local,
             barrier: SpinBarrier::new(self.options.threads.max(1)),
             out: Mutex::new(PassOut::default()),
             failed: Mutex::new(None),
@@ -208,7 +210,8 @@ impl Exec<'_> {
                 let (kc, vc) = (&self.k[*layer], &self.v[*layer]);
                 for tok in share(t, tid, n) {
                     let slot = ring_slot(self.pos + tok, self.max_seq, self.sinks);
-                    let table = &self.rope[slot * row..(slot + 1) * row];
+                    let rope = if c.local_rope(*layer) { self.rope_local } else { self.rope };
+                    let table = &rope[slot * row..(slot + 1) * row];
                     let qs = unsafe { qb.get_mut(tok * c.q_dim()..(tok + 1) * c.q_dim()) };
                     for head in qs.chunks_exact_mut(hd) {
                         rotate(head, table, c.rope_style);
@@ -226,19 +229,28 @@ impl Exec<'_> {
             Op::Attention { layer, q, out } => {
                 let hd = c.head_dim;
                 let group = c.n_heads / c.n_kv_heads.max(1);
-                let scale = 1.0 / (hd as f32).sqrt();
+                let scale = c.attention_scale();
+                let (window, softcap) = (c.window(*layer), c.attn_softcap);
                 let (kc, vc) = (&self.k[*layer], &self.v[*layer]);
                 for item in (tid..t * c.n_heads).step_by(n) {
                     let (tok, h) = (item / c.n_heads, item % c.n_heads);
                     // Below max_seq slot = position, so the causal prefix is slots 0..=p; past it
                     // (one token per pass) every slot holds a position of the window.
                     let ctx = (self.pos + tok + 1).min(self.max_seq);
+                    // A window reads positions from slots: slot j holds P - (P - j) % max_seq
+                    // (windowed models keep no sinks).
+                    let p = self.pos + tok;
+                    let seen = |j: usize| window.is_none_or(|w| (p - j) % self.max_seq < w);
                     let base = (h / group) * self.max_seq * hd;
                     let qh = unsafe { self.buf(*q).get(tok * c.q_dim() + h * hd..tok * c.q_dim() + (h + 1) * hd) };
                     let keys = unsafe { kc.get(base..base + ctx * hd) };
                     let mut max = f32::NEG_INFINITY;
-                    for (s, key) in scores[..ctx].iter_mut().zip(keys.chunks_exact(hd)) {
-                        *s = self.isa.dot(qh, key) * scale;
+                    for (j, (s, key)) in scores[..ctx].iter_mut().zip(keys.chunks_exact(hd)).enumerate() {
+                        *s = match (seen(j), softcap) {
+                            (false, _) => f32::NEG_INFINITY,
+                            (true, None) => self.isa.dot(qh, key) * scale,
+                            (true, Some(cap)) => cap * (self.isa.dot(qh, key) * scale / cap).tanh(),
+                        };
                         max = max.max(*s);
                     }
                     let mut sum = 0f32;
@@ -273,6 +285,14 @@ impl Exec<'_> {
                 for (a, b) in unsafe { self.buf(*x).get_mut(range) }.iter_mut().zip(ys) {
                     *a += b;
                 }
+            }
+            Op::Scale { x, by } => {
+                let range = share(x.rows(t) * x.width(c), tid, n);
+                unsafe { self.buf(*x).get_mut(range) }.iter_mut().for_each(|v| *v *= by);
+            }
+            Op::SoftCap { x, cap } => {
+                let range = share(x.rows(t) * x.width(c), tid, n);
+                unsafe { self.buf(*x).get_mut(range) }.iter_mut().for_each(|v| *v = cap * (*v / cap).tanh());
             }
             Op::LastRow { x, out } if first => {
                 let width = x.width(c);

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use crate::error::{Error, Result};
 use crate::format::TensorInfo;
 use crate::loader::{read_header, RangeReader};
-use crate::model::load::weft_entries;
-use crate::model::names::{part_of, LayerPart, Part};
+use crate::model::load::{norm_shift, weft_entries};
+use crate::model::names::{part_of_in, LayerPart, Part};
 use crate::model::header_parts;
 use crate::quant::decode_to_f32;
 use crate::tokenizer::Tokenizer;
@@ -18,13 +18,14 @@ use super::matrix::CpuMatrix;
 /// Opens a GGUF or weft safetensors model on the CPU (no GPU involved).
 pub async fn open<R: RangeReader>(reader: &R, options: CpuOptions) -> Result<(CpuLlama, Tokenizer)> {
     let header = read_header(reader).await?.header;
-    let (config, tokenizer) = header_parts(&header, reader.name())?;
+    let (mut config, tokenizer) = header_parts(&header, reader.name())?;
+    crate::model::load::read_rope_freqs(reader, &header, &mut config).await?;
     let weft = weft_entries(&header)?;
     let c = &config;
     let mut infos: HashMap<Part, &TensorInfo> = HashMap::new();
     for t in header.tensors() {
         let name = if weft.contains_key(&t.name) { t.name.trim_end_matches(".weft_q") } else { &t.name };
-        if let Some(p) = part_of(name) {
+        if let Some(p) = part_of_in(name, config.arch) {
             infos.insert(p, t);
         }
     }
@@ -50,13 +51,18 @@ pub async fn open<R: RangeReader>(reader: &R, options: CpuOptions) -> Result<(Cp
             None => Err(Error::Model(format!("{} has shape {:?}, expected [{rows}, {cols}]", t.name, t.shape))),
         }
     };
+    let header = &header;
     let vector = |p: Part, len: usize| async move {
         let t = info(p)?;
         if t.elements() != len as u64 {
             return Err(Error::Model(format!("{} has shape {:?}, expected {len} values", t.name, t.shape)));
         }
-        decode_to_f32(t.storage, &reader.read_range(t.range.clone()).await?, len)
+        let mut v = decode_to_f32(t.storage, &reader.read_range(t.range.clone()).await?, len)?;
+        let shift = norm_shift(header, c, p);
+        v.iter_mut().for_each(|x| *x += shift);
+        Ok(v)
     };
+    let gemma = c.arch.is_gemma();
     let mut layers = Vec::with_capacity(c.n_layers);
     for i in 0..c.n_layers {
         let l = |lp: LayerPart| Part::Layer(i, lp);
@@ -77,8 +83,12 @@ pub async fn open<R: RangeReader>(reader: &R, options: CpuOptions) -> Result<(Cp
             bq: bias(LayerPart::QBias, c.q_dim()).await?,
             bk: bias(LayerPart::KBias, c.kv_dim()).await?,
             bv: bias(LayerPart::VBias, c.kv_dim()).await?,
+            q_norm: if c.qk_norm { Some(vector(l(LayerPart::QNorm), c.head_dim).await?) } else { None },
+            k_norm: if c.qk_norm { Some(vector(l(LayerPart::KNorm), c.head_dim).await?) } else { None },
             wo: matrix(l(LayerPart::AttnOut), c.dim, c.q_dim()).await?,
             ffn_norm: vector(l(LayerPart::FfnNorm), c.dim).await?,
+            post_attn_norm: if gemma { Some(vector(l(LayerPart::PostAttnNorm), c.dim).await?) } else { None },
+            post_ffn_norm: if gemma { Some(vector(l(LayerPart::PostFfnNorm), c.dim).await?) } else { None },
             gate: matrix(l(LayerPart::Gate), c.ffn_dim, c.dim).await?,
             up: matrix(l(LayerPart::Up), c.ffn_dim, c.dim).await?,
             down: matrix(l(LayerPart::Down), c.dim, c.ffn_dim).await?,
@@ -93,6 +103,7 @@ pub async fn open<R: RangeReader>(reader: &R, options: CpuOptions) -> Result<(Cp
             false => None,
         },
     };
-    let engine = CpuOptions { max_seq: options.max_seq.min(config.context_length).max(1), ..options };
+    let (max_seq, sinks) = config.kv_window(options.max_seq, options.sinks);
+    let engine = CpuOptions { max_seq, sinks, ..options };
     Ok((CpuLlama::new(config, weights, engine)?, tokenizer))
 }

@@ -2,7 +2,7 @@
 //! window bookkeeping as the GPU engine (`model::llama::ring`).
 
 use crate::error::{Error, Result};
-use crate::model::graph::{Act, Checkpoint, Pass};
+use crate::model::graph::{concat_checkpoints, Act, Checkpoint, Pass};
 use crate::model::llama::ring::{check_position, pass_len};
 
 use super::engine::{act_index, CpuLlama};
@@ -21,7 +21,15 @@ impl CpuLlama {
         self.ring.prepare(self.pos, ids.len(), |slot, row| {
             rope[slot * row.len()..(slot + 1) * row.len()].copy_from_slice(row);
             Ok(())
-        })
+        })?;
+        if let Some(ring) = &mut self.ring_local {
+            let rope = &mut self.state.rope_local;
+            ring.prepare(self.pos, ids.len(), |slot, row| {
+                rope[slot * row.len()..(slot + 1) * row.len()].copy_from_slice(row);
+                Ok(())
+            })?;
+        }
+        Ok(())
     }
 
     fn sampled(&mut self, out: PassOut) -> Result<u32> {
@@ -63,19 +71,13 @@ impl CpuLlama {
         self.score(ids, false).map(|(logits, _)| logits)
     }
 
-    /// Runs `ids` (one pass: at most `max_batch`, within `max_seq`) and returns every
-    /// checkpoint as (name, shape, values), as `Llama::checkpoints` does.
+    /// Runs `ids` (in passes as `logits` does) and returns every checkpoint as (name, shape,
+    /// values) over all of them, as `Llama::checkpoints` does.
     pub fn checkpoints(&mut self, ids: &[u32]) -> Result<Vec<Checkpoint>> {
         self.score(ids, true).map(|(_, captures)| captures)
     }
 
     fn score(&mut self, ids: &[u32], capture: bool) -> Result<(Vec<f32>, Vec<Checkpoint>)> {
-        if capture && self.pass_len(ids.len()) < ids.len() {
-            return Err(Error::Model(format!(
-                "a debug pass takes at most {} tokens, within the first {} positions",
-                self.options.max_batch, self.options.max_seq
-            )));
-        }
         let vocab = self.config.vocab;
         let mut logits = Vec::with_capacity(ids.len() * vocab);
         let mut captures = Vec::new();
@@ -90,6 +92,6 @@ impl CpuLlama {
             self.pos += t;
             done += t;
         }
-        Ok((logits, captures))
+        Ok((logits, concat_checkpoints(captures)))
     }
 }

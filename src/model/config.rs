@@ -6,6 +6,8 @@ use crate::error::{Error, Result};
 use crate::format::gguf::GgufMetadata;
 use crate::ops::rope::{RopeScaling, RopeStyle};
 
+use super::hf_config;
+
 /// Decoder-only transformer families weft runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -14,6 +16,21 @@ pub enum Arch {
     Llama,
     /// Qwen2: biases on the q, k and v projections.
     Qwen2,
+    /// Qwen3: RMSNorm of each query and key head before RoPE, no biases.
+    Qwen3,
+    /// Gemma 2: GeGLU, norms before and after attention and MLP, the embedding scaled by
+    /// √dim, soft-capped attention scores and logits, sliding-window layers.
+    Gemma2,
+    /// Gemma 3 (text): Gemma 2's block with per-head q/k norms instead of soft-capping, and
+    /// local layers rotating with their own RoPE base.
+    Gemma3,
+}
+
+impl Arch {
+    /// Gemma's block: GeGLU, (1 + w) norms before and after attention and MLP, √dim embedding.
+    pub fn is_gemma(self) -> bool {
+        matches!(self, Arch::Gemma2 | Arch::Gemma3)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -35,6 +52,27 @@ pub struct LlamaConfig {
     pub context_length: usize,
     /// Biases on q/k/v projections (Qwen2; some Llama variants).
     pub attn_bias: bool,
+    /// RMSNorm over each query and key head, before RoPE (Qwen3).
+    #[serde(default)]
+    pub qk_norm: bool,
+    /// Each token attends to itself and the `window - 1` before it (Mistral's `sliding_window`).
+    #[serde(default)]
+    pub sliding_window: Option<usize>,
+    /// Which layers the window applies to; empty: all of them.
+    #[serde(default)]
+    pub local_layers: Vec<bool>,
+    /// The query scale where it is not 1/√head_dim (Gemma's `query_pre_attn_scalar`^-½).
+    #[serde(default)]
+    pub attn_scale: Option<f32>,
+    /// Soft-capping of attention scores and of the final logits (Gemma 2).
+    #[serde(default)]
+    pub attn_softcap: Option<f32>,
+    #[serde(default)]
+    pub final_softcap: Option<f32>,
+    /// The RoPE base of the windowed layers where it is not `rope_base` (Gemma 3); those
+    /// layers rotate without scaling.
+    #[serde(default)]
+    pub rope_local_base: Option<f32>,
 }
 
 /// Largest values weft accepts for each dimension: well above every released model (the
@@ -51,7 +89,7 @@ pub mod limits {
 }
 
 fn unsupported(what: String) -> Error {
-    Error::UnsupportedModel { what, hint: "weft runs llama (SmolLM, TinyLlama, Mistral) and qwen2 models".into() }
+    Error::UnsupportedModel { what, hint: "weft runs llama (Llama 3, SmolLM, TinyLlama, Mistral), qwen2 and qwen3 models".into() }
 }
 
 fn bad_field(field: &str, problem: impl Into<String>) -> Error {
@@ -94,15 +132,33 @@ struct Rest {
     rope_style: RopeStyle,
     rope_scaling: RopeScaling,
     attn_bias: bool,
+    qk_norm: bool,
+    sliding_window: Option<u64>,
+    gemma: Gemma,
+}
+
+/// Gemma's settings (all off for other families).
+#[derive(Default)]
+struct Gemma {
+    local_layers: Vec<bool>,
+    attn_scale: Option<f32>,
+    attn_softcap: Option<f32>,
+    final_softcap: Option<f32>,
+    rope_local_base: Option<f32>,
 }
 
 impl LlamaConfig {
     /// From GGUF metadata. `has_qkv_bias` says whether the file holds `blk.0.attn_q.bias`.
+    /// Llama 3 frequency scaling is a tensor there (`rope_freqs.weight`), set afterwards
+    /// (`load::rope_freqs`).
     pub fn from_gguf(meta: &GgufMetadata, has_qkv_bias: bool) -> Result<Self> {
         let arch_name = meta.get_str("general.architecture")?;
         let arch = match arch_name {
             "llama" | "mistral" => Arch::Llama,
             "qwen2" => Arch::Qwen2,
+            "qwen3" => Arch::Qwen3,
+            "gemma2" => Arch::Gemma2,
+            "gemma3" => Arch::Gemma3,
             other => return Err(unsupported(format!("architecture '{other}'"))),
         };
         let key = |k: &str| format!("{arch_name}.{k}");
@@ -122,8 +178,54 @@ impl LlamaConfig {
         let rope_scaling = match meta.get_str(&key("rope.scaling.type")) {
             Ok("linear") => RopeScaling::Linear { factor: meta.get_f32(&key("rope.scaling.factor"))? },
             Ok("none") | Err(_) => RopeScaling::None,
-            Ok(other) => return Err(unsupported(format!("rope scaling '{other}'"))),
+            Ok(other) => return Err(hf_config::unsupported_field(&key("rope.scaling.type"), other)),
         };
+        // Keys whose presence changes the arithmetic in ways weft does not implement.
+        let sliding_window = match arch {
+            Arch::Llama | Arch::Gemma2 | Arch::Gemma3 => opt("attention.sliding_window")?,
+            _ => None,
+        };
+        let gemma = match arch {
+            Arch::Gemma2 | Arch::Gemma3 => {
+                let layers = get("block_count")?;
+                let width = get("embedding_length")?;
+                let cap = |k: &str| meta.get(&key(k)).map(|_| meta.get_f32(&key(k))).transpose();
+                // llama.cpp's rules: Gemma 2 even layers local, Gemma 3 five local to one
+                // global; its 27B sizes (46 and 62 layers) scale queries by (dim / heads)^-½.
+                let (local, big): (fn(u64) -> bool, u64) = match arch {
+                    Arch::Gemma2 => (|i| i % 2 == 0, 46),
+                    _ => (|i| (i + 1) % 6 != 0, 62),
+                };
+                Gemma {
+                    local_layers: (0..layers.min(limits::MAX_LAYERS)).map(local).collect(),
+                    // The file's attention.scale where it has one.
+                    attn_scale: match cap("attention.scale")? {
+                        Some(s) => Some(s),
+                        None => (layers == big).then(|| (width as f32 / n_heads as f32).powf(-0.5)),
+                    },
+                    attn_softcap: cap("attn_logit_softcapping")?,
+                    final_softcap: cap("final_logit_softcapping")?,
+                    // llama.cpp's local base for Gemma 3 unless the file says.
+                    rope_local_base: match arch {
+                        Arch::Gemma3 => Some(cap("rope.freq_base_swa")?.unwrap_or(10000.0)),
+                        _ => None,
+                    },
+                }
+            }
+            _ => Gemma::default(),
+        };
+        let handled = |k: &str| match k {
+            "attention.sliding_window" => sliding_window.is_some(),
+            "attn_logit_softcapping" | "final_logit_softcapping" | "attention.scale" => arch.is_gemma(),
+            _ => false,
+        };
+        let math_keys =
+            ["attention.sliding_window", "attn_logit_softcapping", "final_logit_softcapping", "attention.scale", "rope.scaling.yarn_log_multiplier"];
+        for k in math_keys {
+            if let (Some(v), false) = (meta.get(&key(k)), handled(k)) {
+                return Err(hf_config::unsupported_field(&key(k), format!("{v:?}")));
+            }
+        }
         let dims = Dims {
             vocab,
             dim: get("embedding_length")?,
@@ -143,10 +245,13 @@ impl LlamaConfig {
             // the Hugging Face layout.
             rope_style: match arch {
                 Arch::Llama => RopeStyle::Norm,
-                Arch::Qwen2 => RopeStyle::Neox,
+                Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma2 | Arch::Gemma3 => RopeStyle::Neox,
             },
             rope_scaling,
             attn_bias: has_qkv_bias,
+            qk_norm: matches!(arch, Arch::Qwen3 | Arch::Gemma3),
+            sliding_window,
+            gemma,
         };
         Self::checked(dims, rest)
     }
@@ -163,14 +268,31 @@ impl LlamaConfig {
         let arch = match family.model_type.as_str() {
             "llama" | "mistral" => Arch::Llama,
             "qwen2" => Arch::Qwen2,
+            "qwen3" => Arch::Qwen3,
+            "gemma2" => Arch::Gemma2,
+            "gemma3_text" => Arch::Gemma3,
             other => return Err(unsupported(format!("model_type '{other}'"))),
         };
         let c: HfConfig = serde_json::from_str(json).map_err(not_config)?;
-        let rope_scaling = match &c.rope_scaling {
-            Some(s) if s.kind() == "linear" => RopeScaling::Linear { factor: s.factor.unwrap_or(1.0) },
-            Some(s) if s.kind() == "default" => RopeScaling::None,
-            Some(s) => return Err(unsupported(format!("rope scaling '{}'", s.kind()))),
-            None => RopeScaling::None,
+        let value: serde_json::Value = serde_json::from_str(json).map_err(not_config)?;
+        let gemma = match arch {
+            Arch::Gemma2 | Arch::Gemma3 => hf_config::gemma(&value, arch, c.num_hidden_layers)?,
+            _ => {
+                hf_config::check_options(&value)?;
+                hf_config::GemmaOptions::default()
+            }
+        };
+        let rope = match gemma.global_rope.clone() {
+            Some(r) => r,
+            None => hf_config::rope(&value)?,
+        };
+        // Mistral's window; Qwen2's `sliding_window` only counts with `use_sliding_window`
+        // (checked above).
+        let sliding_window = match (family.model_type.as_str(), value.get("sliding_window")) {
+            ("mistral" | "gemma2" | "gemma3_text", Some(w)) if !w.is_null() => {
+                Some(w.as_u64().ok_or_else(|| bad_field("sliding_window", format!("= {w} is not a count")))?)
+            }
+            _ => None,
         };
         let dims = Dims {
             vocab: c.vocab_size,
@@ -186,10 +308,19 @@ impl LlamaConfig {
         let rest = Rest {
             arch,
             rms_eps: c.rms_norm_eps,
-            rope_base: c.rope_theta.unwrap_or(10000.0),
+            rope_base: rope.base,
             rope_style: RopeStyle::Neox,
-            rope_scaling,
+            rope_scaling: rope.scaling,
             attn_bias: arch == Arch::Qwen2 || c.attention_bias.unwrap_or(false),
+            qk_norm: matches!(arch, Arch::Qwen3 | Arch::Gemma3),
+            sliding_window,
+            gemma: Gemma {
+                local_layers: gemma.local_layers,
+                attn_scale: gemma.attn_scale,
+                attn_softcap: gemma.attn_softcap,
+                final_softcap: gemma.final_softcap,
+                rope_local_base: gemma.rope_local_base,
+            },
         };
         Self::checked(dims, rest)
     }
@@ -216,6 +347,15 @@ impl LlamaConfig {
             rope_style: c.rope_style,
             rope_scaling: c.rope_scaling,
             attn_bias: c.attn_bias,
+            qk_norm: c.qk_norm,
+            sliding_window: c.sliding_window.map(|w| w as u64),
+            gemma: Gemma {
+                local_layers: c.local_layers,
+                attn_scale: c.attn_scale,
+                attn_softcap: c.attn_softcap,
+                final_softcap: c.final_softcap,
+                rope_local_base: c.rope_local_base,
+            },
         };
         Self::checked(dims, rest)
     }
@@ -253,7 +393,28 @@ impl LlamaConfig {
             rope_scaling: r.rope_scaling,
             context_length: dim("context_length (context_length, max_position_embeddings)", d.context_length, MAX_CONTEXT)?,
             attn_bias: r.attn_bias,
+            qk_norm: r.qk_norm,
+            sliding_window: match r.sliding_window {
+                Some(w) => Some(dim("sliding_window", w, MAX_CONTEXT)?),
+                None => None,
+            },
+            local_layers: r.gemma.local_layers,
+            attn_scale: r.gemma.attn_scale,
+            attn_softcap: r.gemma.attn_softcap,
+            final_softcap: r.gemma.final_softcap,
+            rope_local_base: r.gemma.rope_local_base,
         };
+        if c.rope_local_base.is_some_and(|b| !(b.is_finite() && b > 0.0)) {
+            return Err(bad_field("rope_local_base_freq", format!("= {:?} is not a finite positive number", c.rope_local_base)));
+        }
+        if !c.local_layers.is_empty() && (c.local_layers.len() != c.n_layers || c.sliding_window.is_none()) {
+            return Err(bad_field("layer_types", format!("has {} entries for {} layers, or no sliding_window", c.local_layers.len(), c.n_layers)));
+        }
+        for (field, v) in [("attn_scale", c.attn_scale), ("attn_logit_softcapping", c.attn_softcap), ("final_logit_softcapping", c.final_softcap)] {
+            if v.is_some_and(|v| !(v.is_finite() && v > 0.0)) {
+                return Err(bad_field(field, format!("= {v:?} is not a finite positive number")));
+            }
+        }
         if !c.n_heads.is_multiple_of(c.n_kv_heads) {
             return Err(bad_field("n_kv_heads", format!("= {} does not divide n_heads = {}", c.n_kv_heads, c.n_heads)));
         }
@@ -266,10 +427,16 @@ impl LlamaConfig {
         if !(c.rope_base.is_finite() && c.rope_base > 0.0) {
             return Err(bad_field("rope_base", format!("= {} is not a finite positive number", c.rope_base)));
         }
-        if let RopeScaling::Linear { factor } = c.rope_scaling {
-            if !(factor.is_finite() && factor > 0.0) {
-                return Err(bad_field("rope scaling factor", format!("= {factor} is not a finite positive number")));
+        let scaling_values = match &c.rope_scaling {
+            RopeScaling::None => vec![],
+            RopeScaling::Linear { factor } => vec![*factor],
+            RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_context } => {
+                vec![*factor, *low_freq_factor, *high_freq_factor, *original_context]
             }
+            RopeScaling::Factors(f) => f.clone(),
+        };
+        if let Some(bad) = scaling_values.iter().find(|v| !(v.is_finite() && **v > 0.0)) {
+            return Err(bad_field("rope scaling", format!("has {bad}, not a finite positive number")));
         }
         // Every matrix the model holds, as elements; each must be addressable on this platform.
         let q_dim = c.n_heads.checked_mul(c.head_dim);
@@ -289,6 +456,37 @@ impl LlamaConfig {
             }
         }
         Ok(c)
+    }
+
+    /// The positions an engine's KV cache holds and its attention sinks, for the `max_seq` and
+    /// `sinks` asked for. A sliding-window model holds at most its window and no sinks: past
+    /// the window the cache is a ring of exactly the last `window` positions, which is the
+    /// window's attention, so no kernel needs a mask.
+    pub fn kv_window(&self, max_seq: usize, sinks: usize) -> (usize, usize) {
+        let max_seq = max_seq.min(self.context_length).max(1);
+        match self.sliding_window {
+            Some(w) if self.local_layers.is_empty() => (max_seq.min(w), 0),
+            // Windowed layers beside full ones: the kernels mask, reading positions from slots
+            // as only a ring without sinks allows.
+            Some(_) => (max_seq, 0),
+            None => (max_seq, sinks),
+        }
+    }
+
+    /// The attention window of layer `layer`, if it has one.
+    pub fn window(&self, layer: usize) -> Option<usize> {
+        let local = self.local_layers.get(layer).copied().unwrap_or(true);
+        self.sliding_window.filter(|_| local)
+    }
+
+    /// Whether layer `layer` rotates with the local base (`rope_local_base`).
+    pub fn local_rope(&self, layer: usize) -> bool {
+        self.rope_local_base.is_some() && self.window(layer).is_some()
+    }
+
+    /// What queries are scaled by before the dot products.
+    pub fn attention_scale(&self) -> f32 {
+        self.attn_scale.unwrap_or(1.0 / (self.head_dim as f32).sqrt())
     }
 
     /// Heads × head_dim; cannot overflow for a validated configuration.
@@ -314,24 +512,8 @@ struct HfConfig {
     num_key_value_heads: Option<u64>,
     head_dim: Option<u64>,
     rms_norm_eps: f32,
-    rope_theta: Option<f32>,
-    rope_scaling: Option<HfRopeScaling>,
     max_position_embeddings: Option<u64>,
     attention_bias: Option<bool>,
-}
-
-#[derive(Deserialize)]
-struct HfRopeScaling {
-    #[serde(rename = "type")]
-    kind: Option<String>,
-    rope_type: Option<String>,
-    factor: Option<f32>,
-}
-
-impl HfRopeScaling {
-    fn kind(&self) -> &str {
-        self.rope_type.as_deref().or(self.kind.as_deref()).unwrap_or("default")
-    }
 }
 
 #[cfg(test)]
@@ -347,6 +529,37 @@ mod tests {
         let c = LlamaConfig::from_hf_json(json).unwrap();
         assert_eq!((c.arch, c.head_dim, c.kv_dim(), c.rope_style), (Arch::Qwen2, 64, 128, RopeStyle::Neox));
         assert!(c.attn_bias);
+    }
+
+    #[test]
+    fn transformers_5_rope_parameters_are_read() {
+        // What a Qwen2 folder saved by transformers 5 holds: the base only in rope_parameters.
+        let json = r#"{"model_type":"qwen2","vocab_size":100,"hidden_size":64,"intermediate_size":128,
+            "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"rms_norm_eps":1e-6,
+            "layer_types":["full_attention","full_attention"],"use_sliding_window":false,"sliding_window":null,
+            "rope_parameters":{"rope_theta":1000000.0,"rope_type":"default"}}"#;
+        let c = LlamaConfig::from_hf_json(json).unwrap();
+        assert_eq!((c.rope_base, &c.rope_scaling), (1e6, &RopeScaling::None));
+        let yarn = json.replace(r#""rope_type":"default""#, r#""rope_type":"yarn","factor":4.0"#);
+        assert!(matches!(LlamaConfig::from_hf_json(&yarn), Err(Error::UnsupportedModel { what, .. }) if what.contains("rope_type")));
+        let qwen3 = json.replace("qwen2", "qwen3");
+        let c = LlamaConfig::from_hf_json(&qwen3).unwrap();
+        assert!(c.qk_norm && !c.attn_bias);
+    }
+
+    #[test]
+    fn mistral_windows_bound_the_kv_cache() {
+        let json = r#"{"model_type":"mistral","vocab_size":100,"hidden_size":64,"intermediate_size":128,
+            "num_hidden_layers":2,"num_attention_heads":4,"rms_norm_eps":1e-6,"max_position_embeddings":4096,
+            "sliding_window":SW}"#;
+        let none = LlamaConfig::from_hf_json(&json.replace("SW", "null")).unwrap();
+        assert_eq!((none.sliding_window, none.kv_window(2048, 4)), (None, (2048, 4)));
+        let window = LlamaConfig::from_hf_json(&json.replace("SW", "1024")).unwrap();
+        assert_eq!((window.sliding_window, window.kv_window(2048, 4), window.kv_window(512, 4)), (Some(1024), (1024, 0), (512, 0)));
+        assert!(matches!(LlamaConfig::from_hf_json(&json.replace("SW", "0")), Err(Error::BadConfig { .. })));
+        // Qwen2's window is off unless use_sliding_window says otherwise.
+        let qwen2 = json.replace("mistral", "qwen2").replace("SW", "1024");
+        assert_eq!(LlamaConfig::from_hf_json(&qwen2).unwrap().sliding_window, None);
     }
 
     #[test]

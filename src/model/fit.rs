@@ -93,7 +93,7 @@ pub fn memory_needs(config: &LlamaConfig, tensors: &[TensorInfo], engine: &Engin
         })
         .fold(0u64, |sum, t| sum.saturating_add(gpu_bytes(t, weights)));
     // As the engine sizes itself at load (model::build).
-    let max_seq = w(engine.max_seq.min(c.context_length).max(1));
+    let max_seq = w(c.kv_window(engine.max_seq, engine.sinks).0);
     let batch = w(engine.max_batch.max(1));
     let (dim, q, kv, ffn, vocab) = (w(c.dim), w(c.q_dim()), w(c.kv_dim()), w(c.ffn_dim), w(c.vocab));
     let kv_layer = w(c.n_kv_heads).saturating_mul(max_seq).saturating_mul(w(engine.kv.row_bytes(c.head_dim)));

@@ -34,15 +34,20 @@ pub enum Act {
     LastNorm,
     /// Logits, [t, vocab] (or [1, vocab] when only the last token is scored).
     Logits,
+    /// Query and key projections before their per-head norms (Qwen3), widths of Q and K.
+    QProj,
+    KProj,
+    /// A block's attention or MLP output after its post-norm (Gemma 2), [t, dim].
+    Post,
 }
 
 impl Act {
     /// Values per token.
     pub fn width(self, c: &LlamaConfig) -> usize {
         match self {
-            Act::X | Act::H | Act::O | Act::Down | Act::Last | Act::LastNorm => c.dim,
-            Act::Q | Act::Attn => c.q_dim(),
-            Act::K | Act::V => c.kv_dim(),
+            Act::X | Act::H | Act::O | Act::Down | Act::Last | Act::LastNorm | Act::Post => c.dim,
+            Act::Q | Act::Attn | Act::QProj => c.q_dim(),
+            Act::K | Act::V | Act::KProj => c.kv_dim(),
             Act::Gate | Act::Up | Act::Act => c.ffn_dim,
             Act::Logits => c.vocab,
         }
@@ -72,6 +77,9 @@ pub enum LayerWeight {
     KNorm,
     O,
     FfnNorm,
+    /// Norms of the attention and MLP outputs before the residual add (Gemma 2).
+    PostAttnNorm,
+    PostFfnNorm,
     Gate,
     Up,
     Down,
@@ -132,12 +140,32 @@ pub enum Op {
     LastRow { x: Act, out: Act },
     /// Picks the next token from the last row of `logits`.
     Sample { logits: Act },
+    /// `x *= by` (Gemma's embedding scale).
+    Scale { x: Act, by: f32 },
+    /// `x = cap * tanh(x / cap)` (Gemma 2's final logits).
+    SoftCap { x: Act, cap: f32 },
     /// Keeps a copy of `x` under `name` (activation dumps, checks against a reference).
     Capture { name: String, x: Act },
 }
 
 /// A checkpoint a pass captured: name, shape, values.
 pub type Checkpoint = (String, Vec<usize>, Vec<f32>);
+
+/// The checkpoints of consecutive passes over one input (names repeating pass after pass) as
+/// one set: each name once, in first-seen order, its rows in pass order.
+pub fn concat_checkpoints(passes: Vec<Checkpoint>) -> Vec<Checkpoint> {
+    let mut out: Vec<Checkpoint> = Vec::new();
+    for (name, shape, values) in passes {
+        match out.iter_mut().find(|(n, _, _)| *n == name) {
+            Some((_, s, v)) => {
+                s[0] += shape[0];
+                v.extend_from_slice(&values);
+            }
+            None => out.push((name, shape, values)),
+        }
+    }
+    out
+}
 
 /// What a pass computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -57,6 +57,8 @@ pub struct Llama {
     rope: GpuTensor,         // [max_seq, rope_dims / 2, 2] by ring_slot
     /// The position whose cos/sin row each slot of `rope` holds.
     ring: RopeRing,
+    /// The local layers' table and ring where they rotate with their own base (Gemma 3).
+    rope_local: Option<(GpuTensor, RopeRing)>,
     tokens: GpuTensor,      // [max_seq] u32, the sequence so far, position p at p % max_seq
     chosen: GpuTensor,       // [1] u32, the last sampled token
     step: Uniform,
@@ -141,6 +143,10 @@ impl Llama {
         }
         let ring = RopeRing::new(c, options.max_seq, options.sinks);
         let rope = ctx.upload_f32("rope table", &[options.max_seq, c.rope_dims / 2, 2], &ring.table())?;
+        let rope_local = match RopeRing::local(c, options.max_seq, options.sinks) {
+            Some(r) => Some((ctx.upload_f32("local rope table", &[options.max_seq, c.rope_dims / 2, 2], &r.table())?, r)),
+            None => None,
+        };
         let buffers = Buffers::new(ctx, c, b, &decode_shape)?;
         let mut model = Self {
             tokens: ctx.zeros("tokens", &[options.max_seq], DType::U32)?,
@@ -156,6 +162,7 @@ impl Llama {
             v_cache,
             rope,
             ring,
+            rope_local,
             buffers,
             decode: Vec::new(),
             recorded: [None, None],
@@ -193,7 +200,8 @@ impl Llama {
     pub fn gpu_bytes(&self) -> u64 {
         let caches: u64 = self.k_cache.iter().chain(&self.v_cache).map(|t| t.bytes()).sum();
         let acts = self.buffers.bytes();
-        self.weights.bytes() + caches + acts + self.rope.bytes() + self.tokens.bytes()
+        let local = self.rope_local.as_ref().map_or(0, |(t, _)| t.bytes());
+        self.weights.bytes() + caches + acts + self.rope.bytes() + local + self.tokens.bytes()
     }
 
     /// KV-cache bytes per token of context.

@@ -15,7 +15,7 @@ use crate::quant::weft::{quantize, QuantMatrix, WeftQuant};
 
 use super::config::LlamaConfig;
 use super::llama::{GateUp, LayerWeights, Qkv, Weights};
-use super::names::{part_of, tensor_name, LayerPart, Naming, Part};
+use super::names::{part_of, part_of_in, tensor_name, LayerPart, Naming, Part};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -158,7 +158,8 @@ impl Group {
 
 /// The model's tensors grouped as they are loaded: the embedding, each layer, then the norm
 /// and output head.
-fn groups(header: &ModelHeader, n_layers: usize, weft: &HashMap<String, WeftEntry>) -> Result<Vec<Group>> {
+fn groups(header: &ModelHeader, config: &LlamaConfig, weft: &HashMap<String, WeftEntry>) -> Result<Vec<Group>> {
+    let n_layers = config.n_layers;
     let mut first = Group::new();
     let mut layers: Vec<Group> = (0..n_layers).map(|_| Group::new()).collect();
     let mut last = Group::new();
@@ -168,7 +169,7 @@ fn groups(header: &ModelHeader, n_layers: usize, weft: &HashMap<String, WeftEntr
             Some(_) => t.name.trim_end_matches(".weft_q"),
             None => &t.name,
         };
-        let group = match part_of(name) {
+        let group = match part_of_in(name, config.arch) {
             Some(Part::Embedding) => &mut first,
             Some(Part::OutputNorm | Part::Output) => &mut last,
             Some(Part::Layer(i, _)) => match layers.get_mut(i) {
@@ -177,7 +178,7 @@ fn groups(header: &ModelHeader, n_layers: usize, weft: &HashMap<String, WeftEntr
             },
             None => continue,
         };
-        if let Some(p) = part_of(name) {
+        if let Some(p) = part_of_in(name, config.arch) {
             group.parts.push((p, t.clone()));
         }
         if let Some(e) = entry {
@@ -207,7 +208,7 @@ pub fn validate_tensors(header: &ModelHeader, config: &LlamaConfig) -> Result<()
             Some(e) => (t.name.trim_end_matches(".weft_q"), e.shape.iter().map(|&d| d as u64).collect()),
             None => (t.name.as_str(), t.shape.clone()),
         };
-        let Some(part) = part_of(name) else { continue };
+        let Some(part) = part_of_in(name, c.arch) else { continue };
         if let Part::Layer(i, _) = part {
             if i >= c.n_layers {
                 return Err(Error::BadConfig {
@@ -244,12 +245,52 @@ pub fn validate_tensors(header: &ModelHeader, config: &LlamaConfig) -> Result<()
         check(layer(LayerPart::QBias), &[q], c.attn_bias)?;
         check(layer(LayerPart::KBias), &[kv], c.attn_bias)?;
         check(layer(LayerPart::VBias), &[kv], c.attn_bias)?;
+        check(layer(LayerPart::QNorm), &[c.head_dim as u64], c.qk_norm)?;
+        check(layer(LayerPart::KNorm), &[c.head_dim as u64], c.qk_norm)?;
         check(layer(LayerPart::AttnOut), &[dim, q], true)?;
         check(layer(LayerPart::FfnNorm), &[dim], true)?;
+        let gemma = c.arch.is_gemma();
+        check(layer(LayerPart::PostAttnNorm), &[dim], gemma)?;
+        check(layer(LayerPart::PostFfnNorm), &[dim], gemma)?;
         check(layer(LayerPart::Gate), &[ffn, dim], true)?;
         check(layer(LayerPart::Up), &[ffn, dim], true)?;
         check(layer(LayerPart::Down), &[dim, ffn], true)?;
     }
+    Ok(())
+}
+
+/// What a norm weight of `part` needs added as stored: Gemma multiplies by `1 + w`, which
+/// llama.cpp's converter folds into its GGUF files and Hugging Face checkpoints do not.
+pub(crate) fn norm_shift(header: &ModelHeader, c: &LlamaConfig, part: Part) -> f32 {
+    let norm = matches!(
+        part,
+        Part::OutputNorm
+            | Part::Layer(_, LayerPart::AttnNorm | LayerPart::FfnNorm | LayerPart::PostAttnNorm | LayerPart::PostFfnNorm)
+            | Part::Layer(_, LayerPart::QNorm | LayerPart::KNorm)
+    );
+    if norm && c.arch.is_gemma() && matches!(header, ModelHeader::Safetensors(_)) {
+        1.0
+    } else {
+        0.0
+    }
+}
+
+/// Llama 3 frequency scaling as llama.cpp's converter stores it: `rope_freqs.weight`, one
+/// divisor per rotated pair. Where the file has one, it becomes `config.rope_scaling`.
+pub async fn read_rope_freqs<R: RangeReader>(reader: &R, header: &ModelHeader, config: &mut LlamaConfig) -> Result<()> {
+    let Some(t) = header.tensors().iter().find(|t| t.name == "rope_freqs.weight") else { return Ok(()) };
+    let pairs = config.rope_dims / 2;
+    if t.elements() != pairs as u64 {
+        return Err(Error::TensorShape { name: t.name.clone(), shape: t.shape.clone(), expected: vec![pairs as u64] });
+    }
+    if config.rope_scaling != crate::ops::rope::RopeScaling::None {
+        return Err(Error::BadConfig { field: "rope_freqs.weight".into(), problem: "is given together with another rope scaling".into() });
+    }
+    let factors = decode_to_f32(t.storage, &reader.read_range(t.range.clone()).await?, pairs)?;
+    if let Some(bad) = factors.iter().find(|f| !(f.is_finite() && **f > 0.0)) {
+        return Err(Error::BadConfig { field: "rope_freqs.weight".into(), problem: format!("holds {bad}, not a finite positive number") });
+    }
+    config.rope_scaling = crate::ops::rope::RopeScaling::Factors(factors);
     Ok(())
 }
 
@@ -265,11 +306,14 @@ fn slice<'a>(bytes: &'a [u8], base: u64, t: &TensorInfo) -> Result<&'a [u8]> {
         .ok_or_else(|| Error::Model(format!("{}: bytes missing from the read", t.name)))
 }
 
-fn vector(ctx: &GpuContext, t: &TensorInfo, bytes: &[u8], len: usize) -> Result<GpuTensor> {
+fn vector(ctx: &GpuContext, t: &TensorInfo, bytes: &[u8], len: usize, shift: f32) -> Result<GpuTensor> {
     if t.elements() != len as u64 {
         return Err(Error::Model(format!("{} has shape {:?}, expected {len} values", t.name, t.shape)));
     }
-    let values = decode_to_f32(t.storage, bytes, len)?;
+    let mut values = decode_to_f32(t.storage, bytes, len)?;
+    if shift != 0.0 {
+        values.iter_mut().for_each(|v| *v += shift);
+    }
     ctx.upload_f32(&t.name, &[len], &values)
 }
 
@@ -331,7 +375,7 @@ pub async fn load_weights<R: RangeReader>(
     let c = config;
     validate_tensors(header, config)?;
     let weft = weft_entries(header)?;
-    let groups = groups(header, c.n_layers, &weft)?;
+    let groups = groups(header, c, &weft)?;
     let total: u64 = groups.iter().map(Group::bytes).sum();
     let steps = groups.len();
     let mut loaded = 0u64;
@@ -367,7 +411,7 @@ pub async fn load_weights<R: RangeReader>(
         for (part, t) in &group.parts {
             match part {
                 Part::Embedding => embedding = Some(mat(t, c.vocab, c.dim)?),
-                Part::OutputNorm => out_norm = Some(vector(ctx, t, reads.bytes_of(t)?, c.dim)?),
+                Part::OutputNorm => out_norm = Some(vector(ctx, t, reads.bytes_of(t)?, c.dim, norm_shift(header, c, *part))?),
                 Part::Output => output = Some(mat(t, c.vocab, c.dim)?),
                 Part::Layer(_, lp) => {
                     parts.insert(*lp, t);
@@ -382,10 +426,16 @@ pub async fn load_weights<R: RangeReader>(
             let layer_mat = |lp: LayerPart, rows: usize, cols: usize| -> Result<QWeight> { mat(get(lp)?, rows, cols) };
             let vec = |lp: LayerPart, len: usize| -> Result<GpuTensor> {
                 let t = get(lp)?;
-                vector(ctx, t, reads.bytes_of(t)?, len)
+                vector(ctx, t, reads.bytes_of(t)?, len, norm_shift(header, c, Part::Layer(layer, lp)))
+            };
+            let post_norm = |lp: LayerPart| -> Result<Option<GpuTensor>> {
+                if c.arch.is_gemma() { vec(lp, c.dim).map(Some) } else { Ok(None) }
             };
             let bias = |lp: LayerPart, len: usize| -> Result<Option<GpuTensor>> {
                 if c.attn_bias { vec(lp, len).map(Some) } else { Ok(None) }
+            };
+            let qk_norm = |lp: LayerPart| -> Result<Option<GpuTensor>> {
+                if c.qk_norm { vec(lp, c.head_dim).map(Some) } else { Ok(None) }
             };
             layers[layer] = Some(LayerWeights {
                 attn_norm: vec(LayerPart::AttnNorm, c.dim)?,
@@ -397,8 +447,12 @@ pub async fn load_weights<R: RangeReader>(
                     bk: bias(LayerPart::KBias, c.kv_dim())?,
                     bv: bias(LayerPart::VBias, c.kv_dim())?,
                 },
+                q_norm: qk_norm(LayerPart::QNorm)?,
+                k_norm: qk_norm(LayerPart::KNorm)?,
                 wo: layer_mat(LayerPart::AttnOut, c.dim, c.q_dim())?,
                 ffn_norm: vec(LayerPart::FfnNorm, c.dim)?,
+                post_attn_norm: post_norm(LayerPart::PostAttnNorm)?,
+                post_ffn_norm: post_norm(LayerPart::PostFfnNorm)?,
                 gate_up: GateUp::Apart {
                     gate: layer_mat(LayerPart::Gate, c.ffn_dim, c.dim)?,
                     up: layer_mat(LayerPart::Up, c.ffn_dim, c.dim)?,

@@ -8,6 +8,7 @@ pub mod convert;
 pub mod eval;
 pub mod fit;
 pub mod graph;
+pub mod hf_config;
 pub mod llama;
 pub mod load;
 pub mod names;
@@ -34,7 +35,8 @@ pub async fn open<R: RangeReader>(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(Llama, Tokenizer)> {
     let header = read_header_reporting(reader, progress).await?;
-    let (config, tokenizer) = header_parts(&header, reader.name())?;
+    let (mut config, tokenizer) = header_parts(&header, reader.name())?;
+    load::read_rope_freqs(reader, &header, &mut config).await?;
     let llama = build(ctx, reader, &header, config, engine, weights, progress).await?;
     Ok((llama, tokenizer))
 }
@@ -76,7 +78,8 @@ async fn build<R: RangeReader>(
     check_memory_fit(&config, header.tensors(), &engine, &weights, &device)?;
     let w = load::load_weights(ctx, reader, header, &config, &weights, progress).await?;
     progress(Progress { phase: Phase::Compile, step: 0, steps: 0, bytes_loaded: total, bytes_total: total });
-    let engine = EngineOptions { max_seq: engine.max_seq.min(config.context_length).max(1), ..engine };
+    let (max_seq, sinks) = config.kv_window(engine.max_seq, engine.sinks);
+    let engine = EngineOptions { max_seq, sinks, ..engine };
     let llama = Llama::new(ctx, config, w, engine).await?;
     progress(Progress { phase: Phase::Ready, step: 0, steps: 0, bytes_loaded: total, bytes_total: total });
     Ok(llama)

@@ -1,5 +1,7 @@
 //! Tensor names of both file layouts mapped once to the parts of the model.
 
+use super::config::Arch;
+
 /// A weight's role in a decoder-only transformer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Part {
@@ -18,14 +20,20 @@ pub enum LayerPart {
     QBias,
     KBias,
     VBias,
+    /// Per-head RMSNorm weights of queries and keys (Qwen3), [head_dim].
+    QNorm,
+    KNorm,
     AttnOut,
     FfnNorm,
+    /// Norms after attention and after the MLP (Gemma 2).
+    PostAttnNorm,
+    PostFfnNorm,
     Gate,
     Up,
     Down,
 }
 
-const GGUF_LAYER: [(&str, LayerPart); 12] = [
+const GGUF_LAYER: [(&str, LayerPart); 16] = [
     ("attn_norm.weight", LayerPart::AttnNorm),
     ("attn_q.weight", LayerPart::Q),
     ("attn_k.weight", LayerPart::K),
@@ -33,14 +41,18 @@ const GGUF_LAYER: [(&str, LayerPart); 12] = [
     ("attn_q.bias", LayerPart::QBias),
     ("attn_k.bias", LayerPart::KBias),
     ("attn_v.bias", LayerPart::VBias),
+    ("attn_q_norm.weight", LayerPart::QNorm),
+    ("attn_k_norm.weight", LayerPart::KNorm),
     ("attn_output.weight", LayerPart::AttnOut),
     ("ffn_norm.weight", LayerPart::FfnNorm),
+    ("post_attention_norm.weight", LayerPart::PostAttnNorm),
+    ("post_ffw_norm.weight", LayerPart::PostFfnNorm),
     ("ffn_gate.weight", LayerPart::Gate),
     ("ffn_up.weight", LayerPart::Up),
     ("ffn_down.weight", LayerPart::Down),
 ];
 
-const HF_LAYER: [(&str, LayerPart); 12] = [
+const HF_LAYER: [(&str, LayerPart); 15] = [
     ("input_layernorm.weight", LayerPart::AttnNorm),
     ("self_attn.q_proj.weight", LayerPart::Q),
     ("self_attn.k_proj.weight", LayerPart::K),
@@ -48,8 +60,11 @@ const HF_LAYER: [(&str, LayerPart); 12] = [
     ("self_attn.q_proj.bias", LayerPart::QBias),
     ("self_attn.k_proj.bias", LayerPart::KBias),
     ("self_attn.v_proj.bias", LayerPart::VBias),
+    ("self_attn.q_norm.weight", LayerPart::QNorm),
+    ("self_attn.k_norm.weight", LayerPart::KNorm),
     ("self_attn.o_proj.weight", LayerPart::AttnOut),
     ("post_attention_layernorm.weight", LayerPart::FfnNorm),
+    ("post_feedforward_layernorm.weight", LayerPart::PostFfnNorm),
     ("mlp.gate_proj.weight", LayerPart::Gate),
     ("mlp.up_proj.weight", LayerPart::Up),
     ("mlp.down_proj.weight", LayerPart::Down),
@@ -66,15 +81,32 @@ pub fn part_of(name: &str) -> Option<Part> {
         _ => {}
     }
     let (rest, table) = if let Some(rest) = name.strip_prefix("blk.") {
-        (rest, &GGUF_LAYER)
+        (rest, &GGUF_LAYER[..])
     } else if let Some(rest) = name.strip_prefix("model.layers.") {
-        (rest, &HF_LAYER)
+        (rest, &HF_LAYER[..])
     } else {
         return None;
     };
     let (index, suffix) = rest.split_once('.')?;
     let index: usize = index.parse().ok()?;
     table.iter().find(|(s, _)| *s == suffix).map(|&(_, p)| Part::Layer(index, p))
+}
+
+/// [`part_of`] for a model of `arch`. Gemma's Hugging Face names differ in one place: its
+/// `post_attention_layernorm` is the norm after attention and `pre_feedforward_layernorm` the
+/// MLP's input norm, which Llama calls `post_attention_layernorm`.
+pub fn part_of_in(name: &str, arch: Arch) -> Option<Part> {
+    if arch.is_gemma() {
+        if let Some((i, suffix)) = name.strip_prefix("model.layers.").and_then(|r| r.split_once('.')) {
+            let i: usize = i.parse().ok()?;
+            match suffix {
+                "post_attention_layernorm.weight" => return Some(Part::Layer(i, LayerPart::PostAttnNorm)),
+                "pre_feedforward_layernorm.weight" => return Some(Part::Layer(i, LayerPart::FfnNorm)),
+                _ => {}
+            }
+        }
+    }
+    part_of(name)
 }
 
 /// Which file layout a name is written in.
@@ -93,8 +125,11 @@ pub fn tensor_name(part: Part, naming: Naming) -> String {
         Part::OutputNorm => if hf { "model.norm.weight" } else { "output_norm.weight" }.into(),
         Part::Output => if hf { "lm_head.weight" } else { "output.weight" }.into(),
         Part::Layer(i, lp) => {
-            let (prefix, table) = if hf { ("model.layers.", &HF_LAYER) } else { ("blk.", &GGUF_LAYER) };
-            let suffix = table.iter().find(|(_, p)| *p == lp).map_or("?", |(s, _)| s);
+            let (prefix, table) = if hf { ("model.layers.", &HF_LAYER[..]) } else { ("blk.", &GGUF_LAYER[..]) };
+            let suffix = match (hf, lp) {
+                (true, LayerPart::PostAttnNorm) => "post_attention_layernorm.weight",
+                _ => table.iter().find(|(_, p)| *p == lp).map_or("?", |(s, _)| s),
+            };
             format!("{prefix}{i}.{suffix}")
         }
     }

@@ -54,6 +54,15 @@ pub fn partials_shape(s: &AttentionShape, chunk_len: usize) -> [usize; 4] {
     [s.n_tokens, s.n_heads, split_chunks(s.max_seq, chunk_len), s.head_dim + 2]
 }
 
+/// Gemma's changes to which positions a query sees and to its scores.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct AttentionMask {
+    /// Only the last `window` positions (itself included); the cache must keep no sinks.
+    pub window: Option<usize>,
+    /// Scores become `softcap * tanh(score / softcap)`.
+    pub softcap: Option<f32>,
+}
+
 /// Attention shapes.
 #[derive(Clone, Copy, Debug)]
 pub struct AttentionShape {
@@ -78,12 +87,28 @@ pub async fn attention(
     scale: f32,
     step: &Uniform,
 ) -> Result<Dispatch> {
+    attention_masked(ctx, s, AttentionMask::default(), q, k_cache, v_cache, out, scale, step).await
+}
+
+/// [`attention`] with a window and soft-capping.
+#[allow(clippy::too_many_arguments)]
+pub async fn attention_masked(
+    ctx: &GpuContext,
+    s: AttentionShape,
+    mask: AttentionMask,
+    q: &GpuTensor,
+    k_cache: &GpuTensor,
+    v_cache: &GpuTensor,
+    out: &GpuTensor,
+    scale: f32,
+    step: &Uniform,
+) -> Result<Dispatch> {
     check(&s, q, k_cache, v_cache, out)?;
     let pipeline = ctx.pipeline(&ATTENTION_SHADER, &defines(&s, Defines::new())).await?;
     ctx.dispatch_with(
         &pipeline,
         &[q, k_cache, v_cache, out],
-        Some(bytemuck::cast_slice(&params(&s, scale, 0))),
+        Some(bytemuck::cast_slice(&params(&s, mask, scale, 0))),
         &[step],
         [s.n_heads as u32, s.n_tokens as u32, 1],
     )
@@ -96,6 +121,24 @@ pub async fn attention(
 pub async fn attention_split(
     ctx: &GpuContext,
     s: AttentionShape,
+    q: &GpuTensor,
+    k_cache: &GpuTensor,
+    v_cache: &GpuTensor,
+    partials: &GpuTensor,
+    out: &GpuTensor,
+    scale: f32,
+    step: &Uniform,
+    chunk_len: usize,
+) -> Result<[Dispatch; 2]> {
+    attention_split_masked(ctx, s, AttentionMask::default(), q, k_cache, v_cache, partials, out, scale, step, chunk_len).await
+}
+
+/// [`attention_split`] with a window and soft-capping.
+#[allow(clippy::too_many_arguments)]
+pub async fn attention_split_masked(
+    ctx: &GpuContext,
+    s: AttentionShape,
+    mask: AttentionMask,
     q: &GpuTensor,
     k_cache: &GpuTensor,
     v_cache: &GpuTensor,
@@ -118,7 +161,7 @@ pub async fn attention_split(
     let split = ctx.dispatch_with(
         &pipeline,
         &[q, k_cache, v_cache, partials],
-        Some(bytemuck::cast_slice(&params(&s, scale, chunk_len as u32))),
+        Some(bytemuck::cast_slice(&params(&s, mask, scale, chunk_len as u32))),
         &[step],
         [s.n_heads as u32, s.n_tokens as u32, chunks],
     )?;
@@ -133,7 +176,7 @@ pub async fn attention_split(
     Ok([split, merge])
 }
 
-fn params(s: &AttentionShape, scale: f32, chunk_len: u32) -> [u32; 8] {
+fn params(s: &AttentionShape, mask: AttentionMask, scale: f32, chunk_len: u32) -> [u32; 12] {
     [
         s.n_tokens as u32,
         s.n_heads as u32,
@@ -143,6 +186,10 @@ fn params(s: &AttentionShape, scale: f32, chunk_len: u32) -> [u32; 8] {
         scale.to_bits(),
         s.kv.row_words(s.head_dim) as u32,
         chunk_len,
+        mask.window.map_or(0, |w| w.min(u32::MAX as usize) as u32),
+        mask.softcap.unwrap_or(0.0).to_bits(),
+        0,
+        0,
     ]
 }
 

@@ -29,6 +29,9 @@ pub const RELU_SHADER: ShaderSource =
 /// `max(x, 0)` is exact.
 pub const RELU_TOLERANCE: Tolerance = Tolerance::EXACT;
 
+pub const SCALE_CAP_SHADER: ShaderSource =
+    ShaderSource { name: "scale_cap", source: include_str!("../../shaders/scale_cap.wgsl") };
+
 pub const COPY_ROWS_SHADER: ShaderSource =
     ShaderSource { name: "copy_rows", source: include_str!("../../shaders/copy_rows.wgsl") };
 
@@ -42,6 +45,10 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
         (ADD_INPLACE_SHADER, d.clone()),
         (SILU_MUL_SHADER, d.clone()),
         (SILU_MUL_SHADER, d.clone().set("PAIRS", 1)),
+        (SILU_MUL_SHADER, d.clone().set("GELU", 1)),
+        (SILU_MUL_SHADER, d.clone().set("PAIRS", 1).set("GELU", 1)),
+        (SCALE_CAP_SHADER, d.clone()),
+        (SCALE_CAP_SHADER, d.clone().set("SOFTCAP", 1)),
         (BIAS_ADD_SHADER, d.clone()),
         (RELU_SHADER, d.clone()),
         (COPY_ROWS_SHADER, d),
@@ -152,6 +159,11 @@ pub async fn copy_row(ctx: &GpuContext, x: &GpuTensor, row: usize, out: &GpuTens
 /// `out[r, :] = silu(gu[r, :cols]) * gu[r, cols:]` for `gu` [rows, 2 * cols], the output of
 /// the gate and up projections stacked into one matrix.
 pub async fn silu_mul_pairs(ctx: &GpuContext, gu: &GpuTensor, out: &GpuTensor) -> Result<Dispatch> {
+    glu_pairs(ctx, false, gu, out).await
+}
+
+/// [`silu_mul_pairs`] with the tanh-approximate GELU (`gelu`) or SiLU.
+pub async fn glu_pairs(ctx: &GpuContext, gelu: bool, gu: &GpuTensor, out: &GpuTensor) -> Result<Dispatch> {
     match (&gu.shape[..], &out.shape[..]) {
         (&[rows, c2], &[orows, cols]) if rows == orows && c2 == 2 * cols && cols > 0
             && gu.dtype == DType::F32 && out.dtype == DType::F32 =>
@@ -159,6 +171,7 @@ pub async fn silu_mul_pairs(ctx: &GpuContext, gu: &GpuTensor, out: &GpuTensor) -
             let n = u32::try_from(out.len())
                 .map_err(|_| Error::Shape { op: "silu_mul_pairs", message: "too large".into() })?;
             let defines = Defines::new().set("PAIRS", 1);
+            let defines = if gelu { defines.set("GELU", 1) } else { defines };
             over_elements_with(ctx, &SILU_MUL_SHADER, defines, &[gu, gu, out], n, cols as u32).await
         }
         _ => Err(Error::Shape {
@@ -181,6 +194,24 @@ pub async fn silu_mul(
     out: &GpuTensor,
 ) -> Result<Dispatch> {
     elementwise(ctx, &SILU_MUL_SHADER, &[gate, up, out]).await
+}
+
+/// `out = gelu_tanh(gate) * up` (GeGLU).
+pub async fn gelu_mul(ctx: &GpuContext, gate: &GpuTensor, up: &GpuTensor, out: &GpuTensor) -> Result<Dispatch> {
+    let n = flat_f32("gelu_mul", &[gate, up, out])?;
+    over_elements_with(ctx, &SILU_MUL_SHADER, Defines::new().set("GELU", 1), &[gate, up, out], n, 0).await
+}
+
+/// `x *= by`, in place.
+pub async fn scale_inplace(ctx: &GpuContext, x: &GpuTensor, by: f32) -> Result<Dispatch> {
+    let n = flat_f32("scale", &[x])?;
+    over_elements_with(ctx, &SCALE_CAP_SHADER, Defines::new(), &[x], n, by.to_bits()).await
+}
+
+/// `x = cap * tanh(x / cap)`, in place (soft-capping).
+pub async fn softcap_inplace(ctx: &GpuContext, x: &GpuTensor, cap: f32) -> Result<Dispatch> {
+    let n = flat_f32("softcap", &[x])?;
+    over_elements_with(ctx, &SCALE_CAP_SHADER, Defines::new().set("SOFTCAP", 1), &[x], n, cap.to_bits()).await
 }
 
 /// CPU reference for `silu_mul`.

@@ -23,11 +23,43 @@ pub enum RopeStyle {
 }
 
 /// Frequency scaling from a model config.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum RopeScaling {
     None,
-    /// Positions divided by `factor` (`rope_scaling: {type: linear}`).
+    /// Positions divided by `factor` (`rope_type: linear`).
     Linear { factor: f32 },
+    /// Llama 3.1's `rope_type: llama3`: wavelengths longer than `original_context /
+    /// low_freq_factor` are stretched by `factor`, shorter than `original_context /
+    /// high_freq_factor` kept, and those between interpolated.
+    Llama3 { factor: f32, low_freq_factor: f32, high_freq_factor: f32, original_context: f32 },
+    /// Each rotated pair's angle divided by its own factor: what llama.cpp's converter stores
+    /// as `rope_freqs.weight` for Llama 3 scaling (one value per pair).
+    Factors(Vec<f32>),
+}
+
+impl RopeScaling {
+    /// The angle per position of rotated pair `i` of `rot_dims`, in f64.
+    pub fn inv_freq(&self, i: usize, rot_dims: usize, base: f32) -> f64 {
+        let plain = (base as f64).powf(-2.0 * i as f64 / rot_dims as f64);
+        match self {
+            RopeScaling::None => plain,
+            RopeScaling::Linear { factor } => plain / *factor as f64,
+            RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_context } => {
+                let (factor, low, high, ctx) =
+                    (*factor as f64, *low_freq_factor as f64, *high_freq_factor as f64, *original_context as f64);
+                let wavelen = 2.0 * std::f64::consts::PI / plain;
+                if wavelen < ctx / high {
+                    plain
+                } else if wavelen > ctx / low {
+                    plain / factor
+                } else {
+                    let smooth = (ctx / wavelen - low) / (high - low);
+                    (1.0 - smooth) * plain / factor + smooth * plain
+                }
+            }
+            RopeScaling::Factors(f) => plain / f.get(i).copied().unwrap_or(1.0) as f64,
+        }
+    }
 }
 
 pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
@@ -47,7 +79,7 @@ pub fn step_bytes(pos: u32, n_tokens: u32) -> [u8; 16] {
 }
 
 /// cos/sin for every position and rotated pair, [max_seq, rot_dims / 2, 2], computed in f64.
-pub fn rope_table(max_seq: usize, rot_dims: usize, base: f32, scaling: RopeScaling) -> Vec<f32> {
+pub fn rope_table(max_seq: usize, rot_dims: usize, base: f32, scaling: &RopeScaling) -> Vec<f32> {
     let mut table = vec![0f32; max_seq * rot_dims];
     for (pos, row) in table.chunks_mut(rot_dims.max(1)).enumerate() {
         rope_row(pos, rot_dims, base, scaling, row);
@@ -57,14 +89,9 @@ pub fn rope_table(max_seq: usize, rot_dims: usize, base: f32, scaling: RopeScali
 
 /// One row of the table, [rot_dims / 2, 2], for `pos` into `out` (no allocation: the engine
 /// writes the row of each position past the ring's length before a step uses it).
-pub fn rope_row(pos: usize, rot_dims: usize, base: f32, scaling: RopeScaling, out: &mut [f32]) {
-    let pos_scale = match scaling {
-        RopeScaling::None => 1.0,
-        RopeScaling::Linear { factor } => 1.0 / factor as f64,
-    };
+pub fn rope_row(pos: usize, rot_dims: usize, base: f32, scaling: &RopeScaling, out: &mut [f32]) {
     for (i, cs) in out.chunks_exact_mut(2).take(rot_dims / 2).enumerate() {
-        let inv_freq = (base as f64).powf(-2.0 * i as f64 / rot_dims as f64);
-        let theta = pos as f64 * pos_scale * inv_freq;
+        let theta = pos as f64 * scaling.inv_freq(i, rot_dims, base);
         cs[0] = theta.cos() as f32;
         cs[1] = theta.sin() as f32;
     }

@@ -25,6 +25,7 @@ fn pre_tokenizer_name(pre: &Value) -> Result<&'static str> {
             match kinds.as_slice() {
                 ["Digits", "ByteLevel"] => Ok("smollm"),
                 ["Split", "ByteLevel"] if regex.contains(r"[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|") => Ok("qwen2"),
+                ["Split", "ByteLevel"] if regex.contains(r"[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|") => Ok("llama-bpe"),
                 _ => Err(bad(format!("pre-tokenizer {kinds:?} with pattern {regex:?} is not supported"))),
             }
         }

@@ -303,7 +303,15 @@ impl Tokenizer {
         }
         match &self.kind {
             Kind::ByteBpe { pre, merges, byte_ids } => {
+                let table = bpe::byte_to_char();
                 for piece in pre.split(text) {
+                    if pre.ignores_merges() {
+                        let mapped: String = piece.bytes().map(|b| table[b as usize]).collect();
+                        if let Some(&id) = self.ids.get(&mapped) {
+                            out.push(id);
+                            continue;
+                        }
+                    }
                     for chunk in merge::chunks(piece, false) {
                         merges.encode(chunk, byte_ids, self.unknown, out);
                     }

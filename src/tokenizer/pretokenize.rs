@@ -12,6 +12,8 @@ pub enum PreTokenizer {
     /// Qwen2's pattern: single digits, a leading non-letter glued to words, newlines kept
     /// with the punctuation or whitespace before them.
     Qwen2,
+    /// Llama 3's pattern: Qwen2's with numbers in runs of up to three digits.
+    Llama3,
 }
 
 impl PreTokenizer {
@@ -20,8 +22,15 @@ impl PreTokenizer {
             "gpt2" | "default" | "mpt" | "olmo" | "jais" => Some(Self::Gpt2),
             "smollm" | "starcoder" | "refact" | "codeshell" | "command-r" => Some(Self::DigitsThenGpt2),
             "qwen2" => Some(Self::Qwen2),
+            "llama-bpe" | "llama3" => Some(Self::Llama3),
             _ => None,
         }
+    }
+
+    /// Whether a piece the vocabulary holds whole is that token without merging (Llama 3's
+    /// tokenizer.json `ignore_merges`, which llama.cpp ties to this pre-tokenizer).
+    pub fn ignores_merges(&self) -> bool {
+        *self == Self::Llama3
     }
 
     /// Pieces of `text` (slices of it, in order, covering it exactly).
@@ -40,7 +49,8 @@ impl PreTokenizer {
                 }
                 gpt2_split(&text[start..], &mut out);
             }
-            Self::Qwen2 => qwen2_split(text, &mut out),
+            Self::Qwen2 => qwen2_split(text, 1, &mut out),
+            Self::Llama3 => qwen2_split(text, 3, &mut out),
         }
         out
     }
@@ -129,8 +139,9 @@ fn is_newline(c: char) -> bool {
 
 /// The Qwen2 pattern
 /// `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-/// as a scanner trying the alternatives in order.
-fn qwen2_split<'a>(text: &'a str, out: &mut Vec<&'a str>) {
+/// as a scanner trying the alternatives in order; Llama 3's is the same with `\p{N}{1,3}`
+/// (`digits` = 3).
+fn qwen2_split<'a>(text: &'a str, digits: usize, out: &mut Vec<&'a str>) {
     let chars: Vec<(usize, char)> = text.char_indices().collect();
     let byte_at = |i: usize| chars.get(i).map_or(text.len(), |&(b, _)| b);
     let cls = |i: usize| chars.get(i).map(|&(_, c)| class(c));
@@ -155,6 +166,9 @@ fn qwen2_split<'a>(text: &'a str, out: &mut Vec<&'a str>) {
             }
         } else if cls(i) == Some(Class::Number) {
             end = i + 1;
+            while end < i + digits && cls(end) == Some(Class::Number) {
+                end += 1;
+            }
         } else {
             // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
             let body = if c == ' ' { i + 1 } else { i };
@@ -209,6 +223,13 @@ mod tests {
         assert_eq!(p.split("a  \n\n  b"), ["a", "  \n\n", " ", " b"]);
         assert_eq!(p.split("(hello)"), ["(hello", ")"]);
         assert_eq!(p.split("x\t\ty"), ["x", "\t", "\ty"]);
+    }
+
+    #[test]
+    fn llama3_pieces() {
+        let p = PreTokenizer::Llama3;
+        assert_eq!(p.split("in 1234567 ways"), ["in", " ", "123", "456", "7", " ways"]);
+        assert_eq!(p.split("I'LL go.\n\nNext"), ["I", "'LL", " go", ".\n\n", "Next"]);
     }
 
     #[test]

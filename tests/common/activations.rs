@@ -38,13 +38,24 @@ pub fn input() -> anyhow::Result<Input> {
 /// Checks every checkpoint (name, shape, values) against its fixture within `tolerance`, and
 /// the last token's argmax against the reference logits; prints the table of errors.
 pub fn check(input: &Input, got: &[(String, Vec<usize>, Vec<f32>)], vocab: usize, tolerance: f64) -> anyhow::Result<()> {
+    check_in(FIXTURES, input, got, vocab, tolerance)
+}
+
+/// The input of the fixtures in `dir` (input.json and one .npy per checkpoint).
+#[allow(dead_code)] // not every test binary that includes this module reads another folder
+pub fn input_in(dir: &str) -> anyhow::Result<Input> {
+    Ok(serde_json::from_str(&std::fs::read_to_string(format!("{dir}/input.json"))?)?)
+}
+
+/// [`check`] against the fixtures in `dir`.
+pub fn check_in(dir: &str, input: &Input, got: &[(String, Vec<usize>, Vec<f32>)], vocab: usize, tolerance: f64) -> anyhow::Result<()> {
     let names: Vec<&str> = got.iter().map(|(n, _, _)| n.as_str()).collect();
     assert_eq!(names, input.checkpoints.iter().map(String::as_str).collect::<Vec<_>>());
 
     println!("{:<18} {:>12} {:>12} {:>10}", "checkpoint", "max |err|", "max |ref|", "relative");
     let mut first_bad = None;
     for (name, shape, values) in got {
-        let (ref_shape, reference) = read_npy(&Path::new(FIXTURES).join(format!("{name}.npy")))?;
+        let (ref_shape, reference) = read_npy(&Path::new(dir).join(format!("{name}.npy")))?;
         assert_eq!(values.len(), reference.len(), "{name}: {shape:?} vs {ref_shape:?}");
         let max_err = values.iter().zip(&reference).map(|(a, b)| (a - b).abs() as f64).fold(0.0, f64::max);
         let scale = reference.iter().map(|v| v.abs() as f64).fold(0.0, f64::max);
@@ -59,7 +70,7 @@ pub fn check(input: &Input, got: &[(String, Vec<usize>, Vec<f32>)], vocab: usize
     }
     // The last token's prediction agrees too.
     let (_, _, logits) = got.last().expect("logits checkpoint");
-    let (_, reference) = read_npy(&Path::new(FIXTURES).join("logits.npy"))?;
+    let (_, reference) = read_npy(&Path::new(dir).join("logits.npy"))?;
     let argmax = |v: &[f32]| v.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i);
     let last = input.ids.len() - 1;
     assert_eq!(argmax(&logits[last * vocab..]), argmax(&reference[last * vocab..]));

@@ -23,6 +23,11 @@ pub(super) struct Buffers {
     last: GpuTensor,
     last_norm: GpuTensor,
     logits: GpuTensor,
+    /// Only models with per-head q/k norms use these; others hold one value each.
+    q_proj: GpuTensor,
+    k_proj: GpuTensor,
+    /// Only models with post-norms (Gemma 2) use this.
+    post: GpuTensor,
     /// [B, q_dim + 2 * kv_dim]: a stacked Q/K/V projection's output.
     pub qkv: GpuTensor,
     /// [B, 2 * ffn]: a stacked gate/up projection's output.
@@ -56,6 +61,9 @@ impl Buffers {
             last: of(Act::Last, "last")?,
             last_norm: of(Act::LastNorm, "last norm")?,
             logits: of(Act::Logits, "logits")?,
+            q_proj: if c.qk_norm { of(Act::QProj, "q proj")? } else { zeros(ctx, "q proj", &[1])? },
+            k_proj: if c.qk_norm { of(Act::KProj, "k proj")? } else { zeros(ctx, "k proj", &[1])? },
+            post: if c.arch.is_gemma() { of(Act::Post, "post")? } else { zeros(ctx, "post", &[1])? },
             qkv: zeros(ctx, "qkv", &[b, c.q_dim() + 2 * c.kv_dim()])?,
             gate_up: zeros(ctx, "gate_up", &[b, 2 * c.ffn_dim])?,
             ids: ctx.zeros("ids", &[b], DType::U32)?,
@@ -80,6 +88,9 @@ impl Buffers {
             Act::Last => &self.last,
             Act::LastNorm => &self.last_norm,
             Act::Logits => &self.logits,
+            Act::QProj => &self.q_proj,
+            Act::KProj => &self.k_proj,
+            Act::Post => &self.post,
         }
     }
 
@@ -92,7 +103,7 @@ impl Buffers {
     pub fn bytes(&self) -> u64 {
         [
             &self.x, &self.h, &self.q, &self.k, &self.v, &self.attn, &self.o, &self.qkv, &self.gate_up, &self.gate,
-            &self.up, &self.act, &self.down, &self.logits,
+            &self.up, &self.act, &self.down, &self.logits, &self.q_proj, &self.k_proj, &self.post,
         ]
         .iter()
         .map(|t| t.bytes())

@@ -16,8 +16,10 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor};
-use crate::ops::attention::{attention, attention_split, AttentionShape, SPLIT_CHUNK};
-use crate::ops::elementwise::{add_inplace, bias_add, copy, copy_row, silu_mul, silu_mul_pairs};
+use crate::ops::attention::{attention_masked, attention_split_masked, AttentionMask, AttentionShape, SPLIT_CHUNK};
+use crate::ops::elementwise::{
+    add_inplace, bias_add, copy, copy_row, gelu_mul, glu_pairs, scale_inplace, silu_mul, softcap_inplace,
+};
 use crate::ops::norm::{add_rms_norm, rms_norm};
 use crate::ops::qmatmul::{embed, gemv_fused, gemv_fuses, gemv_glu, gemv_int8, matmul, GemvFusion, Precision, QWeight};
 use crate::ops::rope::{rope_store, rope_store_qkv, RopeShape};
@@ -83,8 +85,8 @@ fn alias_last_row(ops: &mut Vec<Op>) {
 enum Projection<'a> {
     /// Q, K and V projections and the RoPE + KV store (4 ops).
     Qkv { layer: usize, x: Act, w: &'a QWeight, bias: Option<&'a GpuTensor>, q: Act },
-    /// Gate and up projections and the SwiGLU (3 ops).
-    GateUp { x: Act, w: &'a QWeight, out: Act },
+    /// Gate and up projections and the gated activation (3 ops).
+    GateUp { x: Act, w: &'a QWeight, gelu: bool, out: Act },
     /// One projection (1 op).
     One { x: Act, w: &'a QWeight, bias: Option<&'a GpuTensor>, out: Act },
 }
@@ -172,6 +174,14 @@ impl<'a> Lower<'a> {
         self.m.buffers.view(self.c(), act, rows)
     }
 
+    /// The RoPE table layer `layer` rotates with.
+    fn rope_table(&self, layer: usize) -> &'a GpuTensor {
+        match &self.m.rope_local {
+            Some((table, _)) if self.c().local_rope(layer) => table,
+            _ => &self.m.rope,
+        }
+    }
+
     /// `act` at this pass's size.
     fn at(&self, act: Act) -> Result<GpuTensor> {
         self.view(act, act.rows(self.t))
@@ -212,6 +222,10 @@ impl<'a> Lower<'a> {
                 (L::QBias, Qkv::Apart { bq, .. }) => bq.as_ref(),
                 (L::KBias, Qkv::Apart { bk, .. }) => bk.as_ref(),
                 (L::VBias, Qkv::Apart { bv, .. }) => bv.as_ref(),
+                (L::PostAttnNorm, _) => l.post_attn_norm.as_ref(),
+                (L::PostFfnNorm, _) => l.post_ffn_norm.as_ref(),
+                (L::QNorm, _) => l.q_norm.as_ref(),
+                (L::KNorm, _) => l.k_norm.as_ref(),
                 _ => None,
             }),
             _ => None,
@@ -233,11 +247,12 @@ impl<'a> Lower<'a> {
                     _ => None,
                 }
             }
-            [Op::Linear { w: Weight::Layer(l, L::Gate), bias: None, x, out: g }, Op::Linear { w: Weight::Layer(lu, L::Up), bias: None, x: xu, out: u }, Op::Glu { act: Activation::Silu, gate, up, out }, ..]
+            [Op::Linear { w: Weight::Layer(l, L::Gate), bias: None, x, out: g }, Op::Linear { w: Weight::Layer(lu, L::Up), bias: None, x: xu, out: u }, Op::Glu { act, gate, up, out }, ..]
                 if l == lu && x == xu && (g, u) == (gate, up) =>
             {
+                let gelu = *act == Activation::GeluTanh;
                 match &layers.get(*l)?.gate_up {
-                    GateUp::Stacked(w) => Some(Projection::GateUp { x: *x, w, out: *out }),
+                    GateUp::Stacked(w) => Some(Projection::GateUp { x: *x, w, gelu, out: *out }),
                     GateUp::Apart { .. } => None,
                 }
             }
@@ -273,12 +288,13 @@ impl<'a> Lower<'a> {
                 let qkv3 = b.qkv.view(&[self.t, c.n_heads + 2 * c.n_kv_heads, c.head_dim])?;
                 let (kc, vc) = (&self.m.k_cache[*layer], &self.m.v_cache[*layer]);
                 let rs = rope_shape(c, &self.m.options, self.t);
-                d.push(rope_store_qkv(ctx, rs, &qkv3, &self.heads(*q, c.n_heads)?, kc, vc, &self.m.rope, &self.m.step).await?);
+                let table = self.rope_table(*layer);
+                d.push(rope_store_qkv(ctx, rs, &qkv3, &self.heads(*q, c.n_heads)?, kc, vc, table, &self.m.step).await?);
             }
-            Projection::GateUp { w, out, .. } => {
+            Projection::GateUp { w, gelu, out, .. } => {
                 let gate_up = b.gate_up.view(&[self.t, 2 * c.ffn_dim])?;
                 d.push(self.product(w, &xv, &gate_up, fusion).await?);
-                d.push(silu_mul_pairs(ctx, &gate_up, &self.at(*out)?).await?);
+                d.push(glu_pairs(ctx, *gelu, &gate_up, &self.at(*out)?).await?);
             }
             Projection::One { w, bias, out, .. } => {
                 let y = self.view(*out, xv.shape[0])?;
@@ -389,6 +405,12 @@ impl<'a> Lower<'a> {
             Op::Norm { kind: NormKind::Rms, x, w, bias: None, group: None, eps, out } => {
                 d.push(rms_norm(ctx, &self.at(*x)?, self.vector(*w)?, &self.at(*out)?, *eps).await?);
             }
+            // Per-group norms (each query or key head): the same kernel over rows of `g`.
+            Op::Norm { kind: NormKind::Rms, x, w, bias: None, group: Some(g), eps, out } if x.width(c) % g == 0 => {
+                let rows = x.rows(self.t) * x.width(c) / g;
+                let (xv, yv) = (m.buffers.of(*x).view(&[rows, *g])?, m.buffers.of(*out).view(&[rows, *g])?);
+                d.push(rms_norm(ctx, &xv, self.vector(*w)?, &yv, *eps).await?);
+            }
             Op::Linear { w, bias, x, out } => {
                 let p = Projection::One { x: *x, w: self.matrix(*w)?, bias: bias.map(|b| self.vector(b)).transpose()?, out: *out };
                 self.project(&p, *x, None, d).await?;
@@ -396,23 +418,30 @@ impl<'a> Lower<'a> {
             Op::RopeStore { layer, q, k, v } => {
                 let rs = rope_shape(c, &m.options, self.t);
                 let (q3, k3, v3) = (self.heads(*q, c.n_heads)?, self.heads(*k, c.n_kv_heads)?, self.heads(*v, c.n_kv_heads)?);
-                d.push(rope_store(ctx, rs, &q3, &k3, &v3, &m.k_cache[*layer], &m.v_cache[*layer], &m.rope, &m.step).await?);
+                let table = self.rope_table(*layer);
+                d.push(rope_store(ctx, rs, &q3, &k3, &v3, &m.k_cache[*layer], &m.v_cache[*layer], table, &m.step).await?);
             }
             Op::Attention { layer, q, out } => {
                 let shape = attention_shape(c, &m.options, self.t);
-                let scale = 1.0 / (c.head_dim as f32).sqrt();
+                let scale = c.attention_scale();
+                let mask = AttentionMask { window: c.window(*layer), softcap: c.attn_softcap };
                 let (q3, a3) = (self.heads(*q, c.n_heads)?, self.heads(*out, c.n_heads)?);
                 let (kc, vc) = (&m.k_cache[*layer], &m.v_cache[*layer]);
                 if self.t == 1 && m.options.split_attention == Some(true) {
                     let b = &m.buffers.partials;
-                    d.extend(attention_split(ctx, shape, &q3, kc, vc, b, &a3, scale, &m.step, SPLIT_CHUNK).await?);
+                    d.extend(attention_split_masked(ctx, shape, mask, &q3, kc, vc, b, &a3, scale, &m.step, SPLIT_CHUNK).await?);
                 } else {
-                    d.push(attention(ctx, shape, &q3, kc, vc, &a3, scale, &m.step).await?);
+                    d.push(attention_masked(ctx, shape, mask, &q3, kc, vc, &a3, scale, &m.step).await?);
                 }
             }
             Op::Glu { act: Activation::Silu, gate, up, out } => {
                 d.push(silu_mul(ctx, &self.at(*gate)?, &self.at(*up)?, &self.at(*out)?).await?);
             }
+            Op::Glu { act: Activation::GeluTanh, gate, up, out } => {
+                d.push(gelu_mul(ctx, &self.at(*gate)?, &self.at(*up)?, &self.at(*out)?).await?);
+            }
+            Op::Scale { x, by } => d.push(scale_inplace(ctx, &self.at(*x)?, *by).await?),
+            Op::SoftCap { x, cap } => d.push(softcap_inplace(ctx, &self.at(*x)?, *cap).await?),
             Op::Add { x, y } => d.push(add_inplace(ctx, &self.at(*x)?, &self.at(*y)?).await?),
             Op::LastRow { x, out } => d.push(copy_row(ctx, &self.at(*x)?, self.t - 1, &self.at(*out)?).await?),
             Op::Sample { logits } => {
@@ -428,7 +457,7 @@ impl<'a> Lower<'a> {
                     cp.tensors.push(dst);
                 }
             }
-            Op::Norm { .. } | Op::Glu { .. } => return Err(unsupported(op)),
+            Op::Norm { .. } => return Err(unsupported(op)),
         }
         Ok(())
     }

@@ -40,20 +40,22 @@ pub struct RopeRing {
 
 impl RopeRing {
     pub fn new(c: &LlamaConfig, max_seq: usize, sinks: usize) -> Self {
-        Self {
-            slots: (0..max_seq).collect(),
-            scratch: vec![0.0; c.rope_dims],
-            max_seq,
-            sinks,
-            dims: c.rope_dims,
-            base: c.rope_base,
-            scaling: c.rope_scaling,
-        }
+        Self::with(c.rope_dims, c.rope_base, c.rope_scaling.clone(), max_seq, sinks)
+    }
+
+    /// The table of the layers that rotate with their own base (Gemma 3's local layers, which
+    /// take no scaling); None where the model has no such layers.
+    pub fn local(c: &LlamaConfig, max_seq: usize, sinks: usize) -> Option<Self> {
+        c.rope_local_base.map(|base| Self::with(c.rope_dims, base, crate::ops::rope::RopeScaling::None, max_seq, sinks))
+    }
+
+    fn with(dims: usize, base: f32, scaling: crate::ops::rope::RopeScaling, max_seq: usize, sinks: usize) -> Self {
+        Self { slots: (0..max_seq).collect(), scratch: vec![0.0; dims], max_seq, sinks, dims, base, scaling }
     }
 
     /// The table every slot starts with: slot p holds position p, [max_seq, rope_dims / 2, 2].
     pub fn table(&self) -> Vec<f32> {
-        rope_table(self.max_seq, self.dims, self.base, self.scaling)
+        rope_table(self.max_seq, self.dims, self.base, &self.scaling)
     }
 
     /// Values per table row.
@@ -69,7 +71,7 @@ impl RopeRing {
         for p in pos..pos + n {
             let slot = ring_slot(p, self.max_seq, self.sinks);
             if self.slots[slot] != p {
-                rope_row(p, self.dims, self.base, self.scaling, &mut self.scratch);
+                rope_row(p, self.dims, self.base, &self.scaling, &mut self.scratch);
                 write(slot, &self.scratch[..row])?;
                 self.slots[slot] = p;
             }

@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, Submitted};
 use crate::ops::rope::step_bytes;
 
-use super::super::graph::{Act, Pass};
+use super::super::graph::{concat_checkpoints, Act, Pass};
 use super::ring::{check_position, pass_len};
 use super::{Checkpoints, Llama};
 
@@ -17,7 +17,11 @@ impl Llama {
     /// Makes the RoPE table's slots for positions `pos .. pos + n` hold those positions' rows.
     fn prepare_rope(&mut self, ctx: &GpuContext, pos: usize, n: usize) -> Result<()> {
         let rope = &self.rope;
-        self.ring.prepare(pos, n, |slot, row| ctx.write_tensor(rope, slot * row.len(), bytemuck::cast_slice(row)))
+        self.ring.prepare(pos, n, |slot, row| ctx.write_tensor(rope, slot * row.len(), bytemuck::cast_slice(row)))?;
+        if let Some((table, ring)) = &mut self.rope_local {
+            ring.prepare(pos, n, |slot, row| ctx.write_tensor(table, slot * row.len(), bytemuck::cast_slice(row)))?;
+        }
+        Ok(())
     }
 
     /// Queues a pass's ids, the step uniform and the RoPE rows it needs. `ids` never crosses
@@ -101,7 +105,7 @@ impl Llama {
         Ok(Ahead { pos, slot, submitted: ctx.submit_step(commands) })
     }
 
-    /// Runs `ids` (at most `max_batch`) from the current position and returns every checkpoint
+    /// Runs `ids` (in passes, as `logits` does) from the current position and returns every checkpoint
     /// as (name, shape, values): embedding, each block's attention output, MLP output and
     /// residual, the final norm and the logits.
     pub async fn checkpoints(&mut self, ctx: &GpuContext, ids: &[u32]) -> Result<Vec<(String, Vec<usize>, Vec<f32>)>> {
@@ -111,11 +115,12 @@ impl Llama {
         for (name, t) in cp.names.into_iter().zip(&cp.tensors) {
             out.push((name, t.shape.clone(), ctx.read_f32(t).await?));
         }
-        Ok(out)
+        Ok(concat_checkpoints(out))
     }
 
     /// Logits for every token of `ids` (appended to the cache), [len, vocab], read back in
-    /// passes of `max_batch`. `capture` snapshots the checkpoints of a single pass.
+    /// passes of `max_batch` (one token at a time past `max_seq`). `capture` snapshots the
+    /// checkpoints of every pass.
     pub async fn logits(
         &mut self,
         ctx: &GpuContext,
@@ -124,12 +129,6 @@ impl Llama {
     ) -> Result<Vec<f32>> {
         self.check_position(ids.len())?;
         self.ahead = None;
-        if capture.is_some() && self.pass_len(ids.len()) < ids.len() {
-            return Err(Error::Model(format!(
-                "a debug pass takes at most {} tokens, within the first {} positions",
-                self.options.max_batch, self.options.max_seq
-            )));
-        }
         let mut out = Vec::with_capacity(ids.len() * self.config.vocab);
         let mut done = 0;
         while done < ids.len() {

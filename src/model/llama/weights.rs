@@ -9,8 +9,14 @@ use crate::ops::qmatmul::QWeight;
 pub struct LayerWeights {
     pub attn_norm: GpuTensor, // [dim]
     pub qkv: Qkv,
+    /// Per-head norms of queries and keys (Qwen3), [head_dim] each.
+    pub q_norm: Option<GpuTensor>,
+    pub k_norm: Option<GpuTensor>,
     pub wo: QWeight,          // [dim, q_dim]
     pub ffn_norm: GpuTensor,  // [dim]
+    /// Norms of the attention and MLP outputs (Gemma 2), [dim] each.
+    pub post_attn_norm: Option<GpuTensor>,
+    pub post_ffn_norm: Option<GpuTensor>,
     pub gate_up: GateUp,
     pub down: QWeight,        // [dim, ffn]
 }
@@ -54,7 +60,9 @@ impl LayerWeights {
             GateUp::Apart { gate, up } => gate.bytes() + up.bytes(),
             GateUp::Stacked(w) => w.bytes(),
         };
-        qkv + gate_up + self.wo.bytes() + self.down.bytes() + self.attn_norm.bytes() + self.ffn_norm.bytes()
+        let extra_norms = [&self.q_norm, &self.k_norm, &self.post_attn_norm, &self.post_ffn_norm];
+        let qk_norm = extra_norms.iter().flat_map(|n| n.as_ref()).map(|n| n.bytes()).sum::<u64>();
+        qkv + gate_up + qk_norm + self.wo.bytes() + self.down.bytes() + self.attn_norm.bytes() + self.ffn_norm.bytes()
     }
 
     /// Stacks Q/K/V (with their biases when all three have one) and gate/up where their formats
@@ -62,6 +70,8 @@ impl LayerWeights {
     /// are released once the copies are queued.
     pub fn stacked(self, ctx: &GpuContext, layer: usize) -> Result<Self> {
         let qkv = match self.qkv {
+            // Normed queries and keys come out of their own products: nothing to stack.
+            apart if self.q_norm.is_some() => apart,
             Qkv::Apart { wq, wk, wv, bq, bk, bv } => {
                 // Stacked only when all three have a bias or none has.
                 let uniform = matches!((&bq, &bk, &bv), (None, None, None) | (Some(_), Some(_), Some(_)));
