@@ -30,19 +30,19 @@ let ready = null;
 
 /** Loads and instantiates the wasm module once; `wasmUrl` overrides where weft_bg.wasm lives.
  * `limits: 'default'` and `features: 'none'` create the device with WebGPU's default limits and
- * no optional features (what every implementation grants). */
+ * no optional features (what every implementation grants). `backend` ('auto', 'webgpu', 'cpu')
+ * is where later loads run. */
 export function init(options = {}) {
   ready ??= initWasm(options.wasmUrl ? { module_or_path: options.wasmUrl } : undefined).catch((e) => {
     ready = null;
     throw toWeftError(e);
   });
   return ready.then(() => {
-    if (options.limits !== undefined || options.features !== undefined) {
-      try {
-        wasm.configureDevice(options.limits, options.features);
-      } catch (e) {
-        throw toWeftError(e);
-      }
+    try {
+      if (options.limits !== undefined || options.features !== undefined) wasm.configureDevice(options.limits, options.features);
+      if (options.backend !== undefined) wasm.configureBackend(String(options.backend));
+    } catch (e) {
+      throw toWeftError(e);
     }
   });
 }
@@ -90,6 +90,12 @@ export async function capabilities() {
     const err = toWeftError(e);
     return { webgpu: false, code: err.code, reason: err.message };
   }
+}
+
+/** The CPU backend's SIMD kernels against their scalar reference on seeded data. */
+export async function cpuSelfTest(seed = 1) {
+  await init();
+  return call(() => wasm.cpuSelfTest(seed));
 }
 
 /** Deletes every cached model range. */

@@ -217,6 +217,16 @@ impl CpuLlama {
         self.history.clear();
     }
 
+    /// Keeps the first `len` tokens of the cache (see `Llama::truncate`).
+    pub fn truncate(&mut self, len: usize) -> bool {
+        if len > self.pos || self.pos > self.options.max_seq {
+            return false;
+        }
+        self.pos = len;
+        self.history.truncate(len);
+        true
+    }
+
     pub fn set_sampling(&mut self, params: &SampleParams) {
         self.sampling = *params;
     }
