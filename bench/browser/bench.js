@@ -43,12 +43,13 @@ window.makePrompts = async ({ model, source, promptLen, count }) => {
   }
 };
 
-async function weft({ model, prompts, gen, maxContext }) {
+/** weft on one backend: 'webgpu' (the engine named `weft`) or 'cpu' (`weft-cpu`). */
+async function weft({ model, prompts, gen, maxContext }, backend) {
   const api = await import('/js/index.js');
   await api.init();
   const caps = await api.capabilities();
   const t0 = performance.now();
-  const m = await api.loadModel(model, { maxContext, cache: false });
+  const m = await api.loadModel(model, { maxContext, cache: false, backend });
   const loadMs = performance.now() - t0;
   const reps = [];
   try {
@@ -66,6 +67,8 @@ async function weft({ model, prompts, gen, maxContext }) {
       const decodeMs = s.tokensPerSecond > 0 ? (s.generatedTokens - 1) * 1000 / s.tokensPerSecond : 0;
       const rep = {
         promptTokens: s.promptTokens,
+        // A prompt sharing a prefix with the last sequence would run only the rest.
+        cachedTokens: s.promptTokens - s.prefillTokens,
         generated: s.generatedTokens,
         ttftMs: s.timeToFirstTokenMs,
         decodeMs,
@@ -73,14 +76,16 @@ async function weft({ model, prompts, gen, maxContext }) {
         pageDecodeMs: end - first,
         text,
       };
-      log(`weft rep ${i}${i === 0 ? ' (warm-up)' : ''}: ${JSON.stringify(rep)}`);
+      log(`weft ${backend} rep ${i}${i === 0 ? ' (warm-up)' : ''}: ${JSON.stringify(rep)}`);
       reps.push(rep);
     }
   } finally {
     await m.dispose();
   }
   return {
-    engine: 'weft',
+    engine: backend === 'cpu' ? 'weft-cpu' : 'weft',
+    backend,
+    cpu: caps.cpu,
     adapter: { backend: caps.backend, name: caps.adapterName, vendor: caps.vendor, architecture: caps.architecture },
     loadMs,
     reps,
@@ -123,7 +128,8 @@ async function wllama({ model, prompts, gen, threads, maxContext }) {
 
 window.bench = async (engine, options) => {
   log(`${engine}: running`);
-  if (engine === 'weft') return weft(options);
+  if (engine === 'weft') return weft(options, 'webgpu');
+  if (engine === 'weft-cpu') return weft(options, 'cpu');
   if (engine === 'wllama') return wllama(options);
   throw new Error(`unknown engine ${engine}`);
 };
