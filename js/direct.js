@@ -1,6 +1,8 @@
 // weft's JavaScript API running in the calling thread (a worker, or a page that accepts being
 // blocked while the GPU is fed). index.js offers the same API backed by a Web Worker.
-import initWasm, * as wasm from '../pkg/weft.js';
+// The wasm module's bindings: pkg/ (one thread) or pkg-threads/ (shared memory and a pool of
+// workers for the CPU backend), chosen in init().
+let wasm = null;
 
 /** An error with a stable `code` (see index.d.ts for the list). */
 export class WeftError extends Error {
@@ -28,12 +30,48 @@ export function toWeftError(e) {
 
 let ready = null;
 
-/** Loads and instantiates the wasm module once; `wasmUrl` overrides where weft_bg.wasm lives.
+/** The threaded build needs shared memory, which a page has only when cross-origin isolated
+ * (COOP/COEP headers); `threads: 1` asks for the single-thread build anyway. */
+function wantsThreads(options) {
+  return options.threads !== 1 && globalThis.crossOriginIsolated === true && typeof SharedArrayBuffer === 'function';
+}
+
+/** Starts `threads - 1` workers that instantiate the threaded module on this one's memory and
+ * join the CPU backend's pool (passes take the ones that have joined). */
+function startPool(glue, threads) {
+  const [module, memory] = glue.sharedModule();
+  for (let i = 1; i < threads; i++) {
+    const w = new Worker(new URL('./cpu-worker.js', import.meta.url), { type: 'module' });
+    w.postMessage({ module, memory });
+  }
+}
+
+async function loadWasm(options) {
+  if (wantsThreads(options)) {
+    const glue = await import('../pkg-threads/weft.js');
+    await glue.default(options.wasmThreadsUrl ? { module_or_path: options.wasmThreadsUrl } : undefined);
+    // A worker may sleep in Atomics.wait while the pool works; a page's main thread may not.
+    glue.cpuMayBlock(typeof globalThis.WorkerGlobalScope !== 'undefined');
+    const cores = globalThis.navigator?.hardwareConcurrency ?? 1;
+    startPool(glue, Math.max(1, Math.min(options.threads ?? cores, 16)));
+    return glue;
+  }
+  const glue = await import('../pkg/weft.js');
+  await glue.default(options.wasmUrl ? { module_or_path: options.wasmUrl } : undefined);
+  return glue;
+}
+
+/** Loads and instantiates the wasm module once: the threaded build where the page is
+ * cross-origin isolated (`threads` threads, default one per core; `threads: 1` takes the
+ * single-thread build), else the single-thread one. `wasmUrl` and `wasmThreadsUrl` override
+ * where each build's weft_bg.wasm lives.
  * `limits: 'default'` and `features: 'none'` create the device with WebGPU's default limits and
  * no optional features (what every implementation grants). `backend` ('auto', 'webgpu', 'cpu')
  * is where later loads run. */
 export function init(options = {}) {
-  ready ??= initWasm(options.wasmUrl ? { module_or_path: options.wasmUrl } : undefined).catch((e) => {
+  ready ??= loadWasm(options).then((glue) => {
+    wasm = glue;
+  }).catch((e) => {
     ready = null;
     throw toWeftError(e);
   });

@@ -66,6 +66,13 @@ export declare class WeftError extends Error {
 export interface InitOptions {
   /** Where weft_bg.wasm is served (default: next to pkg/weft.js). */
   wasmUrl?: string | URL;
+  /** Where the threaded build's weft_bg.wasm is served (default: next to pkg-threads/weft.js). */
+  wasmThreadsUrl?: string | URL;
+  /** Threads of the CPU backend where the page is cross-origin isolated (COOP/COEP: shared
+   * memory), which loads the threaded build and starts threads - 1 pool workers; default one
+   * per core (navigator.hardwareConcurrency, at most 16). 1, or a page without isolation,
+   * loads the single-thread build. */
+  threads?: number;
   /** Where worker.js is served (index.js only; default: next to index.js). */
   workerUrl?: string | URL;
   /** 'default' creates the device with WebGPU's default limits only (a `requiredLimits`-free

@@ -69,7 +69,11 @@ export function init(options = {}) {
       for (const p of pending.values()) p.reject(new WeftError('WORKER', e.message || 'the worker failed'));
       pending.clear();
     };
-    await request('init', { ...(options.wasmUrl ? { wasmUrl: String(options.wasmUrl) } : {}), ...device });
+    const build = {};
+    if (options.wasmUrl) build.wasmUrl = String(options.wasmUrl);
+    if (options.wasmThreadsUrl) build.wasmThreadsUrl = String(options.wasmThreadsUrl);
+    if (options.threads !== undefined) build.threads = options.threads;
+    await request('init', { ...build, ...device });
   })().catch((e) => {
     started = null;
     worker?.terminate();

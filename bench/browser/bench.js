@@ -43,11 +43,17 @@ window.makePrompts = async ({ model, source, promptLen, count }) => {
   }
 };
 
-/** weft on one backend: 'webgpu' (the engine named `weft`) or 'cpu' (`weft-cpu`). */
-async function weft({ model, prompts, gen, maxContext }, backend) {
+/** weft on one backend: 'webgpu' (the engine named `weft`) or 'cpu' with `threads` threads
+ * (`weft-cpu`: the threaded build, as many as wllama has; `weft-cpu-1`: the single-thread one). */
+async function weft({ model, prompts, gen, maxContext }, backend, threads) {
   const api = await import('/js/index.js');
-  await api.init();
-  const caps = await api.capabilities();
+  await api.init(threads ? { threads } : {});
+  let caps = await api.capabilities();
+  // The pool's workers join as they start.
+  for (let i = 0; i < 100 && backend === 'cpu' && caps.cpu.threads < threads; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+    caps = await api.capabilities();
+  }
   const t0 = performance.now();
   const m = await api.loadModel(model, { maxContext, cache: false, backend });
   const loadMs = performance.now() - t0;
@@ -83,7 +89,7 @@ async function weft({ model, prompts, gen, maxContext }, backend) {
     await m.dispose();
   }
   return {
-    engine: backend === 'cpu' ? 'weft-cpu' : 'weft',
+    engine: backend === 'cpu' ? (threads === 1 ? 'weft-cpu-1' : 'weft-cpu') : 'weft',
     backend,
     cpu: caps.cpu,
     adapter: { backend: caps.backend, name: caps.adapterName, vendor: caps.vendor, architecture: caps.architecture },
@@ -129,7 +135,8 @@ async function wllama({ model, prompts, gen, threads, maxContext }) {
 window.bench = async (engine, options) => {
   log(`${engine}: running`);
   if (engine === 'weft') return weft(options, 'webgpu');
-  if (engine === 'weft-cpu') return weft(options, 'cpu');
+  if (engine === 'weft-cpu') return weft(options, 'cpu', options.threads);
+  if (engine === 'weft-cpu-1') return weft(options, 'cpu', 1);
   if (engine === 'wllama') return wllama(options);
   throw new Error(`unknown engine ${engine}`);
 };

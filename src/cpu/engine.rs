@@ -176,7 +176,7 @@ impl CpuLlama {
         let c = &config;
         check_engine(c, weights.layers.len(), options.max_seq, options.max_batch)?;
         let threads = match options.threads {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            0 => super::threads::available(),
             n => n,
         };
         let options = CpuOptions { sinks: options.sinks.min(options.max_seq / 2), threads, ..options };

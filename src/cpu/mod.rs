@@ -11,6 +11,8 @@ mod exec;
 pub mod kernels;
 mod load;
 pub mod matrix;
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+mod pool;
 mod run;
 pub mod selftest;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]

@@ -60,6 +60,37 @@ pub fn configure_backend(name: String) -> Result<(), JsValue> {
     Ok(())
 }
 
+/// Threads a CPU pass has now: this thread and the pool's workers that have joined (1 in the
+/// single-thread build).
+#[wasm_bindgen(js_name = cpuThreads)]
+pub fn cpu_threads() -> usize {
+    crate::cpu::threads::available()
+}
+
+/// The body of one pool worker (threaded build): joins the pool and runs passes' shares until
+/// the worker is terminated. Never returns.
+#[cfg(target_feature = "atomics")]
+#[wasm_bindgen(js_name = cpuWorker)]
+pub fn cpu_worker() {
+    crate::cpu::threads::work()
+}
+
+/// Whether the thread running the model may block in `Atomics.wait` (a worker may, a page's
+/// main thread may not): passes then sleep instead of spinning while they wait for the pool.
+#[cfg(target_feature = "atomics")]
+#[wasm_bindgen(js_name = cpuMayBlock)]
+pub fn cpu_may_block(may: bool) {
+    crate::cpu::threads::set_caller_may_block(may)
+}
+
+/// The compiled module and its shared memory, for the pool's workers to instantiate the same
+/// module on the same memory (threaded build).
+#[cfg(target_feature = "atomics")]
+#[wasm_bindgen(js_name = sharedModule)]
+pub fn shared_module() -> js_sys::Array {
+    [wasm_bindgen::module(), wasm_bindgen::memory()].into_iter().collect()
+}
+
 /// Where a model goes: the shared GPU device, or the CPU (with why, for `auto`).
 pub(crate) enum Target {
     Gpu(Rc<GpuContext>),

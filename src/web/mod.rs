@@ -107,7 +107,8 @@ pub async fn capabilities() -> JsValue {
     let isa = crate::cpu::kernels::Isa::detect();
     let _ = js_sys::Reflect::set(&cpu, &"available".into(), &true.into());
     let _ = js_sys::Reflect::set(&cpu, &"simd".into(), &isa.name().into());
-    let _ = js_sys::Reflect::set(&cpu, &"threads".into(), &JsValue::from_f64(1.0));
+    let threads = crate::cpu::threads::available() as f64;
+    let _ = js_sys::Reflect::set(&cpu, &"threads".into(), &JsValue::from_f64(threads));
     let _ = js_sys::Reflect::set(&value, &"cpu".into(), &cpu);
     value
 }

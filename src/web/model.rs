@@ -183,7 +183,9 @@ async fn load_cpu(url: &str, opts: &LoadOptions) -> crate::Result<(Engine, Token
     if let Some(validator) = reader.cache_validator() {
         super::storage::ensure_room(url, validator, crate::loader::RangeReader::len(&reader)).await?;
     }
-    let options = CpuOptions { max_seq: opts.max_context, threads: 1, ..CpuOptions::default() };
+    // As many threads as the pool has at each pass (workers may still be joining): every pass
+    // takes the ones that have joined.
+    let options = CpuOptions { max_seq: opts.max_context, threads: usize::MAX, ..CpuOptions::default() };
     let (llama, tok) = cpu::open(&reader, options).await?;
     if let Some(f) = &opts.on_progress {
         let done = crate::loader::RangeReader::len(&reader);

@@ -1,27 +1,51 @@
 import { test, expect } from '@playwright/test';
+import { ISOLATED_PORT } from '../../playwright.config';
 
 // The CPU backend in the wasm build: its SIMD128 kernels against the scalar reference in the
-// worker, the backend choice that init() and capabilities() report, and a chat session that
-// keeps its KV cache across turns on each backend.
+// worker (single-thread and threaded builds), the backend choice that init() and capabilities()
+// report, the thread count each kind of page gets, and a chat session that keeps its KV cache
+// across turns on each backend.
 
 const MODEL = '/models/SmolLM2-135M-Instruct.Q4_1.gguf';
 
-test('the SIMD128 kernels match the scalar reference on seeded data in the worker', async ({ page }) => {
-  await page.goto('/harness.html');
-  const reports = await page.evaluate(async () => {
-    const weft = await import('/js/index.js');
-    await weft.init({ backend: 'cpu' });
-    return [await weft.cpuSelfTest(1), await weft.cpuSelfTest(2)];
-  });
-  for (const r of reports) {
-    for (const c of r.checks) {
-      console.log(`${c.isa} ${c.kernel.padEnd(18)} max err ${c.maxErr.toExponential(2)} (tolerance ${c.tolerance.toExponential(2)})`);
+const ISOLATED = `http://127.0.0.1:${ISOLATED_PORT}/harness.html`;
+
+for (const [name, url] of [['single-thread', '/harness.html'], ['threaded', ISOLATED]]) {
+  test(`${name} build: the SIMD128 kernels match the scalar reference on seeded data in the worker`, async ({ page }) => {
+    await page.goto(url);
+    const reports = await page.evaluate(async () => {
+      const weft = await import('/js/index.js');
+      await weft.init({ backend: 'cpu' });
+      return [await weft.cpuSelfTest(1), await weft.cpuSelfTest(2)];
+    });
+    for (const r of reports) {
+      for (const c of r.checks) {
+        console.log(`${c.isa} ${c.kernel.padEnd(18)} max err ${c.maxErr.toExponential(2)} (tolerance ${c.tolerance.toExponential(2)})`);
+      }
+      expect(r.isa).toBe('simd128');
+      // quantize, 4 kernels x 3 formats, dot and axpy at 3 lengths.
+      expect(r.checks.length).toBe(1 + 4 * 3 + 2 * 3);
+      expect(r.checks.filter((c) => !c.ok)).toEqual([]);
     }
-    expect(r.isa).toBe('simd128');
-    // quantize, 4 kernels x 3 formats, dot and axpy at 3 lengths.
-    expect(r.checks.length).toBe(1 + 4 * 3 + 2 * 3);
-    expect(r.checks.filter((c) => !c.ok)).toEqual([]);
-  }
+  });
+}
+
+test('a cross-origin isolated page gets the threaded build and its pool; another one thread', async ({ page }) => {
+  const threads = async () =>
+    page.evaluate(async () => {
+      const weft = await import('/js/index.js');
+      await weft.init({ backend: 'cpu', threads: 2 });
+      let caps = await weft.capabilities();
+      for (let i = 0; i < 100 && caps.cpu.threads < 2; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        caps = await weft.capabilities();
+      }
+      return { isolated: crossOriginIsolated, threads: caps.cpu.threads };
+    });
+  await page.goto(ISOLATED);
+  expect(await threads()).toEqual({ isolated: true, threads: 2 });
+  await page.goto('/harness.html');
+  expect(await threads()).toEqual({ isolated: false, threads: 1 });
 });
 
 test('capabilities() reports both backends and the one init() chose', async ({ page }) => {
