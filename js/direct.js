@@ -53,7 +53,13 @@ async function loadWasm(options) {
     // A worker may sleep in Atomics.wait while the pool works; a page's main thread may not.
     glue.cpuMayBlock(typeof globalThis.WorkerGlobalScope !== 'undefined');
     const cores = globalThis.navigator?.hardwareConcurrency ?? 1;
-    startPool(glue, Math.max(1, Math.min(options.threads ?? cores, 16)));
+    const threads = Math.max(1, Math.min(options.threads ?? cores, 16));
+    startPool(glue, threads);
+    // Passes take the workers that have joined; give them a few seconds to, so that init()
+    // resolves with the pool complete (a worker that never starts only leaves it smaller).
+    for (let waited = 0; glue.cpuThreads() < threads && waited < 5000; waited += 10) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
     return glue;
   }
   const glue = await import('../pkg/weft.js');

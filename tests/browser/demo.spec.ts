@@ -1,4 +1,5 @@
 import { test, expect, type Page } from '@playwright/test';
+import { ISOLATED_PORT } from '../../playwright.config';
 
 // The chat demo (www/index.html) as a user drives it: load the default model, send a prompt, watch
 // the reply stream in, read the figures, stop a long reply, start a new chat. SwiftShader decodes
@@ -135,9 +136,11 @@ test('chat demo on WebGPU: load the default model, stream a reply, figures, stop
 test('chat demo with auto: the CPU here, first token within 2 s of Send, a second turn prefills only its own tokens', async ({ page }) => {
   test.setTimeout(300_000);
   const errors = collectErrors(page);
-  await page.goto('/');
+  // Cross-origin isolated, as scripts/demo.sh serves it: the threaded build.
+  await page.goto(`http://127.0.0.1:${ISOLATED_PORT}/`);
   // SwiftShader is a software adapter: auto takes the CPU backend.
   await expect(page.locator('#auto-state')).toHaveAttribute('data-backend', 'cpu');
+  await expect(page.locator('#auto-state')).toContainText('2 threads');
   await expect(page.locator('#backend')).toHaveValue('auto');
   await page.locator('#max-context').selectOption('512');
   await page.locator('#load').click();
