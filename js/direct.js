@@ -1,6 +1,8 @@
 // weft's JavaScript API running in the calling thread (a worker, or a page that accepts being
 // blocked while the GPU is fed). index.js offers the same API backed by a Web Worker.
-import initWasm, * as wasm from '../pkg/weft.js';
+// The wasm module's bindings: pkg/ (one thread) or pkg-threads/ (shared memory and a pool of
+// workers for the CPU backend), chosen in init().
+let wasm = null;
 
 /** An error with a stable `code` (see index.d.ts for the list). */
 export class WeftError extends Error {
@@ -28,21 +30,63 @@ export function toWeftError(e) {
 
 let ready = null;
 
-/** Loads and instantiates the wasm module once; `wasmUrl` overrides where weft_bg.wasm lives.
+/** The threaded build needs shared memory, which a page has only when cross-origin isolated
+ * (COOP/COEP headers); `threads: 1` asks for the single-thread build anyway. */
+function wantsThreads(options) {
+  return options.threads !== 1 && globalThis.crossOriginIsolated === true && typeof SharedArrayBuffer === 'function';
+}
+
+/** Starts `threads - 1` workers that instantiate the threaded module on this one's memory and
+ * join the CPU backend's pool (passes take the ones that have joined). */
+function startPool(glue, threads) {
+  const [module, memory] = glue.sharedModule();
+  for (let i = 1; i < threads; i++) {
+    const w = new Worker(new URL('./cpu-worker.js', import.meta.url), { type: 'module' });
+    w.postMessage({ module, memory });
+  }
+}
+
+async function loadWasm(options) {
+  if (wantsThreads(options)) {
+    const glue = await import('../pkg-threads/weft.js');
+    await glue.default(options.wasmThreadsUrl ? { module_or_path: options.wasmThreadsUrl } : undefined);
+    // A worker may sleep in Atomics.wait while the pool works; a page's main thread may not.
+    glue.cpuMayBlock(typeof globalThis.WorkerGlobalScope !== 'undefined');
+    const cores = globalThis.navigator?.hardwareConcurrency ?? 1;
+    const threads = Math.max(1, Math.min(options.threads ?? cores, 16));
+    startPool(glue, threads);
+    // Passes take the workers that have joined; give them a few seconds to, so that init()
+    // resolves with the pool complete (a worker that never starts only leaves it smaller).
+    for (let waited = 0; glue.cpuThreads() < threads && waited < 5000; waited += 10) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    return glue;
+  }
+  const glue = await import('../pkg/weft.js');
+  await glue.default(options.wasmUrl ? { module_or_path: options.wasmUrl } : undefined);
+  return glue;
+}
+
+/** Loads and instantiates the wasm module once: the threaded build where the page is
+ * cross-origin isolated (`threads` threads, default one per core; `threads: 1` takes the
+ * single-thread build), else the single-thread one. `wasmUrl` and `wasmThreadsUrl` override
+ * where each build's weft_bg.wasm lives.
  * `limits: 'default'` and `features: 'none'` create the device with WebGPU's default limits and
- * no optional features (what every implementation grants). */
+ * no optional features (what every implementation grants). `backend` ('auto', 'webgpu', 'cpu')
+ * is where later loads run. */
 export function init(options = {}) {
-  ready ??= initWasm(options.wasmUrl ? { module_or_path: options.wasmUrl } : undefined).catch((e) => {
+  ready ??= loadWasm(options).then((glue) => {
+    wasm = glue;
+  }).catch((e) => {
     ready = null;
     throw toWeftError(e);
   });
   return ready.then(() => {
-    if (options.limits !== undefined || options.features !== undefined) {
-      try {
-        wasm.configureDevice(options.limits, options.features);
-      } catch (e) {
-        throw toWeftError(e);
-      }
+    try {
+      if (options.limits !== undefined || options.features !== undefined) wasm.configureDevice(options.limits, options.features);
+      if (options.backend !== undefined) wasm.configureBackend(String(options.backend));
+    } catch (e) {
+      throw toWeftError(e);
     }
   });
 }
@@ -90,6 +134,12 @@ export async function capabilities() {
     const err = toWeftError(e);
     return { webgpu: false, code: err.code, reason: err.message };
   }
+}
+
+/** The CPU backend's SIMD kernels against their scalar reference on seeded data. */
+export async function cpuSelfTest(seed = 1) {
+  await init();
+  return call(() => wasm.cpuSelfTest(seed));
 }
 
 /** Deletes every cached model range. */

@@ -13,6 +13,8 @@
  * - GPU_OOM: the GPU ran out of memory (`needed` bytes), or the model does not fit
  *   `memoryBudgetMB` (`needed`, `available`; checked before any weight is fetched); GPU_LIMIT:
  *   one buffer exceeds a limit
+ * - MEMORY_LIMIT: the CPU backend's model (weights and KV cache, `needed`) exceeds what the
+ *   wasm32 module can address (`available`: 4 GiB); checked before any weight is fetched
  * - DEVICE_LOST: the GPU device was lost; load the model again
  * - UNSUPPORTED: no WebGPU, or an option this build does not support
  * - QUOTA: the browser's storage cannot hold the model's uncached bytes (`needed`, `available`);
@@ -32,6 +34,7 @@ export type ErrorCode =
   | 'CONTEXT_FULL'
   | 'GPU_OOM'
   | 'GPU_LIMIT'
+  | 'MEMORY_LIMIT'
   | 'DEVICE_LOST'
   | 'UNSUPPORTED'
   | 'QUOTA'
@@ -63,6 +66,13 @@ export declare class WeftError extends Error {
 export interface InitOptions {
   /** Where weft_bg.wasm is served (default: next to pkg/weft.js). */
   wasmUrl?: string | URL;
+  /** Where the threaded build's weft_bg.wasm is served (default: next to pkg-threads/weft.js). */
+  wasmThreadsUrl?: string | URL;
+  /** Threads of the CPU backend where the page is cross-origin isolated (COOP/COEP: shared
+   * memory), which loads the threaded build and starts threads - 1 pool workers; default one
+   * per core (navigator.hardwareConcurrency, at most 16). 1, or a page without isolation,
+   * loads the single-thread build. */
+  threads?: number;
   /** Where worker.js is served (index.js only; default: next to index.js). */
   workerUrl?: string | URL;
   /** 'default' creates the device with WebGPU's default limits only (a `requiredLimits`-free
@@ -70,6 +80,10 @@ export interface InitOptions {
   limits?: 'adapter' | 'default';
   /** 'none' requests no optional feature (shader-f16, subgroups, timestamp-query); default 'all'. */
   features?: 'all' | 'none';
+  /** Where models run: 'auto' (default) takes WebGPU on a hardware adapter and the CPU backend
+   * (wasm SIMD128) where there is no adapter or a software one (SwiftShader, llvmpipe);
+   * 'webgpu' only WebGPU (loads reject with UNSUPPORTED without it); 'cpu' only the CPU. */
+  backend?: 'auto' | 'webgpu' | 'cpu';
 }
 
 /** One model file in the Cache API copy. */
@@ -97,7 +111,21 @@ export interface Capabilities {
   architecture: string;
   features: string[];
   limits: Record<string, number>;
+  /** The backend a load would run on now (init's `backend` resolved on this adapter); null
+   * when it would reject (`backend: 'webgpu'` without WebGPU). Set with or without WebGPU. */
+  selectedBackend: 'webgpu' | 'cpu' | null;
+  /** The CPU backend, always available: its kernels' instruction set and its threads. */
+  cpu: { available: true; simd: 'simd128' | 'scalar' | string; threads: number };
   [key: string]: unknown;
+}
+
+/** One CPU kernel of this build against the scalar reference. */
+export interface KernelCheck {
+  isa: string;
+  kernel: string;
+  maxErr: number;
+  tolerance: number;
+  ok: boolean;
 }
 
 export type LoadPhase = 'header' | 'weights' | 'compile' | 'ready';
@@ -132,6 +160,8 @@ export interface LoadOptions {
    * the header, before any weight is fetched; over it, loadModel rejects with GPU_OOM
    * (`needed`, `available` in bytes). No budget: only the device's buffer limits are checked. */
   memoryBudgetMB?: number;
+  /** This load's backend, overriding init's (see InitOptions.backend). */
+  backend?: 'auto' | 'webgpu' | 'cpu';
 }
 
 /** Unknown keys and values out of range are INVALID_ARGUMENT errors naming the option. */
@@ -195,7 +225,12 @@ export interface LoadStats {
 
 export interface Stats {
   load: LoadStats;
+  /** Where the model runs. */
+  backend: 'webgpu' | 'cpu';
   promptTokens: number;
+  /** Prompt tokens the last generation's prompt pass ran: the prompt less the prefix the KV
+   * cache already held from the previous generation (a chat turn extending the last one). */
+  prefillTokens: number;
   timeToFirstTokenMs: number;
   prefillTokensPerSecond: number;
   generatedTokens: number;
@@ -239,6 +274,8 @@ export declare class Model extends EventTarget {
 
 export declare function init(options?: InitOptions): Promise<void>;
 export declare function capabilities(): Promise<Capabilities>;
+/** The CPU backend's SIMD kernels against their scalar reference on `seed`'s data. */
+export declare function cpuSelfTest(seed?: number): Promise<{ isa: string; ok: boolean; checks: KernelCheck[] }>;
 export declare function loadModel(url: string | URL, options?: LoadOptions): Promise<Model>;
 /** Deletes every cached model range. */
 export declare function clearCache(): Promise<boolean>;

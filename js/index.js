@@ -44,11 +44,12 @@ function request(op, args) {
   return send(op, args)[1];
 }
 
-/** `limits` and `features` of init's options, or null when neither is given. */
+/** `limits`, `features` and `backend` of init's options, or null when none is given. */
 function deviceArgs(options) {
   const args = {};
   if (options.limits !== undefined) args.limits = options.limits;
   if (options.features !== undefined) args.features = options.features;
+  if (options.backend !== undefined) args.backend = options.backend;
   return Object.keys(args).length ? args : null;
 }
 
@@ -68,7 +69,11 @@ export function init(options = {}) {
       for (const p of pending.values()) p.reject(new WeftError('WORKER', e.message || 'the worker failed'));
       pending.clear();
     };
-    await request('init', { ...(options.wasmUrl ? { wasmUrl: String(options.wasmUrl) } : {}), ...device });
+    const build = {};
+    if (options.wasmUrl) build.wasmUrl = String(options.wasmUrl);
+    if (options.wasmThreadsUrl) build.wasmThreadsUrl = String(options.wasmThreadsUrl);
+    if (options.threads !== undefined) build.threads = options.threads;
+    await request('init', { ...build, ...device });
   })().catch((e) => {
     started = null;
     worker?.terminate();
@@ -104,6 +109,12 @@ export async function deleteCachedModel(url) {
   const href = absoluteUrl(url);
   await init();
   return request('deleteCachedModel', { url: href });
+}
+
+/** The CPU backend's SIMD kernels against their scalar reference on seeded data, in the worker. */
+export async function cpuSelfTest(seed = 1) {
+  await init();
+  return request('cpuSelfTest', { seed });
 }
 
 /** Bytes of the wasm module's linear memory in the worker. */

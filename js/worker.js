@@ -31,6 +31,7 @@ const ops = {
   capabilities: () => weft.capabilities(),
   clearCache: () => weft.clearCache(),
   wasmMemoryBytes: () => weft.wasmMemoryBytes(),
+  cpuSelfTest: ({ seed }) => weft.cpuSelfTest(seed),
   cachedModels: () => weft.cachedModels(),
   deleteCachedModel: ({ url }) => weft.deleteCachedModel(url),
 

@@ -1,16 +1,38 @@
 #!/usr/bin/env bash
-# Builds the release wasm and its JS bindings into www/pkg.
+# Builds the release wasm and its JS bindings: www/pkg (one thread) and www/pkg-threads (shared
+# memory, for the CPU backend's worker pool in cross-origin isolated pages). `init()` picks one.
+# THREADS=0 builds only the single-thread one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# binaryen from npm (Debian's build produces broken output for this module). The feature flags
+# match what rustc enables by default for wasm32-unknown-unknown, plus SIMD128 (.cargo/config.toml).
+opt() {
+  node_modules/.bin/wasm-opt -O3 --enable-simd "$@" \
+    --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
+    --enable-mutable-globals --enable-reference-types --enable-multivalue
+}
+size() {
+  echo "$1: $(stat -c %s "$2") bytes raw, $(gzip -9 -c "$2" | wc -c) bytes gzipped"
+}
+
 cargo build --release --target wasm32-unknown-unknown --lib
 wasm-bindgen --target web --out-dir www/pkg target/wasm32-unknown-unknown/release/weft.wasm
-# binaryen from npm (Debian's build produces broken output for this module). The feature flags
-# match what rustc enables by default for wasm32-unknown-unknown.
-node_modules/.bin/wasm-opt -O3 \
-  --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
-  --enable-mutable-globals --enable-reference-types --enable-multivalue \
-  www/pkg/weft_bg.wasm -o www/pkg/weft_bg.wasm
-raw=$(stat -c %s www/pkg/weft_bg.wasm)
-gz=$(gzip -9 -c www/pkg/weft_bg.wasm | wc -c)
-echo "wasm: ${raw} bytes raw, ${gz} bytes gzipped"
+opt www/pkg/weft_bg.wasm -o www/pkg/weft_bg.wasm
+size wasm www/pkg/weft_bg.wasm
+
+[ "${THREADS:-1}" = 0 ] && exit 0
+# Shared memory needs std built with atomics: -Z build-std, which RUSTC_BOOTSTRAP=1 allows on the
+# stable toolchain (with `rustup component add rust-src`). The memory may grow to wasm32's 4 GiB
+# (the linker's default maximum for shared memory is 1 GiB). Its own target dir: other flags.
+# The link arguments (shared, imported memory; the TLS symbols wasm-bindgen sets up per thread)
+# go to the final crate only, through `cargo rustc`, so that changing them rebuilds nothing else.
+RUSTC_BOOTSTRAP=1 \
+  CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="-C target-feature=+simd128,+atomics,+bulk-memory" \
+  cargo rustc --release --target wasm32-unknown-unknown --lib --target-dir target/threads -Z build-std=std,panic_abort -- \
+  -C link-arg=--shared-memory -C link-arg=--import-memory -C link-arg=--max-memory=4294967296 \
+  -C link-arg=--export=__wasm_init_tls -C link-arg=--export=__tls_size -C link-arg=--export=__tls_align \
+  -C link-arg=--export=__tls_base
+wasm-bindgen --target web --out-dir www/pkg-threads target/threads/wasm32-unknown-unknown/release/weft.wasm
+opt --enable-threads www/pkg-threads/weft_bg.wasm -o www/pkg-threads/weft_bg.wasm
+size "wasm (threads)" www/pkg-threads/weft_bg.wasm

@@ -9,4 +9,5 @@ bash scripts/setup.sh
 bash scripts/build-wasm.sh
 mkdir -p models
 echo "[demo] chat demo on http://127.0.0.1:${PORT:-8080}/"
-exec node scripts/serve.mjs --root www --mount /js=js --mount /models=models --port "${PORT:-8080}"
+# --coop: cross-origin isolation, so that the CPU backend runs its threaded build.
+exec node scripts/serve.mjs --root www --mount /js=js --mount /models=models --port "${PORT:-8080}" --coop

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Assembles the publishable npm package in dist/npm (the JS API from js/, the wasm and its bindings
-# from www/pkg) and packs it: dist/weft-VERSION.tgz, copied to dist/weft.tgz for the consumer test.
+# from www/pkg and, for cross-origin isolated pages, www/pkg-threads) and packs it: dist/weft-VERSION.tgz, copied to dist/weft.tgz for the consumer test.
 # The root package.json is the development package and stays private.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-[ -f www/pkg/weft_bg.wasm ] || bash scripts/build-wasm.sh
+[ -f www/pkg/weft_bg.wasm ] && [ -f www/pkg-threads/weft_bg.wasm ] || bash scripts/build-wasm.sh
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 
 rm -rf dist/npm
-mkdir -p dist/npm/js dist/npm/pkg
-cp js/index.js js/direct.js js/worker.js js/index.d.ts js/direct.d.ts dist/npm/js/
+mkdir -p dist/npm/js dist/npm/pkg dist/npm/pkg-threads
+cp js/index.js js/direct.js js/worker.js js/cpu-worker.js js/index.d.ts js/direct.d.ts dist/npm/js/
 cp www/pkg/weft.js www/pkg/weft.d.ts www/pkg/weft_bg.wasm www/pkg/weft_bg.wasm.d.ts dist/npm/pkg/
+cp www/pkg-threads/weft.js www/pkg-threads/weft.d.ts www/pkg-threads/weft_bg.wasm www/pkg-threads/weft_bg.wasm.d.ts dist/npm/pkg-threads/
 cp README.md dist/npm/
 
 node - "$version" <<'JS'
@@ -29,12 +30,15 @@ const pkg = {
     '.': { types: './js/index.d.ts', default: './js/index.js' },
     './direct': { types: './js/direct.d.ts', default: './js/direct.js' },
     './worker.js': './js/worker.js',
+    './cpu-worker.js': './js/cpu-worker.js',
     './weft_bg.wasm': './pkg/weft_bg.wasm',
+    './threads/weft_bg.wasm': './pkg-threads/weft_bg.wasm',
     './package.json': './package.json',
   },
   files: [
-    'js/index.js', 'js/direct.js', 'js/worker.js', 'js/index.d.ts', 'js/direct.d.ts',
+    'js/index.js', 'js/direct.js', 'js/worker.js', 'js/cpu-worker.js', 'js/index.d.ts', 'js/direct.d.ts',
     'pkg/weft.js', 'pkg/weft.d.ts', 'pkg/weft_bg.wasm', 'pkg/weft_bg.wasm.d.ts',
+    'pkg-threads/weft.js', 'pkg-threads/weft.d.ts', 'pkg-threads/weft_bg.wasm', 'pkg-threads/weft_bg.wasm.d.ts',
   ],
   sideEffects: false,
   keywords: ['webgpu', 'wasm', 'llm', 'gguf', 'inference', 'quantization'],

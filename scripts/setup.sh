@@ -27,6 +27,11 @@ if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   say "rustup target add wasm32-unknown-unknown"
   rustup target add wasm32-unknown-unknown
 fi
+# The threaded wasm build rebuilds std with atomics (-Z build-std): it needs std's source.
+if ! rustup component list --installed | grep -q '^rust-src'; then
+  say "rustup component add rust-src"
+  rustup component add rust-src
+fi
 
 if ! wasm-bindgen --version 2>/dev/null | grep -q " ${WASM_BINDGEN_VERSION}\$"; then
   say "cargo install wasm-bindgen-cli ${WASM_BINDGEN_VERSION} (a few minutes, once)"

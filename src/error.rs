@@ -89,6 +89,11 @@ pub enum Error {
     #[error("the model needs {needed} bytes for {what} but only {available} are available: {hint}")]
     ModelTooLarge { what: String, needed: u64, available: u64, hint: String },
 
+    /// The CPU backend holds the model in this process's memory; in wasm32 that is at most
+    /// 4 GiB, whatever the machine has.
+    #[error("the model needs {needed} bytes of memory for its weights and KV cache, more than the {limit} bytes this build can address (a wasm32 module addresses at most 4 GiB): use a smaller model or quantization, or a shorter maxContext")]
+    AddressSpace { needed: u64, limit: u64 },
+
     #[error(transparent)]
     Load(#[from] crate::loader::LoadError),
 }

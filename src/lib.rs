@@ -4,6 +4,10 @@
 //! cache; [`ops`] holds one module per kernel family (shape checks, dispatch, CPU reference);
 //! `web` is the only wasm-bindgen facade.
 
+// The threaded wasm build (already on RUSTC_BOOTSTRAP for -Z build-std) parks the CPU
+// backend's pool workers with `memory.atomic.wait32`, whose intrinsics are still unstable.
+#![cfg_attr(all(target_arch = "wasm32", target_feature = "atomics"), feature(stdarch_wasm_atomic_wait))]
+
 pub mod cpu;
 pub mod error;
 pub mod format;

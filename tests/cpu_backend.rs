@@ -102,3 +102,27 @@ fn threads_change_nothing() -> anyhow::Result<()> {
     assert!(runs[0] == runs[1] && runs[1] == runs[2]);
     Ok(())
 }
+
+/// The memory a model needs on the CPU is known from its header, and a model that cannot fit
+/// the address space (4 GiB in wasm32) is refused by name: SmolLM2's KV cache for 2^20
+/// positions alone is 48 GB.
+#[test]
+fn a_model_beyond_the_address_space_is_refused_before_loading() -> anyhow::Result<()> {
+    let reader = NativeSource::open(MODEL)?;
+    let header = pollster::block_on(weft::loader::read_header(&reader))?.header;
+    let (llama, _) = open_cpu(f32_options(64))?;
+    let config = &llama.config;
+    let needed = cpu::memory_needed(&header, config, 64);
+    // What the loaded engine holds (weights, KV cache, activations) is within the header's
+    // bound but for the activations.
+    assert!(needed >= llama.weights.bytes(), "{needed} < {}", llama.weights.bytes());
+    assert!(needed <= llama.bytes(), "{needed} > {}", llama.bytes());
+    let wasm32 = 1u64 << 32;
+    cpu::fits_address_space(needed, wasm32)?;
+    let huge = cpu::memory_needed(&header, config, 1 << 20);
+    match cpu::fits_address_space(huge, wasm32) {
+        Err(e @ weft::Error::AddressSpace { .. }) => assert!(e.to_string().contains("4 GiB"), "{e}"),
+        other => panic!("expected AddressSpace, got {other:?}"),
+    }
+    Ok(())
+}

@@ -28,11 +28,20 @@ function setLoadState(text, kind) {
   $('load-state').dataset.state = kind;
 }
 
+/** Without WebGPU the CPU backend still runs: the WebGPU choice is disabled, auto means CPU. */
 function showNoWebGPU(detail) {
   $('no-webgpu').hidden = false;
-  if (detail) $('no-webgpu-detail').textContent = detail;
+  if (detail) $('no-webgpu-detail').textContent = `${detail} Models run on the CPU backend instead.`;
   $('caps-state').textContent = 'No WebGPU adapter.';
-  setLoadState('Unavailable without WebGPU.', 'error');
+  $('backend').querySelector('option[value="webgpu"]').disabled = true;
+}
+
+/** Which backend `auto` takes here, and why (the rule of init's `backend: 'auto'`). */
+function renderAuto(caps) {
+  const why = !caps.webgpu ? 'no WebGPU adapter' : caps.isSoftware ? 'the adapter is a software one' : 'a hardware adapter';
+  $('auto-state').textContent = `auto runs on ${caps.selectedBackend === 'cpu' ? 'the CPU' : 'WebGPU'} (${why}); ` +
+    `CPU kernels: ${caps.cpu?.simd ?? 'scalar'}, ${caps.cpu?.threads ?? 1} thread${caps.cpu?.threads > 1 ? 's' : ''}.`;
+  $('auto-state').dataset.backend = caps.selectedBackend;
 }
 
 function renderCaps(caps) {
@@ -71,9 +80,14 @@ async function showFigures() {
   if (s.generatedTokens > 0) {
     set('fig-ttft', duration(s.timeToFirstTokenMs));
     set('fig-decode', `${s.tokensPerSecond.toFixed(2)} tok/s`);
-    set('fig-prefill', `${s.prefillTokensPerSecond.toFixed(1)} tok/s (${s.promptTokens} tokens)`);
+    // A turn extending the conversation runs only its new tokens: the rest is in the KV cache.
+    const reused = s.promptTokens - s.prefillTokens;
+    const ran = reused > 0 ? `${s.prefillTokens} new of ${s.promptTokens} tokens` : `${s.promptTokens} tokens`;
+    set('fig-prefill', `${s.prefillTokensPerSecond.toFixed(1)} tok/s (${ran})`);
   }
-  set('fig-gpu', `${mib(s.gpuBytes)} (weights ${mib(s.weightBytes)})`);
+  set('fig-backend', s.backend === 'cpu' ? 'CPU (wasm)' : 'WebGPU');
+  const held = s.backend === 'cpu' ? 'wasm memory' : 'GPU';
+  set('fig-gpu', `${mib(s.backend === 'cpu' ? s.weightBytes : s.gpuBytes)} on ${held} (weights ${mib(s.weightBytes)})`);
   set('fig-load', `${(s.load.loadMs / 1000).toFixed(1)} s`);
   set('fig-wasm', mib(s.wasmMemoryBytes));
   return s;
@@ -133,7 +147,9 @@ async function load(event) {
     }
     setLoadState('Loading…', 'loading');
     const budget = memoryBudgetMB();
+    const backend = $('backend').value;
     const model = await weft.loadModel(url, {
+      backend,
       kv: $('kv').value,
       maxContext: Number($('max-context').value),
       cache: cacheOn,
@@ -151,7 +167,8 @@ async function load(event) {
     state.context = s.contextLength;
     $('cache-state').textContent = cacheText(s.load, cacheOn);
     $('model-name').textContent = url.split('/').pop().split('?')[0];
-    setLoadState(`Ready: ${mib(s.load.fileBytes)} file, ${s.contextLength} positions of context.`, 'ready');
+    const on = s.backend === 'cpu' ? 'the CPU' : 'WebGPU';
+    setLoadState(`Ready on ${on}: ${mib(s.load.fileBytes)} file, ${s.contextLength} positions of context.`, 'ready');
     $('empty-hint').textContent = 'Ask something. Replies stream token by token.';
     setChatEnabled(true);
     $('prompt').focus();
@@ -293,24 +310,20 @@ async function main() {
   $('new-chat').addEventListener('click', newChat);
   $('clear-cache').addEventListener('click', () => clearCache().catch((e) => ($('cache-state').textContent = e.message)));
 
-  if (!navigator.gpu) {
-    showNoWebGPU();
-    return;
-  }
   try {
-    await weft.init();
-    // capabilities() never rejects: without a usable adapter it reports webgpu: false.
+    await weft.init({ backend: 'auto' });
+    // capabilities() never rejects: without a usable adapter it reports webgpu: false, and
+    // the CPU backend in every case.
     const caps = await weft.capabilities();
-    if (!caps.webgpu) {
-      showNoWebGPU(`WebGPU is present but no adapter could be used (${caps.code ?? 'ERROR'}): ${caps.reason}`);
-      return;
-    }
-    renderCaps(caps);
+    renderAuto(caps);
+    if (!navigator.gpu) showNoWebGPU();
+    else if (!caps.webgpu) showNoWebGPU(`WebGPU is present but no adapter could be used (${caps.code ?? 'ERROR'}): ${caps.reason}.`);
+    else renderCaps(caps);
     $('load').disabled = false;
     $('clear-cache').disabled = false;
     setLoadState('Not loaded. Press Load to fetch the model.', 'idle');
   } catch (e) {
-    showNoWebGPU(`WebGPU is present but no adapter could be used (${e.code ?? 'ERROR'}): ${e.message}`);
+    setLoadState(`weft did not start (${e.code ?? 'ERROR'}): ${e.message}`, 'error');
   }
 }
 

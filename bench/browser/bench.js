@@ -43,12 +43,19 @@ window.makePrompts = async ({ model, source, promptLen, count }) => {
   }
 };
 
-async function weft({ model, prompts, gen, maxContext }) {
+/** weft on one backend: 'webgpu' (the engine named `weft`) or 'cpu' with `threads` threads
+ * (`weft-cpu`: the threaded build, as many as wllama has; `weft-cpu-1`: the single-thread one). */
+async function weft({ model, prompts, gen, maxContext }, backend, threads) {
   const api = await import('/js/index.js');
-  await api.init();
-  const caps = await api.capabilities();
+  await api.init(threads ? { threads } : {});
+  let caps = await api.capabilities();
+  // The pool's workers join as they start.
+  for (let i = 0; i < 100 && backend === 'cpu' && caps.cpu.threads < threads; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+    caps = await api.capabilities();
+  }
   const t0 = performance.now();
-  const m = await api.loadModel(model, { maxContext, cache: false });
+  const m = await api.loadModel(model, { maxContext, cache: false, backend });
   const loadMs = performance.now() - t0;
   const reps = [];
   try {
@@ -66,6 +73,8 @@ async function weft({ model, prompts, gen, maxContext }) {
       const decodeMs = s.tokensPerSecond > 0 ? (s.generatedTokens - 1) * 1000 / s.tokensPerSecond : 0;
       const rep = {
         promptTokens: s.promptTokens,
+        // A prompt sharing a prefix with the last sequence would run only the rest.
+        cachedTokens: s.promptTokens - s.prefillTokens,
         generated: s.generatedTokens,
         ttftMs: s.timeToFirstTokenMs,
         decodeMs,
@@ -73,14 +82,16 @@ async function weft({ model, prompts, gen, maxContext }) {
         pageDecodeMs: end - first,
         text,
       };
-      log(`weft rep ${i}${i === 0 ? ' (warm-up)' : ''}: ${JSON.stringify(rep)}`);
+      log(`weft ${backend} rep ${i}${i === 0 ? ' (warm-up)' : ''}: ${JSON.stringify(rep)}`);
       reps.push(rep);
     }
   } finally {
     await m.dispose();
   }
   return {
-    engine: 'weft',
+    engine: backend === 'cpu' ? (threads === 1 ? 'weft-cpu-1' : 'weft-cpu') : 'weft',
+    backend,
+    cpu: caps.cpu,
     adapter: { backend: caps.backend, name: caps.adapterName, vendor: caps.vendor, architecture: caps.architecture },
     loadMs,
     reps,
@@ -123,7 +134,9 @@ async function wllama({ model, prompts, gen, threads, maxContext }) {
 
 window.bench = async (engine, options) => {
   log(`${engine}: running`);
-  if (engine === 'weft') return weft(options);
+  if (engine === 'weft') return weft(options, 'webgpu');
+  if (engine === 'weft-cpu') return weft(options, 'cpu', options.threads);
+  if (engine === 'weft-cpu-1') return weft(options, 'cpu', 1);
   if (engine === 'wllama') return wllama(options);
   throw new Error(`unknown engine ${engine}`);
 };

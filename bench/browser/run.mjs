@@ -1,9 +1,9 @@
-// weft (WebGPU) and wllama (llama.cpp in wasm, CPU threads) on the same GGUF in one headless
-// Chromium run, served with Range and the COOP/COEP headers wllama's threads need.
+// weft (WebGPU, and its CPU backend in wasm) and wllama (llama.cpp in wasm, CPU threads) on the same
+// GGUF in one headless Chromium run, served with Range and the COOP/COEP headers wllama's threads need.
 //
 //   (cd bench/browser && npm install) && bash scripts/build-wasm.sh
 //   node bench/browser/run.mjs [--model models/SmolLM2-135M-Instruct.Q4_1.gguf] [--prompt-len 64]
-//       [--gen 16] [--reps 3] [--threads 2] [--engines weft,wllama] [--port 4180]
+//       [--gen 16] [--reps 3] [--threads 2] [--engines weft,weft-cpu,weft-cpu-1,wllama] [--port 4180]
 //       [--out bench/results/local/browser.json]
 //
 // The protocol of `weft bench` and bench/native/llama_cpp_bench.py, with text instead of random
@@ -30,7 +30,7 @@ const promptLen = Number(opt('--prompt-len', '64'));
 const gen = Number(opt('--gen', '16'));
 const reps = Number(opt('--reps', '3'));
 const threads = Number(opt('--threads', '2'));
-const engines = opt('--engines', 'weft,wllama').split(',');
+const engines = opt('--engines', 'weft,weft-cpu,weft-cpu-1,wllama').split(',');
 const out = opt('--out', 'bench/results/local/browser.json');
 if (!existsSync(model)) throw new Error(`no model file at ${model}`);
 if (!(promptLen >= 1 && gen >= 2 && reps >= 1)) throw new Error('need --prompt-len >= 1, --gen >= 2, --reps >= 1');
@@ -131,8 +131,13 @@ try {
     const started = Date.now();
     let raw;
     try {
-      raw = await page.evaluate(([e, o]) => window.bench(e, o),
+      // A page per engine: weft's module and thread count are chosen once per page (init).
+      const own = await browser.newPage();
+      own.on('console', (m) => { if (m.type() === 'error') console.error(`[page] ${m.text()}`); });
+      await own.goto(`http://127.0.0.1:${port}/bench/index.html`);
+      raw = await own.evaluate(([e, o]) => window.bench(e, o),
         [engine, { model: modelUrl, prompts, gen, threads, maxContext }]);
+      await own.close();
     } catch (e) {
       // One engine failing still leaves the others' figures.
       console.error(`${engine}: ${e.message}`);

@@ -197,7 +197,7 @@ impl CpuLlama {
         let c = &config;
         check_engine(c, weights.layers.len(), options.max_seq, options.max_batch)?;
         let threads = match options.threads {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            0 => super::threads::available(),
             n => n,
         };
         let options = CpuOptions { sinks: options.sinks.min(options.max_seq / 2), threads, ..options };
@@ -239,6 +239,16 @@ impl CpuLlama {
     pub fn reset(&mut self) {
         self.pos = 0;
         self.history.clear();
+    }
+
+    /// Keeps the first `len` tokens of the cache (see `Llama::truncate`).
+    pub fn truncate(&mut self, len: usize) -> bool {
+        if len > self.pos || self.pos > self.options.max_seq {
+            return false;
+        }
+        self.pos = len;
+        self.history.truncate(len);
+        true
     }
 
     pub fn set_sampling(&mut self, params: &SampleParams) {

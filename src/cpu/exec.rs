@@ -79,13 +79,17 @@ impl CpuLlama {
     /// has fed `history` and the RoPE table for it.
     pub(super) fn execute(&mut self, pass: Pass, ids: &[u32]) -> Result<PassOut> {
         let graph = forward(&self.config, pass);
+        let threads = self.options.threads.max(1);
+        // In the browser the pool may still be starting: the threads that have joined.
+        #[cfg(target_arch = "wasm32")]
+        let threads = threads.min(super::threads::available());
         let state = &mut self.state;
         let exec = Exec {
             c: &self.config,
             w: &self.weights,
             isa: self.isa,
             q8: self.options.arithmetic == Arithmetic::Q8,
-            threads: self.options.threads.max(1),
+            threads,
             max_seq: self.options.max_seq,
             sinks: self.options.sinks,
             t: pass.n_tokens,
@@ -100,17 +104,11 @@ impl CpuLlama {
             v: state.v_cache.iter_mut().map(|v| Shared::new(v)).collect(),
             rope: &state.rope,
             rope_local: &state.rope_local,
-            barrier: SpinBarrier::new(self.options.threads.max(1)),
+            barrier: SpinBarrier::new(threads),
             out: Mutex::new(PassOut::default()),
             failed: Mutex::new(None),
         };
-        std::thread::scope(|s| {
-            for tid in 1..exec.threads {
-                let (e, ops) = (&exec, &graph.ops);
-                s.spawn(move || e.worker(tid, ops));
-            }
-            exec.worker(0, &graph.ops);
-        });
+        super::threads::run(exec.threads, &|tid| exec.worker(tid, &graph.ops));
         if let Some(e) = exec.failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
             return Err(e);
         }

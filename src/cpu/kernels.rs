@@ -1,7 +1,7 @@
 //! The CPU backend's inner loops: dot products of one packed weight row with one activation
 //! row, per 32-weight block, and the quantization of activations to 8 bits. Each has a scalar
-//! reference here and a SIMD version per instruction set (`avx2.rs` on x86-64; a
-//! `core::arch::wasm32` simd128 module slots in next to it), picked once at run time by [`Isa`].
+//! reference here and a SIMD version per instruction set (`avx2.rs` on x86-64, `simd128.rs` in
+//! a wasm build with SIMD128), picked once at run time by [`Isa`].
 //!
 //! Two arithmetics: `Q8` quantizes each 32-value block of the activations to i8 with an f32
 //! scale and sums integer products (llama.cpp's scheme: about twice the f32 path's speed);
@@ -55,6 +55,9 @@ pub enum Isa {
     Scalar,
     #[cfg(target_arch = "x86_64")]
     Avx2,
+    /// Compiled in, not detected: a wasm engine without SIMD128 refuses the whole module.
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    Simd128,
 }
 
 impl Isa {
@@ -67,6 +70,9 @@ impl Isa {
         {
             return Isa::Avx2;
         }
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        return Isa::Simd128;
+        #[allow(unreachable_code)]
         Isa::Scalar
     }
 
@@ -84,6 +90,8 @@ impl Isa {
             Isa::Scalar => "scalar",
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => "avx2",
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Isa::Simd128 => "simd128",
         }
     }
 
@@ -94,6 +102,8 @@ impl Isa {
             // SAFETY: `Avx2` is only constructed after detecting AVX2, FMA and F16C.
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => unsafe { super::avx2::quantize(x, out) },
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Isa::Simd128 => super::simd128::quantize(x, out),
         }
     }
 
@@ -104,6 +114,8 @@ impl Isa {
             // SAFETY: as in `quantize`.
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => unsafe { super::avx2::dot_q8(f, row, x) },
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Isa::Simd128 => super::simd128::dot_q8_tile::<1, 1>(f, [row], [x])[0][0],
         }
     }
 
@@ -114,6 +126,8 @@ impl Isa {
             // SAFETY: as in `quantize`.
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => unsafe { super::avx2::dot_q8_rows::<4>(f, rows, x) },
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Isa::Simd128 => super::simd128::dot_q8_tile::<4, 1>(f, rows, [x])[0],
         }
     }
 
@@ -124,6 +138,8 @@ impl Isa {
             // SAFETY: as in `quantize`.
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => unsafe { super::avx2::dot_q8_tile::<4, 2>(f, rows, xs) },
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Isa::Simd128 => super::simd128::dot_q8_tile::<4, 2>(f, rows, xs),
         }
     }
 
@@ -134,6 +150,8 @@ impl Isa {
             // SAFETY: as in `quantize`.
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => unsafe { super::avx2::dot_f32(f, row, x) },
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Isa::Simd128 => super::simd128::dot_f32(f, row, x),
         }
     }
 
@@ -144,6 +162,8 @@ impl Isa {
             // SAFETY: as in `quantize`.
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => unsafe { super::avx2::dot(a, b) },
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Isa::Simd128 => super::simd128::dot(a, b),
         }
     }
 
@@ -154,12 +174,24 @@ impl Isa {
             // SAFETY: as in `quantize`.
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => unsafe { super::avx2::axpy(a, x, y) },
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Isa::Simd128 => super::simd128::axpy(a, x, y),
         }
     }
 }
 
+/// The f16 at `b[at..at + 2]` as f32. Block scales are normal numbers almost always: those
+/// convert with two integer operations (the exponent rebiased from 15 to 127), exactly; zeros,
+/// subnormals, infinities and NaNs take the general conversion. Where the CPU has no f16
+/// instruction (wasm) the general one alone costs about as much as a block's products.
+#[inline]
 pub(crate) fn half_at(b: &[u8], at: usize) -> f32 {
-    f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
+    let h = u16::from_le_bytes([b[at], b[at + 1]]) as u32;
+    let exponent = h & 0x7c00;
+    if exponent != 0 && exponent != 0x7c00 {
+        return f32::from_bits(((h & 0x8000) << 16) | (((h & 0x7fff) + ((127 - 15) << 10)) << 13));
+    }
+    f16::from_bits(h as u16).to_f32()
 }
 
 /// Scalar reference of [`Isa::quantize`]: d = max|x| / 127, q = x / d rounded to nearest even

@@ -22,6 +22,8 @@ pub async fn open<R: RangeReader>(reader: &R, options: CpuOptions) -> Result<(Cp
     crate::model::load::read_rope_freqs(reader, &header, &mut config).await?;
     let weft = weft_entries(&header)?;
     let c = &config;
+    let max_seq = options.max_seq.min(config.context_length).max(1);
+    fits_address_space(memory_needed(&header, c, max_seq), (usize::MAX as u64).saturating_add(1))?;
     let mut infos: HashMap<Part, &TensorInfo> = HashMap::new();
     for t in header.tensors() {
         let name = if weft.contains_key(&t.name) { t.name.trim_end_matches(".weft_q") } else { &t.name };
@@ -103,7 +105,24 @@ pub async fn open<R: RangeReader>(reader: &R, options: CpuOptions) -> Result<(Cp
             false => None,
         },
     };
-    let (max_seq, sinks) = config.kv_window(options.max_seq, options.sinks);
+    let (max_seq, sinks) = config.kv_window(max_seq, options.sinks);
     let engine = CpuOptions { max_seq, sinks, ..options };
     Ok((CpuLlama::new(config, weights, engine)?, tokenizer))
+}
+
+/// Bytes the engine will hold for the model, known from the header before any weight is read:
+/// every tensor as stored (the upper bound of what it keeps packed) and the f32 KV cache.
+pub fn memory_needed(header: &crate::format::ModelHeader, c: &crate::model::LlamaConfig, max_seq: usize) -> u64 {
+    let weights: u64 = header.tensors().iter().map(|t| t.range.end - t.range.start).sum();
+    let kv = 2 * (c.n_layers * c.n_kv_heads * c.head_dim) as u64 * max_seq as u64 * 4;
+    weights + kv
+}
+
+/// A model that cannot fit the address space (4 GiB for wasm32) is refused by name before any
+/// weight is read, rather than failing on an allocation halfway through.
+pub fn fits_address_space(needed: u64, limit: u64) -> Result<()> {
+    if needed > limit {
+        return Err(Error::AddressSpace { needed, limit });
+    }
+    Ok(())
 }

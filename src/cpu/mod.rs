@@ -11,10 +11,15 @@ mod exec;
 pub mod kernels;
 mod load;
 pub mod matrix;
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+mod pool;
 mod run;
+pub mod selftest;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd128;
 #[cfg(test)]
 mod tests;
 pub mod threads;
 
 pub use engine::{Arithmetic, CpuLlama, CpuOptions, CpuWeights, LayerWeights};
-pub use load::open;
+pub use load::{fits_address_space, memory_needed, open};

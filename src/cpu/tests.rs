@@ -127,3 +127,15 @@ fn matrix_products_match_the_decoded_matrix() {
         }
     }
 }
+
+/// The report the wasm build exports (`cpuSelfTest`) passes on this machine's SIMD kernels too,
+/// with every kernel checked for every instruction set beside the scalar one.
+#[test]
+fn the_self_test_report_covers_every_kernel_and_passes() {
+    let report = super::selftest::run(5).unwrap();
+    let failing: Vec<_> = report.checks.iter().filter(|c| !c.ok).collect();
+    assert!(report.ok && failing.is_empty(), "{failing:?}");
+    // quantize, 4 kernels x 3 formats, dot and axpy at 3 lengths, per SIMD instruction set.
+    assert_eq!(report.checks.len(), (Isa::available().len() - 1) * 19);
+    assert_eq!(report.isa, Isa::detect().name());
+}

@@ -33,6 +33,7 @@ impl SpinBarrier {
         if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.n {
             self.arrived.store(0, Ordering::Relaxed);
             self.generation.fetch_add(1, Ordering::Release);
+            unpark(&self.generation);
             return;
         }
         let mut spins = 0u32;
@@ -41,10 +42,34 @@ impl SpinBarrier {
                 std::hint::spin_loop();
                 spins += 1;
             } else {
-                std::thread::yield_now();
+                park(&self.generation, generation);
             }
         }
     }
+}
+
+/// Gives the core away while `word` still holds `seen`: natively a yield; in a wasm build with
+/// shared memory a `memory.atomic.wait32` of at most a millisecond where this thread may block
+/// (a pool worker, or a caller in a worker, see `pool.rs`), else nothing (spinning on). On a
+/// machine with fewer free cores than threads, spinning threads would take the core from the
+/// one that the others wait for.
+fn park(word: &AtomicUsize, seen: usize) {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let _ = (word, seen);
+        std::thread::yield_now();
+    }
+    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+    super::pool::park(word, seen);
+    #[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
+    let _ = (word, seen);
+}
+
+/// Wakes the threads parked on `word`.
+fn unpark(word: &AtomicUsize) {
+    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+    super::pool::unpark(word);
+    let _ = word;
 }
 
 /// A slice that the threads of a pass write in disjoint parts between barriers.
@@ -99,4 +124,47 @@ impl<T: Copy> Shared<'_, T> {
 /// The part of `0..n` thread `tid` of `threads` takes.
 pub fn share(n: usize, tid: usize, threads: usize) -> Range<usize> {
     n * tid / threads..n * (tid + 1) / threads
+}
+
+/// Runs `f(tid)` for every `tid` in `0..threads`, `f(0)` on this thread, and returns when all
+/// are done: scoped OS threads natively, the page's worker pool in a wasm build with shared
+/// memory (`pool.rs`; as many as have joined), and this thread alone in a wasm build without.
+pub fn run(threads: usize, f: &(dyn Fn(usize) + Sync)) {
+    #[cfg(not(target_arch = "wasm32"))]
+    std::thread::scope(|s| {
+        for tid in 1..threads {
+            s.spawn(move || f(tid));
+        }
+        f(0);
+    });
+    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+    super::pool::run(threads, f);
+    #[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
+    {
+        let _ = threads;
+        f(0);
+    }
+}
+
+/// Threads a pass can have: the cores natively, the joined workers plus this thread in a wasm
+/// build with shared memory, one otherwise.
+pub fn available() -> usize {
+    #[cfg(not(target_arch = "wasm32"))]
+    return std::thread::available_parallelism().map_or(1, |n| n.get());
+    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+    return super::pool::available();
+    #[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
+    return 1;
+}
+
+/// A pool worker's life in a wasm build with shared memory (see `pool.rs`). Never returns.
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+pub fn work() -> ! {
+    super::pool::work()
+}
+
+/// Whether the thread that runs passes may block (see `pool.rs`).
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+pub fn set_caller_may_block(may: bool) {
+    super::pool::set_caller_may_block(may)
 }

@@ -196,6 +196,20 @@ impl Llama {
         self.pos = 0;
     }
 
+    /// Keeps the first `len` tokens of the cache, so that a sequence sharing them goes on from
+    /// there. False (nothing changed) when the cache does not hold them as positions
+    /// `0..len`: past `max_seq` the ring has overwritten slots.
+    pub fn truncate(&mut self, len: usize) -> bool {
+        if len > self.pos || self.pos > self.options.max_seq {
+            return false;
+        }
+        // A step queued ahead wrote only the position after the sequence, which the next pass
+        // overwrites.
+        self.ahead = None;
+        self.pos = len;
+        true
+    }
+
     /// GPU bytes held: weights, KV cache and activations.
     pub fn gpu_bytes(&self) -> u64 {
         let caches: u64 = self.k_cache.iter().chain(&self.v_cache).map(|t| t.bytes()).sum();

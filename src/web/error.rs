@@ -24,6 +24,7 @@ pub fn code(e: &Error) -> &'static str {
         Error::Format(_) | Error::BadConfig { .. } | Error::MissingTensor { .. } | Error::TensorShape { .. } => "FORMAT",
         Error::UnsupportedModel { .. } => "UNSUPPORTED",
         Error::ModelTooLarge { .. } => "GPU_OOM",
+        Error::AddressSpace { .. } => "MEMORY_LIMIT",
         Error::Tokenizer(_) => "TOKENIZER",
         Error::ContextFull { .. } => "CONTEXT_FULL",
         Error::Model(_) | Error::Shape { .. } => "MODEL",
@@ -46,6 +47,11 @@ pub fn to_js(e: &Error) -> JsValue {
         Error::Load(LoadError::Aborted { url } | LoadError::Changed { url, .. }) => (url, 0, 0, None),
         Error::OutOfMemory { needed, .. } => {
             set(&err, "needed", JsValue::from_f64(*needed as f64));
+            return err;
+        }
+        Error::AddressSpace { needed, limit } => {
+            set(&err, "needed", JsValue::from_f64(*needed as f64));
+            set(&err, "available", JsValue::from_f64(*limit as f64));
             return err;
         }
         Error::ModelTooLarge { needed, available, .. } => {

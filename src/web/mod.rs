@@ -7,6 +7,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::gpu::{BackendChoice, Capabilities, GpuContext};
 
+mod backend;
 mod device;
 mod error;
 mod model;
@@ -85,14 +86,38 @@ pub async fn capabilities() -> JsValue {
     };
     // `shared_context` checks navigator.gpu first (absent or null: UNSUPPORTED), then asks for
     // an adapter and a device with the options of `init()`.
-    match shared_context().await {
+    let (value, software) = match shared_context().await {
         Ok(ctx) => {
             let value = serde_wasm_bindgen::to_value(ctx.capabilities()).unwrap_or_else(|_| js_sys::Object::new().into());
             let _ = js_sys::Reflect::set(&value, &"webgpu".into(), &true.into());
-            value
+            (value, ctx.capabilities().is_software)
         }
-        Err(e) => unavailable(error::code(&e), &e.to_string()),
-    }
+        Err(e) => (unavailable(error::code(&e), &e.to_string()), true),
+    };
+    let webgpu = js_sys::Reflect::get(&value, &"webgpu".into()).ok().and_then(|v| v.as_bool()).unwrap_or(false);
+    // The backend a load would run on now; null where it would reject (`webgpu` without one).
+    let backend = match backend::chosen() {
+        backend::Choice::Cpu => JsValue::from("cpu"),
+        backend::Choice::WebGpu if webgpu => JsValue::from("webgpu"),
+        backend::Choice::WebGpu => JsValue::NULL,
+        backend::Choice::Auto => JsValue::from(if webgpu && !software { "webgpu" } else { "cpu" }),
+    };
+    let _ = js_sys::Reflect::set(&value, &"selectedBackend".into(), &backend);
+    let cpu = js_sys::Object::new();
+    let isa = crate::cpu::kernels::Isa::detect();
+    let _ = js_sys::Reflect::set(&cpu, &"available".into(), &true.into());
+    let _ = js_sys::Reflect::set(&cpu, &"simd".into(), &isa.name().into());
+    let threads = crate::cpu::threads::available() as f64;
+    let _ = js_sys::Reflect::set(&cpu, &"threads".into(), &JsValue::from_f64(threads));
+    let _ = js_sys::Reflect::set(&value, &"cpu".into(), &cpu);
+    value
+}
+
+/// Every SIMD kernel of the CPU backend in this build against its scalar reference on
+/// `seed`'s data: `{ isa, ok, checks: [{ isa, kernel, maxErr, tolerance, ok }] }`.
+#[wasm_bindgen(js_name = cpuSelfTest)]
+pub fn cpu_self_test(seed: u32) -> Result<JsValue, JsError> {
+    Ok(serde_wasm_bindgen::to_value(&crate::cpu::selftest::run(seed as u64)?)?)
 }
 
 /// Multiplies `a` [m, k] by `b` [k, n] with the GPU's tiled matmul and returns the f32 result,

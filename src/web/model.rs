@@ -10,12 +10,15 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::future_to_promise;
 
+use super::backend::{self, Engine, Target};
 use super::error::{from_js_error, js_error, to_js};
 use super::options::{self, LoadOptions};
+use crate::cpu::{self, CpuOptions};
 use crate::gpu::GpuContext;
 use crate::loader::web::{FetchStats, WebReader};
 use crate::loader::LoadError;
 use crate::model::{self, EngineOptions, Llama, Progress, WeightOptions};
+use crate::ops::sample::SampleParams;
 use crate::tokenizer::chat::Message;
 use crate::tokenizer::{TextStream, Tokenizer};
 use crate::Error;
@@ -58,15 +61,21 @@ struct LoadStats {
 #[serde(rename_all = "camelCase")]
 struct GenerationStats {
     prompt_tokens: usize,
+    /// Tokens the prompt pass ran: the prompt less the prefix already in the KV cache.
+    prefill_tokens: usize,
     time_to_first_token_ms: f64,
     generated_tokens: usize,
     decode_ms: f64,
 }
 
 struct Session {
-    ctx: Rc<GpuContext>,
-    llama: Llama,
+    engine: Engine,
     tok: Tokenizer,
+    /// The tokens in the KV cache, in order: a prompt that starts with some of them runs only
+    /// the rest.
+    cached: Vec<u32>,
+    /// The last token sampled, not yet in the cache (the next step feeds it).
+    last: u32,
     stream: TextStream,
     load: LoadStats,
     gen: GenerationStats,
@@ -81,7 +90,7 @@ struct Chunk {
     done: bool,
 }
 
-/// A loaded language model on the GPU.
+/// A loaded language model, on the GPU or the CPU.
 #[wasm_bindgen]
 pub struct Model {
     inner: Rc<RefCell<Session>>,
@@ -94,16 +103,22 @@ pub struct Model {
 pub async fn load_model(url: String, options: JsValue) -> Result<Model, JsValue> {
     let opts = LoadOptions::parse(&options)?;
     let started = now_ms();
-    let ctx = super::shared_context().await.map_err(|e| to_js(&e))?;
+    let target = backend::resolve(opts.backend.unwrap_or_else(backend::chosen)).await.map_err(|e| to_js(&e))?;
     let mut changed = 0;
-    let (llama, tok, reader, peak) = loop {
-        match load_once(&ctx, &url, &opts).await {
+    let (engine, tok, reader, peak) = loop {
+        let loaded = match &target {
+            Target::Gpu(ctx) => load_once(ctx, &url, &opts)
+                .await
+                .map(|(llama, tok, r, p)| (Engine::Gpu { ctx: ctx.clone(), llama: Box::new(llama) }, tok, r, p)),
+            Target::Cpu => load_cpu(&url, &opts).await,
+        };
+        match loaded {
             Err(Error::Load(LoadError::Changed { .. })) if changed == 0 => changed += 1,
             Err(e) => return Err(to_js(&e)),
             Ok(loaded) => break loaded,
         }
     };
-    ctx.check().map_err(|e| to_js(&e))?;
+    engine.check().map_err(|e| to_js(&e))?;
     let load = LoadStats {
         url,
         file_bytes: crate::loader::RangeReader::len(&reader),
@@ -112,7 +127,15 @@ pub async fn load_model(url: String, options: JsValue) -> Result<Model, JsValue>
         reloaded_after_change: changed > 0,
         peak_wasm_memory_bytes: peak.max(wasm_memory_bytes()),
     };
-    let session = Session { ctx, llama, tok, stream: TextStream::default(), load, gen: GenerationStats::default() };
+    let session = Session {
+        engine,
+        tok,
+        cached: Vec::new(),
+        last: 0,
+        stream: TextStream::default(),
+        load,
+        gen: GenerationStats::default(),
+    };
     Ok(Model { inner: Rc::new(RefCell::new(session)) })
 }
 
@@ -153,6 +176,31 @@ async fn load_once(
     }
 }
 
+/// One load onto the CPU backend: every weight read into wasm memory in its stored format,
+/// one progress event (phase `ready`) at the end.
+async fn load_cpu(url: &str, opts: &LoadOptions) -> crate::Result<(Engine, Tokenizer, WebReader, f64)> {
+    let reader = WebReader::open(url, opts.web.clone()).await?;
+    if let Some(validator) = reader.cache_validator() {
+        super::storage::ensure_room(url, validator, crate::loader::RangeReader::len(&reader)).await?;
+    }
+    // As many threads as the pool has at each pass (workers may still be joining): every pass
+    // takes the ones that have joined.
+    let options = CpuOptions { max_seq: opts.max_context, threads: usize::MAX, ..CpuOptions::default() };
+    let (llama, tok) = cpu::open(&reader, options).await?;
+    if let Some(f) = &opts.on_progress {
+        let done = crate::loader::RangeReader::len(&reader);
+        let event = js_sys::Object::new();
+        for (key, value) in [("phase", JsValue::from("ready")), ("step", 1.into()), ("steps", 1.into())] {
+            let _ = Reflect::set(&event, &key.into(), &value);
+        }
+        let _ = Reflect::set(&event, &"bytesLoaded".into(), &JsValue::from_f64(done as f64));
+        let _ = Reflect::set(&event, &"bytesTotal".into(), &JsValue::from_f64(done as f64));
+        let _ = Reflect::set(&event, &"wasmMemoryBytes".into(), &JsValue::from_f64(wasm_memory_bytes()));
+        let _ = f.call1(&JsValue::NULL, &event);
+    }
+    Ok((Engine::Cpu(Box::new(llama)), tok, reader, wasm_memory_bytes()))
+}
+
 /// The file's size: an upper bound on its weights, for an out-of-memory message before the
 /// model was complete.
 fn reader_weights(reader: &WebReader) -> u64 {
@@ -178,7 +226,7 @@ where
     future_to_promise(async move {
         let mut guard = inner.try_borrow_mut().map_err(|_| busy())?;
         let session = &mut *guard;
-        if let Some(reason) = session.ctx.lost_reason() {
+        if let Some(reason) = session.engine.lost_reason() {
             return Err(to_js(&Error::DeviceLost(reason)));
         }
         f(session).await
@@ -193,30 +241,48 @@ fn to_value<T: Serialize>(value: &T) -> Result<JsValue, JsValue> {
 fn chunk(s: &mut Session, token: u32) -> Result<JsValue, JsValue> {
     // The sampler answers u32::MAX when it had no distribution to draw from (NaN logits): a
     // model error, never a token id.
-    if token as usize >= s.llama.config.vocab {
+    if token as usize >= s.engine.vocab() {
         return Err(to_js(&Error::Model(format!(
             "the sampler returned no token (id {token:#x} for a vocabulary of {}): the logits were not finite",
-            s.llama.config.vocab
+            s.engine.vocab()
         ))));
     }
+    s.last = token;
     let text = s.stream.push(&s.tok, token).map_err(|e| to_js(&e))?;
     let done = Some(token) == s.tok.eos;
     to_value(&Chunk { token, text, done })
 }
 
-/// Runs `ids` from an empty sequence with `params` and answers the first chunk.
-async fn start(s: &mut Session, ids: Vec<u32>, params: &crate::ops::sample::SampleParams) -> Result<JsValue, JsValue> {
+/// Tokens of `ids` the cache already holds as its first positions: the common prefix with
+/// `cached`, less one so that the prompt pass has a token to sample after.
+fn reusable(cached: &[u32], ids: &[u32]) -> usize {
+    let common = cached.iter().zip(ids).take_while(|(a, b)| a == b).count();
+    common.min(ids.len().saturating_sub(1))
+}
+
+/// Runs `ids` with `params` and answers the first chunk. The prefix `ids` shares with the
+/// sequence in the KV cache is kept and only the rest runs (a chat turn extending the last
+/// one); any other prompt starts from an empty cache.
+async fn start(s: &mut Session, ids: Vec<u32>, params: &SampleParams) -> Result<JsValue, JsValue> {
     let started = now_ms();
-    let context = s.llama.options.max_seq;
+    let context = s.engine.max_seq();
     if ids.len() > context {
         return Err(to_js(&Error::ContextFull { tokens: ids.len(), context }));
     }
-    s.llama.reset();
+    let mut keep = reusable(&s.cached, &ids);
+    if !s.engine.truncate(keep) {
+        keep = 0;
+        s.engine.reset();
+    }
+    // Until the pass succeeds the cache holds only the kept prefix.
+    s.cached.truncate(keep);
     s.stream = TextStream::default();
-    s.llama.set_sampling(&s.ctx, params);
-    let first = s.llama.prefill(&s.ctx, &ids).await.map_err(|e| to_js(&e))?;
+    s.engine.set_sampling(params);
+    let first = s.engine.prefill(&ids[keep..]).await.map_err(|e| to_js(&e))?;
+    s.cached = ids;
     s.gen = GenerationStats {
-        prompt_tokens: ids.len(),
+        prompt_tokens: s.cached.len(),
+        prefill_tokens: s.cached.len() - keep,
         time_to_first_token_ms: now_ms() - started,
         generated_tokens: 1,
         decode_ms: 0.0,
@@ -227,7 +293,8 @@ async fn start(s: &mut Session, ids: Vec<u32>, params: &crate::ops::sample::Samp
 #[wasm_bindgen]
 impl Model {
     /// Starts a generation: encodes `prompt` (special tokens parsed), runs it, and resolves to
-    /// the first chunk. Forgets any earlier sequence. A prompt longer than the context is a
+    /// the first chunk. Of the earlier sequence only the prefix it shares with this prompt is
+    /// kept (its KV cache is reused; `stats().prefillTokens` counts what ran). A prompt longer than the context is a
     /// CONTEXT_FULL error; generation past the context goes on over the sliding window.
     pub fn begin(&self, prompt: String, options: JsValue) -> Promise {
         let params = options::sampling(&options);
@@ -264,7 +331,8 @@ impl Model {
                     return Err(js_error("INVALID_STATE", "call begin() before next()"));
                 }
                 let started = now_ms();
-                let token = s.llama.step(&s.ctx).await.map_err(|e| to_js(&e))?;
+                let token = s.engine.step().await.map_err(|e| to_js(&e))?;
+                s.cached.push(s.last);
                 s.gen.decode_ms += now_ms() - started;
                 s.gen.generated_tokens += 1;
                 chunk(s, token)
@@ -312,9 +380,10 @@ impl Model {
     pub fn checkpoints(&self, ids: Vec<u32>) -> Promise {
         run(&self.inner, move |s| {
             Box::pin(async move {
-                s.llama.reset();
-                let got = s.llama.checkpoints(&s.ctx, &ids).await.map_err(|e| to_js(&e))?;
-                s.llama.reset();
+                s.engine.reset();
+                s.cached.clear();
+                let got = s.engine.checkpoints(&ids).await.map_err(|e| to_js(&e))?;
+                s.engine.reset();
                 let out = js_sys::Array::new();
                 for (name, shape, values) in got {
                     let entry = js_sys::Object::new();
@@ -336,14 +405,16 @@ impl Model {
         let decode_tokens = g.generated_tokens.saturating_sub(1);
         let stats = Stats {
             load: s.load.clone(),
+            backend: s.engine.name(),
             prompt_tokens: g.prompt_tokens,
+            prefill_tokens: g.prefill_tokens,
             time_to_first_token_ms: g.time_to_first_token_ms,
-            prefill_tokens_per_second: rate(g.prompt_tokens, g.time_to_first_token_ms),
+            prefill_tokens_per_second: rate(g.prefill_tokens, g.time_to_first_token_ms),
             generated_tokens: g.generated_tokens,
             tokens_per_second: rate(decode_tokens, g.decode_ms),
-            gpu_bytes: s.llama.gpu_bytes(),
-            weight_bytes: s.llama.weights.bytes(),
-            context_length: s.llama.options.max_seq,
+            gpu_bytes: match s.engine { Engine::Gpu { .. } => s.engine.bytes(), Engine::Cpu(_) => 0 },
+            weight_bytes: s.engine.weight_bytes(),
+            context_length: s.engine.max_seq(),
             wasm_memory_bytes: wasm_memory_bytes(),
         };
         to_value(&stats)
@@ -358,7 +429,7 @@ impl Model {
     /// Why the GPU device was lost, or undefined while it works.
     #[wasm_bindgen(js_name = deviceLost)]
     pub fn device_lost(&self) -> Option<String> {
-        self.inner.try_borrow().ok().and_then(|s| s.ctx.lost_reason())
+        self.inner.try_borrow().ok().and_then(|s| s.engine.lost_reason())
     }
 
     /// Destroys the GPU device as a driver reset would (for testing recovery): later calls
@@ -366,7 +437,7 @@ impl Model {
     #[wasm_bindgen(js_name = destroyDevice)]
     pub fn destroy_device(&self) -> Result<(), JsValue> {
         let s = self.inner.try_borrow().map_err(|_| busy())?;
-        s.ctx.destroy_device();
+        s.engine.destroy_device();
         Ok(())
     }
 }
@@ -375,7 +446,10 @@ impl Model {
 #[serde(rename_all = "camelCase")]
 struct Stats {
     load: LoadStats,
+    /// "webgpu" or "cpu".
+    backend: &'static str,
     prompt_tokens: usize,
+    prefill_tokens: usize,
     time_to_first_token_ms: f64,
     prefill_tokens_per_second: f64,
     generated_tokens: usize,

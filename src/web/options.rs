@@ -10,7 +10,7 @@ use crate::loader::web::WebOptions;
 use crate::model::KvFormat;
 use crate::ops::sample::SampleParams;
 
-/// Keys `loadModel` accepts. `backend`, `quantize` and `task` belong to
+/// Keys `loadModel` accepts. `quantize` and `task` belong to
 /// features that read them themselves; here they are only known, so that passing them is not
 /// a mistake.
 pub const LOAD_KEYS: &[&str] = &[
@@ -89,6 +89,8 @@ pub struct LoadOptions {
     pub kv: KvFormat,
     /// The most the model may occupy on the GPU (weights, KV cache, activations), in MB.
     pub memory_budget_mb: Option<u64>,
+    /// This load's backend; None: the one `init()` chose.
+    pub backend: Option<super::backend::Choice>,
 }
 
 impl LoadOptions {
@@ -129,7 +131,17 @@ impl LoadOptions {
         let memory_budget_mb =
             number(options, "memoryBudgetMB", "a positive finite number of MB", |n| n.is_finite() && n > 0.0)?
                 .map(|n| n.ceil() as u64);
-        Ok(Self { on_progress, web, max_context, kv, memory_budget_mb })
+        let backend = match field(options, "backend") {
+            None => None,
+            Some(v) => {
+                let name = v.as_string().unwrap_or_default();
+                let choice = super::backend::Choice::parse(&name);
+                Some(choice.ok_or_else(|| {
+                    invalid(&format!("option 'backend' is {}; use {}", describe(&v), super::backend::Choice::NAMES))
+                })?)
+            }
+        };
+        Ok(Self { on_progress, web, max_context, kv, memory_budget_mb, backend })
     }
 }
 

@@ -39,7 +39,7 @@ test('worker API: break, abort and bad options never leave the model busy', asyn
       out.futureKeys = await code(
         weft.loadModel('/models/missing.gguf', { cache: false, backend: 'webgpu', quantize: 'q4', memoryBudgetMB: 512, task: 'chat' } as never),
       );
-      const m = await weft.loadModel(`${model}?t=misuse`, { maxContext: 32 });
+      const m = await weft.loadModel(`${model}?t=misuse`, { backend: 'webgpu', maxContext: 32 });
       const prompt = 'hello world';
       out.reference = await drain(m.generate(prompt, { maxTokens: 3 }));
       // break, then at once another generation.
@@ -134,7 +134,7 @@ test('in-thread API: an iterator dropped without return() does not keep the mode
         return `${err.code}: ${err.message}`;
       }
     };
-    const m = await weft.loadModel(`${model}?t=misuse-direct`, { maxContext: 32 });
+    const m = await weft.loadModel(`${model}?t=misuse-direct`, { backend: 'webgpu', maxContext: 32 });
     const prompt = 'hello world';
     const ids = async (it: AsyncIterable<{ token: number }>) => {
       const out = [];

@@ -21,12 +21,13 @@ test('chat, streaming, stats, aborts and a lost device through the worker API', 
         return { code: err.code, message: err.message, isError: e instanceof Error, name: err.name };
       }
     };
-    const badKv = await caught(weft.loadModel(`${model}?t=api`, { kv: 'q4' as 'f32' }));
+    const badKv = await caught(weft.loadModel(`${model}?t=api`, { backend: 'webgpu', kv: 'q4' as 'f32' }));
     const missing = await caught(weft.loadModel('/models/missing.gguf', { cache: false }));
     // Aborting a load in the worker from the page.
     const loadController = new AbortController();
     const abortedLoad = await caught(
       weft.loadModel(`${model}?t=api-abort`, {
+        backend: 'webgpu',
         cache: false,
         signal: loadController.signal,
         onProgress: (p) => p.phase === 'weights' && p.step >= 3 && loadController.abort(),
@@ -35,6 +36,7 @@ test('chat, streaming, stats, aborts and a lost device through the worker API', 
     const phases = new Set<string>();
     let lastProgress = null;
     const m = await weft.loadModel(`${model}?t=api`, {
+      backend: 'webgpu',
       kv: 'f32',
       maxContext: 128,
       onProgress: (p) => {
@@ -76,7 +78,7 @@ test('chat, streaming, stats, aborts and a lost device through the worker API', 
       })(),
     );
     await m.dispose();
-    const again = await weft.loadModel(`${model}?t=api`, { maxContext: 64 });
+    const again = await weft.loadModel(`${model}?t=api`, { backend: 'webgpu', maxContext: 64 });
     const ids = [];
     for await (const c of again.generate('The capital of France is', { maxTokens: 2 })) ids.push(c.token);
     await again.dispose();

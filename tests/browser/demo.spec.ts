@@ -1,4 +1,5 @@
 import { test, expect, type Page } from '@playwright/test';
+import { ISOLATED_PORT } from '../../playwright.config';
 
 // The chat demo (www/index.html) as a user drives it: load the default model, send a prompt, watch
 // the reply stream in, read the figures, stop a long reply, start a new chat. SwiftShader decodes
@@ -31,7 +32,7 @@ async function watchTexts(page: Page, name: string, selector: string) {
 const seenTexts = (page: Page, name: string) =>
   page.evaluate((n) => (window as unknown as Record<string, string[]>)[n], name);
 
-test('chat demo: load the default model, stream a reply, figures, stop and new chat', async ({ page }) => {
+test('chat demo on WebGPU: load the default model, stream a reply, figures, stop and new chat', async ({ page }) => {
   test.setTimeout(600_000);
   const errors = collectErrors(page);
   await page.goto('/');
@@ -52,6 +53,8 @@ test('chat demo: load the default model, stream a reply, figures, stop and new c
       last = now;
     }, 20);
   });
+  // This machine's adapter is SwiftShader, where auto picks the CPU: ask for the GPU.
+  await page.locator('#backend').selectOption('webgpu');
   await page.locator('#max-context').selectOption('512');
   await watchTexts(page, 'progressTexts', '#progress-text');
   await page.locator('#load').click();
@@ -63,7 +66,8 @@ test('chat demo: load the default model, stream a reply, figures, stop and new c
   await expect(page.locator('#load-state')).toContainText('512 positions');
   // A fresh browser profile has nothing cached.
   await expect(page.locator('#cache-state')).toContainText('cold');
-  await expect(page.locator('#fig-gpu')).toHaveText(/^\d+\.\d MiB \(weights \d+\.\d MiB\)$/);
+  await expect(page.locator('#fig-gpu')).toHaveText(/^\d+\.\d MiB on GPU \(weights \d+\.\d MiB\)$/);
+  await expect(page.locator('#fig-backend')).toHaveText('WebGPU');
   await expect(page.locator('#fig-ttft')).toHaveText('—');
 
   // A short reply, streamed chunk by chunk.
@@ -120,6 +124,7 @@ test('chat demo: load the default model, stream a reply, figures, stop and new c
   // A second visit loads from the browser cache.
   await page.reload();
   await expect(page.locator('#load')).toBeEnabled();
+  await page.locator('#backend').selectOption('webgpu');
   await page.locator('#max-context').selectOption('512');
   await page.locator('#load').click();
   await expect(page.locator('#load-state')).toHaveAttribute('data-state', 'ready', { timeout: 300_000 });
@@ -128,7 +133,58 @@ test('chat demo: load the default model, stream a reply, figures, stop and new c
   expect(errors).toEqual([]);
 });
 
-test('without WebGPU the demo says so instead of showing a blank page', async ({ page }) => {
+test('chat demo with auto: the CPU here, first token within 2 s of Send, a second turn prefills only its own tokens', async ({ page }) => {
+  test.setTimeout(300_000);
+  const errors = collectErrors(page);
+  // Cross-origin isolated, as scripts/demo.sh serves it: the threaded build.
+  await page.goto(`http://127.0.0.1:${ISOLATED_PORT}/`);
+  // SwiftShader is a software adapter: auto takes the CPU backend.
+  await expect(page.locator('#auto-state')).toHaveAttribute('data-backend', 'cpu');
+  await expect(page.locator('#auto-state')).toContainText('2 threads');
+  await expect(page.locator('#backend')).toHaveValue('auto');
+  await page.locator('#max-context').selectOption('512');
+  await page.locator('#load').click();
+  await expect(page.locator('#load-state')).toHaveAttribute('data-state', 'ready', { timeout: 120_000 });
+  await expect(page.locator('#load-state')).toContainText('Ready on the CPU');
+  await expect(page.locator('#fig-backend')).toHaveText('CPU (wasm)');
+  await page.locator('#max-tokens').fill('16');
+  /** Sends `text` and answers the milliseconds from the click to the first token on the page. */
+  const send = (text: string) =>
+    page.evaluate(async (text) => {
+      (document.getElementById('prompt') as HTMLTextAreaElement).value = text;
+      const before = document.querySelectorAll('.msg.assistant').length;
+      const start = performance.now();
+      document.getElementById('send')!.click();
+      for (;;) {
+        const replies = document.querySelectorAll('.msg.assistant .meta');
+        if (replies.length > before && replies[replies.length - 1].textContent) return performance.now() - start;
+        await new Promise((r) => setTimeout(r, 2));
+      }
+    }, text);
+  const firstMs = await send('What is the capital of France?');
+  const reply = page.locator('.msg.assistant').last();
+  await expect(reply).not.toHaveClass(/streaming/, { timeout: 120_000 });
+  await expect(reply.locator('.meta')).toHaveText(/^\d+ tokens · [\d.]+ tok\/s$/);
+  const prefillOne = (await page.locator('#fig-prefill').textContent()) ?? '';
+  const secondMs = await send('And of Germany?');
+  await expect(page.locator('.msg.assistant').last()).not.toHaveClass(/streaming/, { timeout: 120_000 });
+  await expect(page.locator('#send')).toBeEnabled();
+  const prefillTwo = (await page.locator('#fig-prefill').textContent()) ?? '';
+  console.log(`first token after Send: ${firstMs.toFixed(0)} ms, then ${secondMs.toFixed(0)} ms; prefill ${prefillOne} / ${prefillTwo}`);
+  console.log(`figures:\n${await page.locator('#figures').innerText()}`);
+  await page.screenshot({ path: 'test-results/demo-cpu-chat.png', fullPage: true });
+  expect(firstMs).toBeLessThan(2000);
+  // Turn one ran its whole prompt; turn two only what follows the first turn's tokens.
+  expect(prefillOne).toMatch(/^[\d.]+ tok\/s \(\d+ tokens\)$/);
+  const [, ran, of] = /\((\d+) new of (\d+) tokens\)$/.exec(prefillTwo) ?? [];
+  expect(Number(ran)).toBeGreaterThan(0);
+  expect(Number(ran)).toBeLessThan(20);
+  expect(Number(of)).toBeGreaterThan(Number(/\((\d+) tokens\)/.exec(prefillOne)?.[1]));
+  expect(errors).toEqual([]);
+});
+
+test('without WebGPU the demo says so and runs on the CPU', async ({ page }) => {
+  test.setTimeout(180_000);
   const errors = collectErrors(page);
   await page.addInitScript(() => {
     delete (Navigator.prototype as unknown as Record<string, unknown>).gpu;
@@ -136,8 +192,13 @@ test('without WebGPU the demo says so instead of showing a blank page', async ({
   await page.goto('/');
   await expect(page.locator('#no-webgpu')).toBeVisible();
   await expect(page.locator('#no-webgpu')).toContainText('This browser has no WebGPU.');
-  await expect(page.locator('#load-state')).toHaveAttribute('data-state', 'error');
-  await expect(page.locator('#load')).toBeDisabled();
+  await expect(page.locator('#auto-state')).toHaveAttribute('data-backend', 'cpu');
+  await expect(page.locator('#backend option[value="webgpu"]')).toBeDisabled();
+  await expect(page.locator('#load')).toBeEnabled();
+  await page.locator('#max-context').selectOption('512');
+  await page.locator('#load').click();
+  await expect(page.locator('#load-state')).toHaveAttribute('data-state', 'ready', { timeout: 120_000 });
+  await expect(page.locator('#fig-backend')).toHaveText('CPU (wasm)');
   expect(errors).toEqual([]);
 });
 
@@ -163,6 +224,8 @@ test('a model over the memory budget: the demo says what it needs and what is av
   // ?budget=MB sets the demo's memoryBudgetMB (by default half of navigator.deviceMemory).
   await page.goto('/?budget=10');
   await expect(page.locator('#load')).toBeEnabled();
+  // The budget is the GPU's (memoryBudgetMB).
+  await page.locator('#backend').selectOption('webgpu');
   await page.locator('#max-context').selectOption('512');
   await page.locator('#load').click();
   await expect(page.locator('#load-state')).toHaveAttribute('data-state', 'error', { timeout: 120_000 });
@@ -172,6 +235,7 @@ test('a model over the memory budget: the demo says what it needs and what is av
   expect(text).toContain('No weights were downloaded');
   // A budget the (tiny) model fits loads.
   await page.goto('/?budget=4096');
+  await page.locator('#backend').selectOption('webgpu');
   await page.locator('#model-url').fill('fixtures/tiny/qwen2-tiny-q8.safetensors');
   await page.locator('#load').click();
   await expect(page.locator('#load-state')).toHaveAttribute('data-state', 'ready', { timeout: 120_000 });

@@ -71,7 +71,7 @@ test('the model generates the native greedy ids on a default-limits device (work
     const weft = await import('/js/index.js');
     await weft.init({ limits: 'default', features: 'none' });
     const caps = await weft.capabilities();
-    const m = await weft.loadModel(`${model}?t=limits`, { maxContext: 64, cache: false });
+    const m = await weft.loadModel(`${model}?t=limits`, { backend: 'webgpu', maxContext: 64, cache: false });
     const ids = [];
     for await (const c of m.generate('The capital of France is', { maxTokens: steps, temperature: 0 })) ids.push(c.token);
     const stats = await m.stats();

@@ -34,7 +34,7 @@ async function load(page: Page, faults: string, token: string, options: Record<s
     async ({ url, options }) => {
       const weft = await import('/js/direct.js');
       try {
-        const m = await weft.loadModel(url, { maxContext: 64, backoffMs: 10, retries: 1, ...options });
+        const m = await weft.loadModel(url, { backend: 'webgpu', maxContext: 64, backoffMs: 10, retries: 1, ...options });
         const ids = [];
         for await (const c of m.generate('hello world', { maxTokens: 4 })) ids.push(c.token);
         const stats = await m.stats();

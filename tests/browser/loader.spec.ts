@@ -36,6 +36,7 @@ async function load(page: Page, url: string, options: Record<string, unknown> = 
       const started = performance.now();
       try {
         const m = await weft.loadModel(url, {
+          backend: 'webgpu',
           ...options,
           maxContext: 64,
           signal: controller.signal,

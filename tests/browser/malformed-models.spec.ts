@@ -170,7 +170,7 @@ test('malformed dimensions are coded errors in the worker, which survives them',
       let peak = await weft.wasmMemoryBytes();
       for (const c of cases) {
         try {
-          const m = await weft.loadModel(c.url, { cache: false, maxContext: 16 });
+          const m = await weft.loadModel(c.url, { backend: 'webgpu', cache: false, maxContext: 16 });
           await m.dispose();
           results.push({ name: c.name, code: 'ok', message: '' });
         } catch (e) {
@@ -179,7 +179,7 @@ test('malformed dimensions are coded errors in the worker, which survives them',
         }
         peak = Math.max(peak, await weft.wasmMemoryBytes());
       }
-      const m = await weft.loadModel(validUrl, { cache: false, maxContext: 16 });
+      const m = await weft.loadModel(validUrl, { backend: 'webgpu', cache: false, maxContext: 16 });
       const ids = [];
       for await (const chunk of m.generate('ab', { maxTokens: 3, temperature: 0 })) ids.push(chunk.token);
       await m.dispose();

@@ -41,7 +41,7 @@ test('a model over memoryBudgetMB is GPU_OOM before any weight is fetched; one w
       );
     const out: Record<string, unknown> = {};
     // A generous budget: loads and generates.
-    const roomy = await weft.loadModel(`${model}?t=budget-roomy`, { memoryBudgetMB: 4096, maxContext: 64, cache: false });
+    const roomy = await weft.loadModel(`${model}?t=budget-roomy`, { backend: 'webgpu', memoryBudgetMB: 4096, maxContext: 64, cache: false });
     out.reference = await drain(roomy.generate('The capital of France is', { maxTokens: 3, temperature: 0 }));
     const roomyLog = await log('budget-roomy');
     out.roomyGets = roomyLog.filter((e) => e.method === 'GET').length;
@@ -49,6 +49,7 @@ test('a model over memoryBudgetMB is GPU_OOM before any weight is fetched; one w
     const phases: { phase: string; bytesLoaded: number }[] = [];
     out.small = await fail(
       weft.loadModel(`${model}?t=budget-small`, {
+        backend: 'webgpu',
         memoryBudgetMB: 10,
         maxContext: 64,
         cache: false,
@@ -62,7 +63,7 @@ test('a model over memoryBudgetMB is GPU_OOM before any weight is fetched; one w
     await roomy.dispose();
     const bad: Record<string, unknown> = {};
     for (const [name, v] of [['zero', 0], ['negative', -5], ['nan', NaN], ['infinity', Infinity], ['string', '100']] as const) {
-      bad[name] = await fail(weft.loadModel(`${model}?t=budget-bad`, { memoryBudgetMB: v as never, cache: false }));
+      bad[name] = await fail(weft.loadModel(`${model}?t=budget-bad`, { backend: 'webgpu', memoryBudgetMB: v as never, cache: false }));
     }
     out.bad = bad;
     out.badLog = (await log('budget-bad')).length;

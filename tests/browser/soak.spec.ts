@@ -84,7 +84,7 @@ test('200 generations with random breaks, aborts and disposes leave nothing behi
     const prompts = ['hello world', 'the quick brown fox', 'a', 'one two three four five six'];
     const optionsFor = (i: number) =>
       rand(2) ? { maxTokens: 1 + rand(8) } : { maxTokens: 1 + rand(8), temperature: 0.5 + rand(10) / 10, topK: rand(50), topP: 0.5 + rand(5) / 10, seed: i };
-    let m = await weft.loadModel(url, { maxContext: 32 });
+    let m = await weft.loadModel(url, { backend: 'webgpu', maxContext: 32 });
     let loads = 1;
     let disposes = 0;
     let completed = 0;
@@ -137,7 +137,7 @@ test('200 generations with random breaks, aborts and disposes leave nothing behi
             note(e);
           }
           if (i !== calls - 1) {
-            m = await weft.loadModel(url, { maxContext: 32 });
+            m = await weft.loadModel(url, { backend: 'webgpu', maxContext: 32 });
             loads++;
           }
         }

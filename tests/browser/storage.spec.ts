@@ -23,7 +23,7 @@ test('persist is asked, the quota is checked, cached models are listed and delet
   const first = await page.evaluate(async (model) => {
     const weft = await import('/js/index.js');
     await weft.clearCache();
-    const m = await weft.loadModel(`${model}?t=storage`, { maxContext: 32 });
+    const m = await weft.loadModel(`${model}?t=storage`, { backend: 'webgpu', maxContext: 32 });
     const stats = await m.stats();
     await m.dispose();
     const calls = (navigator.storage as StorageManager & { persistCalls?: number }).persistCalls;
@@ -50,12 +50,12 @@ test('persist is asked, the quota is checked, cached models are listed and delet
       return { ...e, quota: (e.usage ?? 0) + free };
     };
     // Cached already: nothing more to store, so the quota does not matter.
-    const m = await weft.loadModel(`${model}?t=storage`, { maxContext: 32 });
+    const m = await weft.loadModel(`${model}?t=storage`, { backend: 'webgpu', maxContext: 32 });
     const stats = await m.stats();
     m.dispose();
     let quota = null;
     try {
-      await weft.loadModel(`${model}?t=storage-new`, { maxContext: 32 });
+      await weft.loadModel(`${model}?t=storage-new`, { backend: 'webgpu', maxContext: 32 });
     } catch (e) {
       const err = e as { code: string; message: string; needed: number; available: number };
       quota = { code: err.code, message: err.message, needed: err.needed, available: err.available };

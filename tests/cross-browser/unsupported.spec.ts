@@ -8,7 +8,7 @@ import { test, expect } from '@playwright/test';
 
 const MODEL = '/models/SmolLM2-135M-Instruct.Q4_1.gguf';
 
-test('without WebGPU capabilities() reports UNSUPPORTED, loadModel() rejects with it and nothing is fetched', async ({ page }) => {
+test("without WebGPU capabilities() reports UNSUPPORTED and the CPU backend, loadModel({ backend: 'webgpu' }) rejects with it and nothing is fetched", async ({ page }) => {
   await page.goto('/harness.html');
   const r = await page.evaluate(async (model) => {
     const caught = async (p: Promise<unknown>) => {
@@ -22,8 +22,8 @@ test('without WebGPU capabilities() reports UNSUPPORTED, loadModel() rejects wit
     };
     const reported = async (p: Promise<unknown>) => {
       try {
-        const c = (await p) as { webgpu: boolean; code?: string; reason?: string };
-        return { resolved: true, webgpu: c.webgpu, code: c.code, reason: c.reason };
+        const c = (await p) as { webgpu: boolean; code?: string; reason?: string; selectedBackend?: string; cpu?: object };
+        return { resolved: true, webgpu: c.webgpu, code: c.code, reason: c.reason, selectedBackend: c.selectedBackend, cpu: c.cpu };
       } catch (e) {
         return { resolved: false, code: (e as { code?: string }).code, reason: (e as Error).message };
       }
@@ -32,12 +32,12 @@ test('without WebGPU capabilities() reports UNSUPPORTED, loadModel() rejects wit
     // In the page (direct.js), so the page's resource timings show every request it made.
     const direct = await import('/js/direct.js');
     const directCaps = await reported(direct.capabilities());
-    const directLoad = await caught(direct.loadModel(`${model}?t=unsupported`));
+    const directLoad = await caught(direct.loadModel(`${model}?t=unsupported`, { backend: 'webgpu' }));
     const modelRequests = performance.getEntriesByType('resource').filter((e) => e.name.includes('.gguf')).length;
     // Through the worker (index.js).
     const weft = await import('/js/index.js');
     const workerCaps = await reported(weft.capabilities());
-    const workerLoad = await caught(weft.loadModel(`${model}?t=unsupported-worker`));
+    const workerLoad = await caught(weft.loadModel(`${model}?t=unsupported-worker`, { backend: 'webgpu' }));
     const cached = await weft.cachedModels();
     return { userAgent: navigator.userAgent, gpu, directCaps, directLoad, modelRequests, workerCaps, workerLoad, cached };
   }, MODEL);
@@ -45,7 +45,15 @@ test('without WebGPU capabilities() reports UNSUPPORTED, loadModel() rejects wit
   expect(r.gpu === 'absent' || r.gpu === 'null').toBe(true);
   const why = `navigator.gpu is ${r.gpu === 'absent' ? 'undefined' : 'null'}`;
   for (const c of [r.directCaps, r.workerCaps]) {
-    expect(c).toEqual({ resolved: true, webgpu: false, code: 'UNSUPPORTED', reason: expect.stringContaining(why) });
+    expect(c).toEqual({
+      resolved: true,
+      webgpu: false,
+      code: 'UNSUPPORTED',
+      reason: expect.stringContaining(why),
+      // Without WebGPU, `auto` runs on the CPU backend.
+      selectedBackend: 'cpu',
+      cpu: expect.objectContaining({ available: true }),
+    });
   }
   for (const e of [r.directLoad, r.workerLoad]) {
     expect(e?.code).toBe('UNSUPPORTED');
@@ -69,5 +77,6 @@ test('the demo shows the no-WebGPU banner', async ({ page }) => {
   console.log(JSON.stringify(banner));
   expect(banner.shown).toBe(true);
   expect(banner.text).toContain('WebGPU');
-  expect(banner.load).toBe('Unavailable without WebGPU.');
+  // The CPU backend still runs: the demo offers to load.
+  expect(banner.text).toContain('CPU backend');
 });

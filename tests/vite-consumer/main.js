@@ -14,7 +14,7 @@ async function run() {
   }
   const stats = await model.stats();
   await model.dispose();
-  return { tokens, text, generatedTokens: stats.generatedTokens, gpuBytes: stats.gpuBytes };
+  return { tokens, text, generatedTokens: stats.generatedTokens, backend: stats.backend, weightBytes: stats.weightBytes };
 }
 
 run().then(
