@@ -7,7 +7,7 @@ export const NO_RANGE_PORT = PORT + 1;
 /** Serves the Vite consumer app's build (started by its spec). */
 export const VITE_APP_PORT = PORT + 2;
 // The JS API, the model and the activation fixtures, next to the pages in www/.
-const MOUNTS = '--mount /js=js --mount /models=models --mount /fixtures=tests/fixtures';
+const MOUNTS = '--mount /js=js --mount /models=models --mount /fixtures=tests/fixtures --mount /bench=bench';
 
 export default defineConfig({
   testDir: 'tests/browser',

@@ -1,6 +1,7 @@
 // weft's JavaScript API running in the calling thread (a worker, or a page that accepts being
 // blocked while the GPU is fed). index.js offers the same API backed by a Web Worker.
 import initWasm, * as wasm from '../pkg/weft.js';
+import { loadEmbedModel } from './embed.js';
 
 /** An error with a stable `code` (see index.d.ts for the list). */
 export class WeftError extends Error {
@@ -145,6 +146,7 @@ export async function loadModel(url, options = {}) {
   await init();
   if (options?.signal?.aborted) throw new WeftError('LOAD_ABORTED', `loading ${url} was aborted`, { url });
   if (options?.cache !== false) requestPersistence();
+  if (options?.task === 'embed') return loadEmbedModel(href, options);
   const inner = await call(() => wasm.loadModel(href, options));
   return new Model(inner);
 }

@@ -8,6 +8,7 @@ use wasm_bindgen::prelude::*;
 use crate::gpu::{BackendChoice, Capabilities, GpuContext};
 
 mod device;
+mod embed;
 mod error;
 mod model;
 mod options;

@@ -37,18 +37,33 @@ fn index(a: Act) -> usize {
 }
 
 /// Runs `ops` over `batch`; returns the pooled rows [sequences, dim] and the checkpoints.
-pub fn execute(c: &BertConfig, w: &BertWeights, isa: Isa, threads: usize, ops: &[Op], batch: &Batch) -> Result<(Vec<f32>, Vec<Checkpoint>)> {
+pub fn execute(
+    c: &BertConfig,
+    w: &BertWeights,
+    isa: Isa,
+    threads: usize,
+    ops: &[Op],
+    batch: &Batch,
+) -> Result<(Vec<f32>, Vec<Checkpoint>)> {
     let t = batch.ids.len();
     let n_seq = batch.starts.len().saturating_sub(1);
     if batch.starts.first() != Some(&0) || batch.starts.last() != Some(&t) || batch.starts.windows(2).any(|p| p[0] >= p[1]) {
-        return Err(Error::Shape { op: "encode", message: format!("sequence starts {:?} over {t} tokens", batch.starts) });
+        return Err(Error::Shape {
+            op: "encode",
+            message: format!("sequence starts {:?} over {t} tokens", batch.starts),
+        });
     }
     let longest = batch.starts.windows(2).map(|p| p[1] - p[0]).max().unwrap_or(0);
     if longest > c.max_positions {
-        return Err(Error::ContextFull { tokens: longest, context: c.max_positions });
+        return Err(Error::ContextFull {
+            tokens: longest,
+            context: c.max_positions,
+        });
     }
-    let mut bufs: Vec<Vec<f32>> =
-        ACTS.iter().map(|&a| vec![0f32; if a == Act::Pooled { n_seq } else { t } * a.width(c)]).collect();
+    let mut bufs: Vec<Vec<f32>> = ACTS
+        .iter()
+        .map(|&a| vec![0f32; if a == Act::Pooled { n_seq } else { t } * a.width(c)])
+        .collect();
     let threads = threads.max(1);
     let exec = Exec {
         c,
@@ -61,13 +76,18 @@ pub fn execute(c: &BertConfig, w: &BertWeights, isa: Isa, threads: usize, ops: &
         captures: Mutex::new(Vec::new()),
         failed: Mutex::new(None),
     };
-    std::thread::scope(|s| {
-        for tid in 1..threads {
-            let e = &exec;
-            s.spawn(move || e.worker(tid, ops));
-        }
+    // One thread (the browser's) runs in place: wasm32 without atomics has no threads to scope.
+    if threads == 1 {
         exec.worker(0, ops);
-    });
+    } else {
+        std::thread::scope(|s| {
+            for tid in 1..threads {
+                let e = &exec;
+                s.spawn(move || e.worker(tid, ops));
+            }
+            exec.worker(0, ops);
+        });
+    }
     let captures = exec.captures.into_inner().unwrap_or_else(|p| p.into_inner());
     if let Some(e) = exec.failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
@@ -121,7 +141,10 @@ impl Exec<'_> {
                 for tok in share(t, tid, n) {
                     let id = self.batch.ids[tok] as usize;
                     if id >= self.w.word.rows {
-                        return Err(Error::Model(format!("token id {id} is outside the vocabulary of {}", c.vocab)));
+                        return Err(Error::Model(format!(
+                            "token id {id} is outside the vocabulary of {}",
+                            c.vocab
+                        )));
                     }
                     let pos = tok - self.batch.starts[self.sequence_of(tok)];
                     let row = unsafe { o.get_mut(tok * d..(tok + 1) * d) };
@@ -148,7 +171,11 @@ impl Exec<'_> {
             Op::Linear { w, x, out } => {
                 let lin = self.w.linear(*w)?;
                 let m = &lin.w;
-                let input = Input { x: unsafe { self.buf(*x).get(0..t * m.cols) }, xq: None, t };
+                let input = Input {
+                    x: unsafe { self.buf(*x).get(0..t * m.cols) },
+                    xq: None,
+                    t,
+                };
                 let y = self.buf(*out);
                 m.product(self.isa, &input, share(m.rows, tid, n), &mut |tok, r, v| unsafe {
                     y.set(tok * m.rows + r, v + lin.b[r])
@@ -225,7 +252,10 @@ impl Exec<'_> {
             Op::Capture { name, x } if tid == 0 => {
                 let width = x.width(c);
                 let values = unsafe { self.buf(*x).get(0..t * width) }.to_vec();
-                self.captures.lock().unwrap_or_else(|p| p.into_inner()).push((name.clone(), vec![t, width], values));
+                self.captures
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((name.clone(), vec![t, width], values));
             }
             Op::Capture { .. } => {}
         }
