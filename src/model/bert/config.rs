@@ -54,7 +54,7 @@ impl BertConfig {
             type_vocab: doc["type_vocab_size"].as_u64().unwrap_or(2).max(1) as usize,
             eps: doc["layer_norm_eps"].as_f64().unwrap_or(1e-12) as f32,
         };
-        if c.dim % c.n_heads != 0 {
+        if !c.dim.is_multiple_of(c.n_heads) {
             return Err(Error::BadConfig {
                 field: "hidden_size".into(),
                 problem: format!("{} is not a multiple of num_attention_heads {}", c.dim, c.n_heads),
