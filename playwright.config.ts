@@ -10,7 +10,7 @@ export const VITE_APP_PORT = PORT + 2;
  * so the CPU backend's threads, need. */
 export const ISOLATED_PORT = PORT + 3;
 // The JS API, the model and the activation fixtures, next to the pages in www/.
-const MOUNTS = '--mount /js=js --mount /models=models --mount /fixtures=tests/fixtures';
+const MOUNTS = '--mount /js=js --mount /models=models --mount /fixtures=tests/fixtures --mount /bench=bench';
 
 export default defineConfig({
   testDir: 'tests/browser',

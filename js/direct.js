@@ -1,5 +1,6 @@
 // weft's JavaScript API running in the calling thread (a worker, or a page that accepts being
 // blocked while the GPU is fed). index.js offers the same API backed by a Web Worker.
+import { loadEmbedModel } from './embed.js';
 // The wasm module's bindings: pkg/ (one thread) or pkg-threads/ (shared memory and a pool of
 // workers for the CPU backend), chosen in init().
 let wasm = null;
@@ -195,6 +196,7 @@ export async function loadModel(url, options = {}) {
   await init();
   if (options?.signal?.aborted) throw new WeftError('LOAD_ABORTED', `loading ${url} was aborted`, { url });
   if (options?.cache !== false) requestPersistence();
+  if (options?.task === 'embed') return loadEmbedModel(wasm, href, options);
   const inner = await call(() => wasm.loadModel(href, options));
   return new Model(inner);
 }

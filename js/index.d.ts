@@ -277,6 +277,9 @@ export declare function capabilities(): Promise<Capabilities>;
 /** The CPU backend's SIMD kernels against their scalar reference on `seed`'s data. */
 export declare function cpuSelfTest(seed?: number): Promise<{ isa: string; ok: boolean; checks: KernelCheck[] }>;
 export declare function loadModel(url: string | URL, options?: LoadOptions): Promise<Model>;
+/** A BERT-family sentence encoder from a model folder (config.json, tokenizer.json or
+ * vocab.txt, model.safetensors), run on the CPU in the worker. */
+export declare function loadModel(url: string | URL, options: EmbedLoadOptions): Promise<EmbedModel>;
 /** Deletes every cached model range. */
 export declare function clearCache(): Promise<boolean>;
 /** The model files in the cache, one entry per file version. */
@@ -287,3 +290,37 @@ export declare function deleteCachedModel(url: string | URL): Promise<boolean>;
  * loadModel calls it without waiting. Resolves to whether it was granted. */
 export declare function requestPersistence(): Promise<boolean>;
 export declare function wasmMemoryBytes(): Promise<number>;
+
+export interface EmbedLoadOptions {
+  task: 'embed';
+  /** Bytes of model.safetensors read so far. */
+  onProgress?: (p: { bytesLoaded: number; bytesTotal: number }) => void;
+  /** Keep the fetched ranges in the Cache API (default true). */
+  cache?: boolean;
+  /** Quantize the block matrices while loading: 'q8' (q8_g32_sym), 'q4' (q4_g32_asym) or a weft format name. */
+  quantize?: string;
+  /** Ids per text, [CLS] and [SEP] included (default 256); longer texts are truncated. */
+  maxTokens?: number;
+}
+
+export interface EmbedOptions {
+  /** 'mean' over the text's tokens (default) or the [CLS] token's row. */
+  pooling?: 'mean' | 'cls';
+  /** L2-normalise each vector (default true). */
+  normalize?: boolean;
+  /** Texts per pass (default 32). */
+  batchSize?: number;
+  /** After each pass. */
+  onProgress?: (p: { done: number; total: number }) => void;
+}
+
+export declare class EmbedModel {
+  readonly task: 'embed';
+  /** Dimensions of an embedding. */
+  readonly dim: number;
+  /** One vector per text, in order. */
+  embed(texts: string[], options?: EmbedOptions): Promise<Float32Array[]>;
+  /** The ids the encoder reads for `text`: [CLS] … [SEP], truncated. */
+  tokenize(text: string): Promise<number[]>;
+  dispose(): Promise<void>;
+}

@@ -1,6 +1,7 @@
 // weft's JavaScript API for pages: the model runs in a Web Worker (worker.js), so the page never
 // blocks on the GPU. The API matches direct.js, which runs in the calling thread instead.
 import { WeftError, absoluteUrl, generateOptions, requestPersistence } from './direct.js';
+import { WorkerEmbedModel } from './embed.js';
 
 export { WeftError, requestPersistence };
 
@@ -147,7 +148,9 @@ export async function loadModel(url, options = {}) {
   const [id, promise] = send('load', { url: absolute, options: rest, cancellable: !!signal }, { onProgress });
   const detach = forwardAbort(signal, id);
   try {
-    return new Model(await promise);
+    const handle = await promise;
+    if (rest.task === 'embed') return new WorkerEmbedModel(handle.model, handle.dim, send);
+    return new Model(handle);
   } finally {
     detach();
   }

@@ -44,6 +44,7 @@ const ops = {
     const m = await weft.loadModel(url, opts);
     const handle = nextModel++;
     models.set(handle, m);
+    if (opts.task === 'embed') return { model: handle, dim: m.dim };
     m.addEventListener('devicelost', (e) => postMessage({ id: null, event: 'devicelost', model: handle, error: errorData(e.error) }));
     return handle;
   },
@@ -57,6 +58,12 @@ const ops = {
     }
     return null;
   },
+
+  async embed({ model: handle, texts, options }, id) {
+    const list = await model(handle).embed(texts, { ...options, onProgress: (progress) => postMessage({ id, progress }) });
+    return { value: list, transfer: list.map((v) => v.buffer) };
+  },
+  embedTokenize: ({ model: handle, text }) => model(handle).tokenize(text),
 
   chatPrompt: ({ model: handle, messages }) => model(handle).chatPrompt(messages),
   chatIds: ({ model: handle, messages }) => model(handle).chatIds(messages),

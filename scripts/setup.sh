@@ -44,4 +44,5 @@ if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modu
   PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error
 fi
 bash scripts/fetch-model.sh
+bash scripts/fetch-embed-model.sh
 say "ready"

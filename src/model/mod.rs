@@ -1,6 +1,7 @@
 //! Models: configuration, the mapping of file tensor names to model parts, and the forward
 //! pass. Model code builds on `ops` and never touches wgpu directly.
 
+pub mod bert;
 pub mod budget;
 pub mod cnn;
 pub mod config;

@@ -11,6 +11,7 @@ pub mod merge;
 mod pretokenize;
 mod spm;
 mod stream;
+pub mod wordpiece;
 
 use std::collections::HashMap;
 

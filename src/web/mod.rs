@@ -9,6 +9,7 @@ use crate::gpu::{BackendChoice, Capabilities, GpuContext};
 
 mod backend;
 mod device;
+mod embed;
 mod error;
 mod model;
 mod options;

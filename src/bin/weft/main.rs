@@ -12,6 +12,8 @@ mod dtype_table;
 #[cfg(not(target_arch = "wasm32"))]
 mod dump;
 #[cfg(not(target_arch = "wasm32"))]
+mod embed;
+#[cfg(not(target_arch = "wasm32"))]
 mod generate;
 #[cfg(not(target_arch = "wasm32"))]
 mod inspect;
@@ -134,6 +136,10 @@ mod cli {
         /// Decode every tensor of a model file to f32 into a safetensors file (original names,
         /// model config and tokenizer kept).
         Dequantize { input: String, output: String },
+        /// Sentence embeddings of a BERT-family model folder, printed as JSON.
+        Embed(crate::embed::Args),
+        /// Sentences per second of a BERT-family encoder (tokenization included).
+        BenchEmbed(crate::embed::BenchArgs),
         /// Print the token ids of a text file as the model's tokenizer encodes it (no BOS).
         Tokenize {
             model: String,
@@ -277,6 +283,8 @@ mod cli {
                     cpu,
                 })
             }
+            Command::Embed(args) => crate::embed::run(&args),
+            Command::BenchEmbed(args) => crate::embed::bench(&args),
             Command::Dequantize { input, output } => crate::dequantize::run(&input, &output),
             Command::Tokenize { model, text, json } => crate::tokenize::run(&model, &text, json),
             Command::DumpActivations { model, ids, out, backend, cpu } => crate::dump::run(&model, &ids, &out, backend, &cpu),

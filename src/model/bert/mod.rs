@@ -1,0 +1,190 @@
+//! BERT-family sentence encoders (all-MiniLM-L6-v2 and its kin): WordPiece ids, the encoder
+//! graph (`forward.rs`) run by the CPU backend's pieces (`cpu.rs`), mean or CLS pooling and L2
+//! normalisation, batched over sequences of different lengths.
+
+pub mod config;
+pub mod cpu;
+pub mod forward;
+pub mod weights;
+
+pub use config::BertConfig;
+pub use forward::Pooling;
+
+use crate::cpu::kernels::Isa;
+use crate::error::{Error, Result};
+use crate::loader::RangeReader;
+use crate::model::graph::Checkpoint;
+use crate::quant::weft::WeftQuant;
+use crate::tokenizer::wordpiece::WordPiece;
+
+use forward::EncodePass;
+use weights::BertWeights;
+
+/// The longest input sentence-transformers gives this family (its `max_seq_length`) when the
+/// folder does not say otherwise.
+pub const DEFAULT_MAX_TOKENS: usize = 256;
+
+/// Options fixed at load.
+#[derive(Clone, Copy, Debug)]
+pub struct EncoderOptions {
+    /// Quantize the block matrices to this weft format while loading (q8, q4); None keeps f32.
+    pub quantize: Option<WeftQuant>,
+    /// Threads per pass; 0: one per available core.
+    pub threads: usize,
+    /// Ids per text, `[CLS]` and `[SEP]` included; longer texts are truncated.
+    pub max_tokens: usize,
+}
+
+impl Default for EncoderOptions {
+    fn default() -> Self {
+        Self { quantize: None, threads: 0, max_tokens: DEFAULT_MAX_TOKENS }
+    }
+}
+
+/// Options of one `embed` call.
+#[derive(Clone, Copy, Debug)]
+pub struct EmbedOptions {
+    pub pooling: Pooling,
+    pub normalize: bool,
+    /// Texts per pass.
+    pub batch_size: usize,
+}
+
+impl Default for EmbedOptions {
+    fn default() -> Self {
+        Self { pooling: Pooling::Mean, normalize: true, batch_size: 32 }
+    }
+}
+
+/// The tokenizer file of a model folder.
+pub enum TokenizerFile<'a> {
+    Json(&'a str),
+    VocabTxt { text: &'a str, lowercase: bool },
+}
+
+pub struct Encoder {
+    pub config: BertConfig,
+    pub tokenizer: WordPiece,
+    pub weights: BertWeights,
+    pub options: EncoderOptions,
+    isa: Isa,
+}
+
+impl Encoder {
+    /// From a model folder's parts: `config.json`'s text, its tokenizer, and `model.safetensors`
+    /// through `reader`. `progress(bytes loaded, bytes total)`.
+    pub async fn open<R: RangeReader>(
+        reader: &R,
+        config_json: &str,
+        tokenizer: TokenizerFile<'_>,
+        options: EncoderOptions,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Self> {
+        let config = BertConfig::from_hf_json(config_json)?;
+        let tokenizer = match tokenizer {
+            TokenizerFile::Json(text) => WordPiece::from_tokenizer_json(text)?,
+            TokenizerFile::VocabTxt { text, lowercase } => WordPiece::from_vocab_txt(text, lowercase)?,
+        };
+        if tokenizer.vocab_size() > config.vocab {
+            return Err(Error::BadConfig {
+                field: "vocab_size".into(),
+                problem: format!("is {} but the tokenizer has {} tokens", config.vocab, tokenizer.vocab_size()),
+            });
+        }
+        let weights = weights::load(reader, &config, options.quantize, progress).await?;
+        let max_tokens = options.max_tokens.clamp(2, config.max_positions);
+        Ok(Self { config, tokenizer, weights, options: EncoderOptions { max_tokens, ..options }, isa: Isa::detect() })
+    }
+
+    pub fn dim(&self) -> usize {
+        self.config.dim
+    }
+
+    fn threads(&self) -> usize {
+        match self.options.threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+    }
+
+    /// The ids of `text` as the encoder reads them.
+    pub fn tokenize(&self, text: &str) -> Vec<u32> {
+        self.tokenizer.encode(text, self.options.max_tokens)
+    }
+
+    /// One pass over already tokenized sequences: one pooled row each, [n, dim] row-major.
+    pub fn encode_ids(&self, seqs: &[Vec<u32>], pooling: Pooling, normalize: bool) -> Result<Vec<f32>> {
+        self.run(seqs, EncodePass { pooling, normalize, capture: false }).map(|r| r.0)
+    }
+
+    /// One embedding per text, `batch_size` texts per pass; `progress(done, total)` after each.
+    pub fn embed(&self, texts: &[&str], opts: EmbedOptions, progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<Vec<f32>>> {
+        let mut out = Vec::with_capacity(texts.len());
+        for chunk in texts.chunks(opts.batch_size.max(1)) {
+            let seqs: Vec<Vec<u32>> = chunk.iter().map(|t| self.tokenize(t)).collect();
+            let pooled = self.encode_ids(&seqs, opts.pooling, opts.normalize)?;
+            out.extend(pooled.chunks_exact(self.config.dim).map(<[f32]>::to_vec));
+            progress(out.len(), texts.len());
+        }
+        Ok(out)
+    }
+
+    /// Every hidden state of one text (`hidden.0` the embeddings' output, `hidden.{l}` after
+    /// block l), [tokens, dim] each.
+    pub fn hidden_states(&self, text: &str) -> Result<Vec<Checkpoint>> {
+        let pass = EncodePass { pooling: Pooling::Mean, normalize: false, capture: true };
+        self.run(&[self.tokenize(text)], pass).map(|r| r.1)
+    }
+
+    fn run(&self, seqs: &[Vec<u32>], pass: EncodePass) -> Result<(Vec<f32>, Vec<Checkpoint>)> {
+        if seqs.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let mut starts = vec![0];
+        let mut ids = Vec::new();
+        for s in seqs {
+            ids.extend_from_slice(s);
+            starts.push(ids.len());
+        }
+        let ops = forward::forward(&self.config, pass);
+        let batch = cpu::Batch { ids: &ids, starts: &starts };
+        cpu::execute(&self.config, &self.weights, self.isa, self.threads(), &ops, &batch)
+    }
+}
+
+/// Opens a model folder (config.json, tokenizer.json or vocab.txt, model.safetensors) or the
+/// same files under an http(s) base URL, read with Range requests.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn open_native(location: &str, options: EncoderOptions) -> Result<Encoder> {
+    use crate::loader::native::NativeSource;
+    let base = location.trim_end_matches('/');
+    let remote = base.starts_with("http://") || base.starts_with("https://");
+    let text = |name: &str| -> Result<Option<String>> {
+        let path = format!("{base}/{name}");
+        if remote {
+            let reader = NativeSource::open(&path);
+            let Ok(reader) = reader else { return Ok(None) };
+            let bytes = pollster::block_on(reader.read_range(0..reader.len()))?;
+            return Ok(Some(String::from_utf8_lossy(&bytes).into_owned()));
+        }
+        match std::fs::read_to_string(&path) {
+            Ok(t) => Ok(Some(t)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::Model(format!("{path}: {e}"))),
+        }
+    };
+    let config = text("config.json")?.ok_or_else(|| Error::Model(format!("{base}: no config.json")))?;
+    let json = text("tokenizer.json")?;
+    let vocab = if json.is_none() { text("vocab.txt")? } else { None };
+    let lowercase = text("tokenizer_config.json")?
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v["do_lower_case"].as_bool())
+        .unwrap_or(true);
+    let tokenizer = match (&json, &vocab) {
+        (Some(j), _) => TokenizerFile::Json(j),
+        (None, Some(v)) => TokenizerFile::VocabTxt { text: v, lowercase },
+        (None, None) => return Err(Error::Model(format!("{base}: neither tokenizer.json nor vocab.txt"))),
+    };
+    let reader = NativeSource::open(&format!("{base}/model.safetensors"))?;
+    pollster::block_on(Encoder::open(&reader, &config, tokenizer, options, &mut |_, _| {}))
+}
