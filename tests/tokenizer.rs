@@ -123,3 +123,15 @@ fn sentencepiece_ids_match_hugging_face_tokenizers() -> anyhow::Result<()> {
     assert!(total > 2000, "{total} ids compared");
     Ok(())
 }
+
+/// A tokenizer.json whose ids run far past its tokens is refused before its table is sized by
+/// the largest id (a 60-byte file asked for a table of 3 million entries); small gaps, as
+/// reserved ids leave, are kept.
+#[test]
+fn sparse_token_ids_are_refused_small_gaps_are_not() {
+    let json = |vocab: &str| format!(r#"{{"model": {{"type": "BPE", "vocab": {{{vocab}}}, "merges": []}}}}"#);
+    let err = Tokenizer::from_hf_json(&json(r#""a": 0, "b": 3000000"#), None).err().expect("refused");
+    assert!(err.to_string().contains("dense"), "{err}");
+    let tok = Tokenizer::from_hf_json(&json(r#""a": 0, "b": 1, "c": 500"#), None).expect("a gap of reserved ids");
+    assert_eq!(tok.vocab_size(), 501);
+}

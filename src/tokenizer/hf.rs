@@ -49,6 +49,12 @@ impl Tokenizer {
         if size == 0 || size > 1 << 22 {
             return Err(bad(format!("vocabulary of {size} tokens")));
         }
+        // The table is sized by the largest id: ids far past the number of tokens would have a
+        // few-KB file allocate a table of millions of empty entries.
+        let entries = vocab.len() + added.len();
+        if size > 2 * entries + 1024 {
+            return Err(bad(format!("token ids up to {} for {entries} tokens: the ids must be (nearly) dense", size - 1)));
+        }
         let mut tokens = vec![String::new(); size];
         let mut types = vec![token_type::UNUSED; size];
         for (text, id) in vocab {
