@@ -125,13 +125,22 @@ fn sentencepiece_ids_match_hugging_face_tokenizers() -> anyhow::Result<()> {
 }
 
 /// A tokenizer.json whose ids run far past its tokens is refused before its table is sized by
-/// the largest id (a 60-byte file asked for a table of 3 million entries); small gaps, as
-/// reserved ids leave, are kept.
+/// the largest id (a 4 KB file asked for a table of 2.4 million entries); small gaps, as
+/// reserved ids leave, are kept. The byte-level seed of the fuzz fixtures, with one token more.
 #[test]
-fn sparse_token_ids_are_refused_small_gaps_are_not() {
-    let json = |vocab: &str| format!(r#"{{"model": {{"type": "BPE", "vocab": {{{vocab}}}, "merges": []}}}}"#);
-    let err = Tokenizer::from_hf_json(&json(r#""a": 0, "b": 3000000"#), None).err().expect("refused");
+fn sparse_token_ids_are_refused_small_gaps_are_not() -> anyhow::Result<()> {
+    let seed = std::fs::read("tests/fixtures/fuzz/tokenizer_json-seed-bytelevel")?;
+    let json = &seed[..seed.iter().position(|&b| b == 0).unwrap_or(seed.len())];
+    let base: serde_json::Value = serde_json::from_slice(json)?;
+    let n = base["model"]["vocab"].as_object().map_or(0, |v| v.len()) as u64;
+    let with = |id: u64| -> anyhow::Result<String> {
+        let mut v = base.clone();
+        v["model"]["vocab"]["<extra>"] = serde_json::json!(id);
+        Ok(serde_json::to_string(&v)?)
+    };
+    let err = Tokenizer::from_hf_json(&with(3_000_000)?, None).err().expect("refused");
     assert!(err.to_string().contains("dense"), "{err}");
-    let tok = Tokenizer::from_hf_json(&json(r#""a": 0, "b": 1, "c": 500"#), None).expect("a gap of reserved ids");
-    assert_eq!(tok.vocab_size(), 501);
+    let tok = Tokenizer::from_hf_json(&with(n + 500)?, None)?;
+    assert_eq!(tok.vocab_size() as u64, n + 501);
+    Ok(())
 }
