@@ -35,11 +35,21 @@ export default defineConfig({
     { name: 'webkit', testMatch: 'unsupported.spec.ts', use: { engine: 'webkit' } },
     { name: 'webkit-webgpu-flag', testMatch: 'unsupported.spec.ts', use: { engine: 'webkit', webkitFeatures: '+WebGPU' } },
   ],
-  webServer: {
-    command: `node scripts/serve.mjs --port ${PORT} --root www ${MOUNTS}`,
-    cwd: '../..',
-    url: `http://127.0.0.1:${PORT}/harness.html`,
-    reuseExistingServer: false,
-    stdout: 'ignore',
-  },
+  webServer: [
+    {
+      command: `node scripts/serve.mjs --port ${PORT} --root www ${MOUNTS}`,
+      cwd: '../..',
+      url: `http://127.0.0.1:${PORT}/harness.html`,
+      reuseExistingServer: false,
+      stdout: 'ignore',
+    },
+    // Cross-origin isolated (COOP/COEP), for the threaded CPU backend's specs.
+    {
+      command: `node scripts/serve.mjs --port ${PORT + 3} --root www ${MOUNTS} --coop`,
+      cwd: '../..',
+      url: `http://127.0.0.1:${PORT + 3}/harness.html`,
+      reuseExistingServer: false,
+      stdout: 'ignore',
+    },
+  ],
 });
