@@ -16,7 +16,7 @@ const CONFIGS: [GemvConfig; 3] =
     [GemvConfig { wg: 256, rows: 2, lanes: 32 }, GemvConfig { wg: 64, rows: 1, lanes: 16 }, GemvConfig { wg: 128, rows: 4, lanes: 8 }];
 
 /// Checks y (minus `base`) against W · (factor · int8(staged)) row by row.
-fn check(label: &str, w: &[f32], y: &[f32], base: &[f32], staged: &[f32], factor: f64, n: usize, k: usize) {
+fn check(label: &str, w: &[f32], y: &[f32], base: &[f32], staged: &[f32], factor: f64, (n, k): (usize, usize)) {
     let (values, scales) = int8_activations(staged);
     let x: Vec<f32> = values.iter().map(|&v| (v as f64 * factor) as f32).collect();
     let (want, scale) = qmatmul::cpu_reference(w, &x, n, k, 1);
@@ -59,14 +59,14 @@ fn int8_activation_gemv_matches_its_reference() -> anyhow::Result<()> {
                     pollster::block_on(gemv_fused_tuned(ctx, &w, &tgu, &glu, GemvFusion { residual: true, glu: true, ..int8 }, config))?,
                 ];
                 ctx.run(&d.iter().collect::<Vec<_>>());
-                check(&format!("{label} plain"), &wf, &pollster::block_on(ctx.read_f32(&plain))?, &zeros, &x[..k], 1.0, n, k);
+                check(&format!("{label} plain"), &wf, &pollster::block_on(ctx.read_f32(&plain))?, &zeros, &x[..k], 1.0, (n, k));
                 // The kernel quantizes x · g and scales the sums by 1 / rms.
                 let xg: Vec<f32> = x[..k].iter().zip(&g).map(|(a, b)| a * b).collect();
                 let ms = x[..k].iter().map(|&v| v as f64 * v as f64).sum::<f64>() / k as f64;
                 let inv_rms = 1.0 / (ms + eps as f64).sqrt();
-                check(&format!("{label} norm"), &wf, &pollster::block_on(ctx.read_f32(&normed))?, &zeros, &xg, inv_rms, n, k);
+                check(&format!("{label} norm"), &wf, &pollster::block_on(ctx.read_f32(&normed))?, &zeros, &xg, inv_rms, (n, k));
                 let swiglu: Vec<f32> = silu_mul_cpu(&x[..k], &x[k..]).iter().map(|&v| v as f32).collect();
-                check(&format!("{label} glu"), &wf, &pollster::block_on(ctx.read_f32(&glu))?, &base, &swiglu, 1.0, n, k);
+                check(&format!("{label} glu"), &wf, &pollster::block_on(ctx.read_f32(&glu))?, &base, &swiglu, 1.0, (n, k));
                 // And near the f32 product: within what 8-bit activations cost.
                 let (exact, scale) = qmatmul::cpu_reference(&wf, &rms_norm_cpu(&x[..k], &g, eps).iter().map(|&v| v as f32).collect::<Vec<_>>(), n, k, 1);
                 let got = pollster::block_on(ctx.read_f32(&normed))?;
