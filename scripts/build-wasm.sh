@@ -16,8 +16,10 @@ size() {
   echo "$1: $(stat -c %s "$2") bytes raw, $(gzip -9 -c "$2" | wc -c) bytes gzipped"
 }
 
+# Cargo's own CARGO_TARGET_DIR is honoured, so a clone may share a build cache.
+T="${CARGO_TARGET_DIR:-target}"
 cargo build --release --target wasm32-unknown-unknown --lib
-wasm-bindgen --target web --out-dir www/pkg target/wasm32-unknown-unknown/release/weft.wasm
+wasm-bindgen --target web --out-dir www/pkg "$T"/wasm32-unknown-unknown/release/weft.wasm
 opt www/pkg/weft_bg.wasm -o www/pkg/weft_bg.wasm
 size wasm www/pkg/weft_bg.wasm
 
@@ -29,10 +31,10 @@ size wasm www/pkg/weft_bg.wasm
 # go to the final crate only, through `cargo rustc`, so that changing them rebuilds nothing else.
 RUSTC_BOOTSTRAP=1 \
   CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="-C target-feature=+simd128,+atomics,+bulk-memory" \
-  cargo rustc --release --target wasm32-unknown-unknown --lib --target-dir target/threads -Z build-std=std,panic_abort -- \
+  cargo rustc --release --target wasm32-unknown-unknown --lib --target-dir "$T"/threads -Z build-std=std,panic_abort -- \
   -C link-arg=--shared-memory -C link-arg=--import-memory -C link-arg=--max-memory=4294967296 \
   -C link-arg=--export=__wasm_init_tls -C link-arg=--export=__tls_size -C link-arg=--export=__tls_align \
   -C link-arg=--export=__tls_base
-wasm-bindgen --target web --out-dir www/pkg-threads target/threads/wasm32-unknown-unknown/release/weft.wasm
+wasm-bindgen --target web --out-dir www/pkg-threads "$T"/threads/wasm32-unknown-unknown/release/weft.wasm
 opt --enable-threads www/pkg-threads/weft_bg.wasm -o www/pkg-threads/weft_bg.wasm
 size "wasm (threads)" www/pkg-threads/weft_bg.wasm
