@@ -68,12 +68,12 @@ def h100() -> dict:
     return out
 
 
-def session(name: str = "session6") -> dict:
+def session(name: str = "session9") -> dict:
     """weft beside llama.cpp (CUDA) on the same GGUF files, and the GEMV sweep, from one
     bench/gpu/session.sh call: every ratio pairs figures of one machine."""
     run = RESULTS / "h100" / name
     log = run / "session.log"
-    out = {"dir": f"bench/results/h100/{name}", "models": {}, "copy_gb_s": None, "gemv": {}}
+    out = {"dir": f"bench/results/h100/{name}", "models": {}, "copy_gb_s": None, "gemv": {}, "gemm": {}}
     if not log.exists():
         return out
     current = None
@@ -105,6 +105,10 @@ def session(name: str = "session6") -> dict:
         for r in (load_json(f) or {}).get("rows", []):
             key = f"{r['format'].removesuffix('+int8')} {r['n']}x{r['k']}"
             out["gemv"].setdefault(key, {})[config] = r["gb_per_s"]
+    for f in sorted(run.glob("qgemm-*-t*.json")):
+        kernel = f.stem.removeprefix("qgemm-").rsplit("-t", 1)[0]
+        for r in (load_json(f) or {}).get("rows", []):
+            out["gemm"].setdefault(f"{r['format']} {r['n']}x{r['k']} {r['tokens']}", {})[kernel] = r["gflop_per_s"]
     if out["copy_gb_s"] is None:
         # The copy rate from another call of the same session (a folder below), said so.
         for other in sorted(run.glob("*/session.log")):
@@ -234,7 +238,8 @@ def markdown(data: dict) -> str:
                 line += (f"; best tuning candidate (wg {c.get('wg')}, rows {c.get('rows')}, lanes {c.get('lanes')}): "
                          f"{g['best_gb_s']:.0f} GB/s = {g['best_gb_s'] / copy:.1%}")
             ratios.append(line)
-    return "\n".join(lines) + "\n\n" + "\n".join(notes + ratios) + "\n" + peer_markdown(data["session"])
+    return "\n".join(lines) + "\n\n" + "\n".join(notes + ratios) + "\n" + peer_markdown(data["session"]) \
+        + gemv_markdown(data["gemv_session"]) + gemm_markdown(data["session"])
 
 
 def peer_markdown(s: dict) -> str:
@@ -245,7 +250,7 @@ def peer_markdown(s: dict) -> str:
            "Random-weight Llama-shape GGUFs (bench/gpu/gen_quant_gguf.py), prompt 128 + 128 generated, "
            "median of 3: `weft bench --prompt-len 128 --gen 128 --reps 3` (Vulkan) and "
            "`llama-bench -p 128 -n 128 -r 3 -ngl 99` (CUDA, built for sm_90 from the llama-cpp-python 0.3.36 sdist). "
-           f"Device copy (PyTorch, read + write): {copy:.0f} GB/s"
+           + (f"Device copy (PyTorch, read + write): {copy:.0f} GB/s" if copy else "Device copy: not measured in this call")
            + (f" (measured in {s['copy_from']}, an earlier call of the same session).\n" if s.get("copy_from") else ".\n"),
            "The int8 column: the same files with `--int8-activations` (decode GEMVs on 8-bit activations, "
            "shaders/gemv_dp4.wgsl); it is not the default.\n",
@@ -261,9 +266,19 @@ def peer_markdown(s: dict) -> str:
         gbs = w["weight_mb"] * best / 1e3
         out.append(f"| {name} | {w['decode']:.1f} | {f'{i8:.1f}' if i8 else ''} | {l['decode']:.1f} | {best / l['decode']:.2f} "
                    f"| {w['prefill']:.0f} | {l['prefill']:.0f} | {w['prefill'] / l['prefill']:.3f} "
-                   f"| {w.get('dispatches', '')} | {gbs:.0f} ({gbs / copy:.0%}) |")
+                   f"| {w.get('dispatches', '')} | {gbs:.0f}{f' ({gbs / copy:.0%})' if copy else ''} |")
+    return "\n".join(out) + "\n"
+
+
+
+def gemv_markdown(s: dict) -> str:
+    """The GEMV sweep of a session.sh call (by launch shape, with and without 8-bit activations)."""
+    if not s["gemv"] or not s["copy_gb_s"]:
+        return ""
+    copy = s["copy_gb_s"]
+    out = [f"\n### GEMV ({s['dir']}; device copy {copy:.0f} GB/s)\n"]
     configs = sorted({c for v in s["gemv"].values() for c in v})
-    out += ["", "GEMV GB/s of weight bytes (qmatmul_bench, one buffer per call; 16384x16384 is 3x the 50 MB L2 "
+    out += ["GEMV GB/s of weight bytes (qmatmul_bench, one buffer per call; 16384x16384 is 3x the 50 MB L2 "
             "at 4 bits), by launch shape wg-rows-lanes, and the best as a fraction of the device copy:", "",
             "| format | shape | " + " | ".join(configs) + " | best of copy |",
             "|---|---|" + "---|" * len(configs) + "---|"]
@@ -275,8 +290,20 @@ def peer_markdown(s: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def gemm_markdown(s: dict) -> str:
+    """The prefill GEMM of a session.sh call, GFLOP/s by kernel."""
+    if not s["gemm"]:
+        return ""
+    kernels = sorted({k for v in s["gemm"].values() for k in v})
+    out = [f"\n### Prefill GEMM ({s['dir']}): GFLOP/s by kernel (qmatmul_bench --tokens T --gemm KERNEL)\n",
+           "| format | shape | tokens | " + " | ".join(kernels) + " |", "|---|---|---|" + "---|" * len(kernels)]
+    for key, v in s["gemm"].items():
+        fmt, shape, t = key.split()
+        out.append(f"| {fmt} | {shape} | {t} | " + " | ".join(f"{v[k]:.0f}" if k in v else "" for k in kernels) + " |")
+    return "\n".join(out) + "\n"
+
 def main() -> None:
-    data = {"h100": h100(), "local": local(), "session": session()}
+    data = {"h100": h100(), "local": local(), "session": session(), "gemv_session": session("session6")}
     (ROOT / "results.json").write_text(json.dumps(data, indent=2) + "\n")
     chart(data, ROOT / "chart.svg")
     table = markdown(data)

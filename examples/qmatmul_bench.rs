@@ -4,11 +4,13 @@
 //!
 //! cargo run --release --example qmatmul_bench -- [--formats Q4_K,q4_g32_sym]
 //!     [--shapes 8192x8192] [--wg 256] [--rows 1] [--lanes 32] [--tokens 1] [--tt 8]
+//!     [--gemm blocks|tiled|outer]
 //!     [--precision f32|f16] [--seconds 0.5] [--copy-mib 256] [--int8] [--json]
 //!
 //! Shapes are NxK (output features x reduced dimension). --tokens 1 (the default) times the
 //! GEMV, more the GEMM over that many tokens. --wg, --rows and --lanes override the adapter's
-//! default `GemvConfig` (or --wg, --rows, --tt the `GemmConfig`); one left out keeps the default.
+//! default `GemvConfig` (or --wg, --rows, --tt the `GemmConfig` of the adapter's GEMM kernel or
+//! the one --gemm names); one left out keeps the default.
 //! --int8 times the GEMV with 8-bit activations (4- and 8-bit weft weights, and Q4_0/Q8_0
 //! where they are repacked into those; rows named FORMAT+int8).
 //!
@@ -90,6 +92,7 @@ fn main() -> anyhow::Result<()> {
     };
     let (wg, rows, tt, lanes) = (opt("--wg")?, opt("--rows")?, opt("--tt")?, opt("--lanes")?);
     let tokens = opt("--tokens")?.unwrap_or(1).max(1) as usize;
+    let gemm_kernel = arg(&args, "--gemm", "");
     let copy_mib = opt("--copy-mib")?.unwrap_or(256).max(1) as u64;
     let json = args.iter().any(|a| a == "--json");
     let int8 = args.iter().any(|a| a == "--int8");
@@ -141,11 +144,19 @@ fn main() -> anyhow::Result<()> {
                     lanes: lanes.unwrap_or(d.lanes),
                 })
             } else {
-                let d = GemmConfig::for_format(&format);
+                let d = match gemm_kernel.as_str() {
+                    "" => GemmConfig::for_adapter(&caps, &format),
+                    "blocks" => GemmConfig::for_format(&format),
+                    "tiled" => qmatmul::GEMM_TILED,
+                    "outer" => GemmConfig::outer(tt.unwrap_or(qmatmul::GEMM_OUTER.tokens)),
+                    other => return Err(anyhow!("--gemm '{other}' is not blocks, tiled or outer")),
+                };
+                // For --gemm outer, --tt sets the tile's tokens and with them the workgroup.
                 Config::Gemm(GemmConfig {
                     wg: wg.unwrap_or(d.wg),
                     rows: rows.unwrap_or(d.rows),
                     tokens: tt.unwrap_or(d.tokens),
+                    ..d
                 })
             };
             let name = if int8 { format!("{name}+int8") } else { name.to_string() };

@@ -35,18 +35,6 @@ fn xchunk(j: u32) -> XQ {
         bitcast<f32>(xq[at + 8u]), f32(sum));
 }
 
-// Values 4i .. 4i + 3 of chunk c of token `tok` before the norm: x, or with GLU the SwiGLU of
-// the stacked gate/up product (the expression of shaders/silu_mul.wgsl).
-fn xraw(tok: u32, c: u32, i: u32) -> vec4<f32> {
-#ifdef GLU
-    let at = tok * (p.k / 2u) + c * 8u + i;
-    let g = x[at];
-    return g / (vec4<f32>(1.0) + exp(-g)) * x[at + p.k / 4u];
-#else
-    return x[tok * (p.k / 4u) + c * 8u + i];
-#endif
-}
-
 // The same values as quantized: times the norm's weight with NORM (1 / rms is applied to the
 // finished sums).
 fn xval(tok: u32, c: u32, i: u32) -> vec4<f32> {

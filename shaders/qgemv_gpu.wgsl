@@ -172,6 +172,19 @@ fn fetch(row: u32, c: u32) -> W {
     return W(load(row, c), scale(row, c), zero(row, c));
 }
 
+// Values 4i .. 4i + 3 of chunk c of token `tok` before the norm, as both stagings read them:
+// x, or with GLU the SwiGLU of the stacked gate/up product [t, 2k] (gate then up), the
+// expression of shaders/silu_mul.wgsl, so the same bits as its output.
+fn xraw(tok: u32, c: u32, i: u32) -> vec4<f32> {
+#ifdef GLU
+    let at = tok * (p.k / 2u) + c * 8u + i;
+    let g = x[at];
+    return g / (vec4<f32>(1.0) + exp(-g)) * x[at + p.k / 4u];
+#else
+    return x[tok * (p.k / 4u) + c * 8u + i];
+#endif
+}
+
 #ifndef DP4
 // The 32 activations of chunk j of the tile.
 struct X8 {
@@ -195,21 +208,9 @@ fn xchunk(j: u32) -> X8 {
 // 1 / rms is a scalar of the token, applied to the finished sums.
 fn stage(tok: u32, t0: u32, nb: u32, lid: u32) -> f32 {
     let n = min(TILE, nb - t0) * 8u;
-#ifdef GLU
-    // x is a row of the stacked gate/up product, [t, 2k]: gate then up.
-    let row = tok * (p.k / 2u) + t0 * 8u;
-#else
-    let row = tok * (p.k / 4u) + t0 * 8u;
-#endif
     var ss = 0.0;
     for (var v = lid; v < n; v += WG) {
-#ifdef GLU
-        // SwiGLU, the expression of shaders/silu_mul.wgsl: the same bits as its output.
-        let g = x[row + v];
-        let xv = g / (vec4<f32>(1.0) + exp(-g)) * x[row + v + p.k / 4u];
-#else
-        let xv = x[row + v];
-#endif
+        let xv = xraw(tok, t0 + v / 8u, v % 8u);
 #ifdef NORM
         ss += dot(xv, xv);
         xt[v + v / 8u] = xv * norm_w[t0 * 8u + v] * XSCALE;

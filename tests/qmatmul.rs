@@ -120,33 +120,44 @@ fn gemv_launch_shapes_for_gpus_match_the_reference() -> anyhow::Result<()> {
 }
 
 #[test]
-fn tiled_gemm_for_gpus_matches_the_reference() -> anyhow::Result<()> {
-    // The GEMM GPUs run (32x32 tiles through shared memory) for every format, on ragged shapes:
-    // rows not a multiple of the tile, tokens not a multiple of the tile, K not a multiple of
-    // the tile's K step where the format allows.
+fn gpu_gemms_match_the_reference() -> anyhow::Result<()> {
+    // The GEMMs GPUs run (32 x 32 tiles through shared memory; outer products on tiles of 64
+    // rows x 32 or 64 tokens) for every format, on ragged shapes: rows and tokens not a multiple
+    // of the tile, and for the tiled kernel K not a multiple of its K step where the format allows.
     let ctx = ctx();
-    let tiled = qmatmul::GemmConfig { wg: 64, rows: 16, tokens: 0 };
     let mut failures = Vec::new();
-    for (i, format) in WeightFormat::all().into_iter().enumerate() {
-        let (n, k, t) = match format.k_multiple() {
-            1 => (37, 203, 35),
-            32 => (37, 320, 35),
-            _ => (37, 512, 35),
-        };
-        let tw = qmatmul::test_weight(format, 140 + i as u64, n, k)?;
-        let w = tw.upload(ctx, "w")?;
-        let x = random_f32(190 + i as u64, t * k);
-        let (want, scale) = qmatmul::cpu_reference(&tw.dequantize()?, &x, n, k, t);
-        let xt = ctx.upload_f32("x", &[t, k], &x)?;
-        let y = ctx.zeros("y", &[t, n], DType::F32)?;
-        let d = pollster::block_on(qmatmul::gemm_tuned(ctx, &w, &xt, &y, Precision::F32, tiled))?;
-        ctx.run(&[&d]);
-        let got = pollster::block_on(ctx.read_f32(&y))?;
-        let worst =
-            got.iter().zip(&want).zip(&scale).map(|((&g, &w), &s)| (g as f64 - w).abs() / s).fold(0.0, f64::max);
-        println!("{} tiled GEMM [{n}, {k}] t={t}: {worst:.2e}", format.name());
-        if !(worst <= qmatmul::f32_tolerance(k)) {
-            failures.push(format!("{}: {worst:e}", format.name()));
+    // Every format through the tiled kernel and the 32-token outer-product shape (two units of
+    // W an invocation); the 64-token shape differs in how the tile is shared out, not in the
+    // decoding, so a few formats cover it.
+    let few = ["Q4_0", "Q4_K", "q3_g32_asym", "q8_g128_sym"];
+    for config in [qmatmul::GEMM_TILED, qmatmul::GemmConfig::outer(32), qmatmul::GemmConfig::outer(64)] {
+        let outer = config.kernel == qmatmul::GemmKernel::Outer;
+        let all = config.tokens == 32;
+        for (i, format) in WeightFormat::all().into_iter().enumerate() {
+            if !all && !few.contains(&format.name().as_str()) {
+                continue;
+            }
+            let (n, k, t) = match format.k_multiple() {
+                1 if !outer => (37, 203, 35),
+                1 | 32 => (150, 320, 70),
+                _ => (150, 512, 70),
+            };
+            let tw = qmatmul::test_weight(format, 140 + i as u64, n, k)?;
+            let w = tw.upload(ctx, "w")?;
+            let x = random_f32(190 + i as u64, t * k);
+            let (want, scale) = qmatmul::cpu_reference(&tw.dequantize()?, &x, n, k, t);
+            let xt = ctx.upload_f32("x", &[t, k], &x)?;
+            let y = ctx.zeros("y", &[t, n], DType::F32)?;
+            let d = pollster::block_on(qmatmul::gemm_tuned(ctx, &w, &xt, &y, Precision::F32, config))?;
+            ctx.run(&[&d]);
+            let got = pollster::block_on(ctx.read_f32(&y))?;
+            let worst =
+                got.iter().zip(&want).zip(&scale).map(|((&g, &w), &s)| (g as f64 - w).abs() / s).fold(0.0, f64::max);
+            let name = format!("{} {:?} {}x{}", format.name(), config.kernel, config.rows, config.tokens);
+            println!("{name} GEMM [{n}, {k}] t={t}: {worst:.2e}");
+            if !(worst <= qmatmul::f32_tolerance(k)) {
+                failures.push(format!("{name}: {worst:e}"));
+            }
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

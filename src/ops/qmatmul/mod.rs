@@ -2,15 +2,16 @@
 //! dequantizes the weights it reads on the fly, with the same values as the CPU decoders.
 //!
 //! - [`gemv`]: y[t, n] = W[n, k] · x[t, k] for one or a few tokens (decode).
-//! - [`gemm`]: the same product for many tokens (prefill), each weight decoded once per several
-//!   tokens: block-native at F32 for the formats with a `bdot` (every weft format, Q4_0, Q4_1,
-//!   Q8_0 and the K-quants), else through shared-memory tiles.
+//! - [`gemm`]: the same product for many tokens (prefill), each weight decoded once per tile of
+//!   tokens (src/ops/qmatmul/gemm.rs: block-native on CPU-emulated adapters, register-tiled
+//!   outer products on GPUs, shared-memory tiles where neither applies).
 //!
 //! A weight larger than one storage binding is stored in parts of whole rows
 //! ([`QWeight::parts`]); every kernel runs once per part, as one [`Dispatch`].
 //! - [`qmatmul`]: picks one of the two by the token count.
 //! - [`embed`]: out[t, k] = row ids[t] of W, decoding only the requested rows.
 
+mod gemm;
 mod selftest;
 mod int8;
 mod tune;
@@ -20,6 +21,7 @@ pub use selftest::{
     cpu_reference, f16_tolerance, f32_tolerance, self_test, test_weight, KernelReport,
     QMatmulReport, TestWeight,
 };
+pub use gemm::{gemm, gemm_tuned, GemmConfig, GemmKernel, GEMM_BLOCKS, GEMM_OUTER, GEMM_TILED};
 pub use int8::{int8_activations, int8_tolerance};
 pub use tune::{tune_gemv, GemvTuning, GEMV_CANDIDATES};
 pub use weight::{QPart, QWeight, WeightFormat};
@@ -52,6 +54,7 @@ macro_rules! q_shader {
 
 pub const QGEMV_SHADER: ShaderSource = q_shader!("qgemv", "qgemv.wgsl");
 pub const QGEMM_SHADER: ShaderSource = q_shader!("qgemm", "qgemm.wgsl");
+pub const QGEMM_OUTER_SHADER: ShaderSource = q_shader!("qgemm_outer", "qgemm_outer.wgsl");
 pub const QEMBED_SHADER: ShaderSource = q_shader!("qembed", "qembed.wgsl");
 /// The GEMV of GPUs for weft weights with K a multiple of 32 ([`gpu_gemv`]).
 pub const QGEMV_GPU_SHADER: ShaderSource = ShaderSource {
@@ -106,45 +109,6 @@ impl GemvConfig {
         if blocks { self.wg / self.lanes * self.rows } else { self.rows }
     }
 }
-/// Launch shape of the block-native GEMM kernel (formats with [`WeightFormat::gemv_block`], at
-/// F32): `wg` invocations per workgroup, each owning `rows` whole rows of one token; `tokens`
-/// adjacent invocations take adjacent tokens of the same rows (it must divide `wg`). `tokens` 0
-/// selects the tiled kernel instead, for comparison.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct GemmConfig {
-    pub wg: u32,
-    pub rows: u32,
-    pub tokens: u32,
-}
-
-/// Eight tokens fill one 8-lane SIMD group of llvmpipe with the same weight words, and sixteen
-/// rows share each lane's x loads; on lavapipe this ran 4-10x faster than the tiled kernel and
-/// 2-3x faster than rows across lanes with several tokens per invocation, and 16 rows beat 8 by
-/// 10-40% in alternating runs (bench/NOTES.md).
-const GEMM_BLOCKS: GemmConfig = GemmConfig { wg: 64, rows: 16, tokens: 8 };
-
-/// On a discrete GPU the tiled kernel (32x32 output tiles through shared memory) ran prefill
-/// 3.5x faster than the block kernel on an H100 (SmolLM2 shape, 128 tokens: 6,294 against
-/// 1,765 tok/s; bench/NOTES.md): the block kernel's few fat invocations leave most of its
-/// compute units idle.
-const GEMM_TILED: GemmConfig = GemmConfig { wg: 64, rows: 16, tokens: 0 };
-
-impl GemmConfig {
-    /// The default launch shape for `format` on a CPU-emulated adapter (ignored by formats
-    /// without a block kernel).
-    pub fn for_format(_format: &WeightFormat) -> Self {
-        GEMM_BLOCKS
-    }
-
-    /// The launch shape for `format` on this adapter: block kernel on CPU-emulated adapters,
-    /// tiled elsewhere.
-    pub fn for_adapter(caps: &Capabilities, format: &WeightFormat) -> Self {
-        if caps.is_software { Self::for_format(format) } else { GEMM_TILED }
-    }
-}
-
-/// Output tile edge of the tiled GEMM kernel (tokens and rows).
-const GEMM_TILE: u32 = 32;
 const EMBED_WG: u32 = 64;
 /// Up to this many tokens [`qmatmul`] uses the GEMV kernel: below it a GEMM tile is mostly
 /// empty rows of X.
@@ -212,23 +176,6 @@ fn gpu_gemv_defines(format: &WeightFormat, c: GemvConfig, subgroup: u32) -> Defi
     if c.lanes <= subgroup { d.set("SG", 1) } else { d }
 }
 
-/// The block kernel's path define, where `format` has one and `precision` and `c` select it.
-fn gemm_block(format: &WeightFormat, precision: Precision, c: GemmConfig) -> Option<&'static str> {
-    format.gemv_block().filter(|_| precision == Precision::F32 && c.tokens > 0)
-}
-
-fn gemm_defines(format: &WeightFormat, precision: Precision, c: GemmConfig, k: usize) -> Defines {
-    let d = format.defines().set("PB", 3 + format.weight_bindings() - 1);
-    if let Some(path) = gemm_block(format, precision, c) {
-        let d = d.set("BLOCKS", 1).set(path, 1).set("WG", c.wg).set("RPT", c.rows).set("TPT", c.tokens);
-        return x_defines(d, k);
-    }
-    match precision {
-        Precision::F16 => d.set("F16", 1).set("ELEM", "f16"),
-        Precision::F32 => d.set("ELEM", "f32"),
-    }
-}
-
 fn embed_defines(format: &WeightFormat) -> Defines {
     format.defines().set("PB", 3 + format.weight_bindings() - 1)
 }
@@ -243,8 +190,10 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
         for precision in [Precision::F32, Precision::F16] {
             for k in [4, 3] {
                 all.push((QGEMV_SHADER, gemv_defines(f, precision, GemvConfig::for_format(f), k, 0)));
-                all.push((QGEMM_SHADER, gemm_defines(f, precision, GemmConfig::for_format(f), k)));
-                all.push((QGEMM_SHADER, gemm_defines(f, precision, GEMM_TILED, k)));
+            }
+            for d in gemm::variants(f, precision) {
+                let shader = if d.get("TM").is_some() { QGEMM_OUTER_SHADER } else { QGEMM_SHADER };
+                all.push((shader, d));
             }
             for subgroup in [0, 32] {
                 all.push((QGEMV_SHADER, gemv_defines(f, precision, GEMV_BLOCKS_GPU, 4, subgroup)));
@@ -398,17 +347,24 @@ pub async fn gemv_fused(ctx: &GpuContext, w: &QWeight, x: &GpuTensor, y: &GpuTen
     gemv_fused_tuned(ctx, w, x, y, fusion, gemv_config(ctx, w, Precision::F32)).await
 }
 
-/// Whether the decode step's GEMV of `w` on this adapter takes [`GemvFusion::glu`]: it runs the
-/// GPU kernel, which stages the activations once per workgroup (the block kernel would take the
-/// SwiGLU once per row).
-pub fn gemv_glu(ctx: &GpuContext, w: &QWeight) -> bool {
+/// Whether the decode step's GEMV of `w` on this adapter runs the GPU kernel
+/// (shaders/qgemv_gpu.wgsl), the one that stages the activations once per workgroup: the
+/// condition of the fusions that work on the staged activations.
+fn decode_gemv_is_gpu_kernel(ctx: &GpuContext, w: &QWeight) -> bool {
     gemv_fuses(w) && gpu_gemv(&w.format, w.cols, Precision::F32, gemv_config(ctx, w, Precision::F32))
+}
+
+/// Whether the decode step's GEMV of `w` on this adapter takes [`GemvFusion::glu`]: the GPU
+/// kernel takes the SwiGLU once per workgroup while staging (the block kernel would take it
+/// once per row).
+pub fn gemv_glu(ctx: &GpuContext, w: &QWeight) -> bool {
+    decode_gemv_is_gpu_kernel(ctx, w)
 }
 
 /// Whether the decode step's GEMV of `w` on this adapter takes [`GemvFusion::int8`]: the GPU
 /// kernel with 4- or 8-bit weft weights (Q4_0 and Q8_0 become those at upload).
 pub fn gemv_int8(ctx: &GpuContext, w: &QWeight) -> bool {
-    gemv_glu(ctx, w) && int8_format(&w.format)
+    decode_gemv_is_gpu_kernel(ctx, w) && int8_format(&w.format)
 }
 
 fn int8_format(format: &WeightFormat) -> bool {
@@ -503,60 +459,12 @@ async fn gemv_with(
     })
 }
 
-/// Y[t, n] = X[t, k] · W[n, k]^T at the format's default [`GemmConfig`]: block-native for the
-/// formats with a `bdot` at F32, else through 32 x 32 shared-memory tiles.
-pub async fn gemm(
-    ctx: &GpuContext,
-    w: &QWeight,
-    x: &GpuTensor,
-    y: &GpuTensor,
-    precision: Precision,
-) -> Result<Dispatch> {
-    gemm_tuned(ctx, w, x, y, precision, GemmConfig::for_adapter(ctx.capabilities(), &w.format)).await
-}
-
-/// [`gemm`] with an explicit launch shape, for tuning: `wg` a power of two, `rows` at least 1.
-pub async fn gemm_tuned(
-    ctx: &GpuContext,
-    w: &QWeight,
-    x: &GpuTensor,
-    y: &GpuTensor,
-    precision: Precision,
-    config: GemmConfig,
-) -> Result<Dispatch> {
-    let t = check_operands("gemm", w, x, y)?;
-    check_precision(ctx, "gemm", precision)?;
-    let GemmConfig { wg, rows, tokens } = config;
-    if !wg.is_power_of_two() || rows == 0 || (tokens > 0 && wg % tokens != 0) {
-        return Err(Error::Shape { op: "gemm", message: format!("workgroup {wg}, rows {rows}, tokens {tokens}") });
-    }
-    let pipeline = ctx.pipeline(&QGEMM_SHADER, &gemm_defines(&w.format, precision, config, w.cols)).await?;
-    let blocks = gemm_block(&w.format, precision, config).is_some();
-    let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
-    per_part(w, |part| {
-        let tensors = bindings(part, x, y);
-        if blocks {
-            let chunks = t.div_ceil(tokens);
-            let row_groups = (part.rows as u32).div_ceil(wg / tokens * rows);
-            let total = chunks.checked_mul(row_groups).ok_or_else(|| Error::Shape {
-                op: "gemm",
-                message: format!("{chunks} token chunks x {row_groups} row groups exceed u32"),
-            })?;
-            let groups = grid(total, max);
-            let p = params(w, part, t, groups[0], chunks);
-            return ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&p)), groups);
-        }
-        let p = params(w, part, t, 0, 0);
-        let groups = [(part.rows as u32).div_ceil(GEMM_TILE), t.div_ceil(GEMM_TILE), 1];
-        ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&p)), groups)
-    })
-}
-
 /// [`gemv`] at F32 for up to [`GEMV_MAX_TOKENS`] tokens, [`gemm`] beyond: at F32 for the
 /// formats with a block kernel (F32 only; on lavapipe it ran 3-6x faster than the f16 tiled
-/// kernel), else at [`Precision::best`] (see [`Precision`] for why GEMV does not use f16).
+/// kernel) and on GPUs (the outer-product kernel is F32), else at [`Precision::best`] (see [`Precision`] for why GEMV does not use f16).
 pub async fn qmatmul(ctx: &GpuContext, w: &QWeight, x: &GpuTensor, y: &GpuTensor) -> Result<Dispatch> {
-    let gemm_precision = if w.format.gemv_block().is_some() { Precision::F32 } else { Precision::best(ctx) };
+    let f32_gemm = w.format.gemv_block().is_some() || !ctx.capabilities().is_software;
+    let gemm_precision = if f32_gemm { Precision::F32 } else { Precision::best(ctx) };
     matmul(ctx, w, x, y, Precision::F32, gemm_precision).await
 }
 

@@ -1,0 +1,191 @@
+//! The GEMM of prefill: Y[t, n] = X[t, k] · W[n, k]^T for many tokens, each weight decoded once
+//! per tile of tokens. Three kernels, chosen by [`GemmKernel`]: whole rows an invocation on
+//! CPU-emulated adapters, register-tiled outer products on GPUs, and 32 x 32 shared-memory
+//! tiles where neither applies (f16 arithmetic, K not a multiple of 32).
+
+use serde::Serialize;
+
+use super::{bindings, check_operands, check_precision, grid, params, per_part, x_defines, Precision, QWeight, WeightFormat};
+use super::{QGEMM_OUTER_SHADER, QGEMM_SHADER};
+use crate::error::{Error, Result};
+use crate::gpu::shader::Defines;
+use crate::gpu::{Capabilities, Dispatch, GpuContext, GpuTensor};
+
+/// Which GEMM kernel a [`GemmConfig`] launches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GemmKernel {
+    /// shaders/qgemm.wgsl BLOCKS (formats with [`WeightFormat::gemv_block`], F32): `wg`
+    /// invocations a workgroup, each owning `rows` whole rows of one token, `tokens` adjacent
+    /// invocations taking adjacent tokens of the same rows (it must divide `wg`).
+    Blocks,
+    /// shaders/qgemm.wgsl: 32 x 32 output tiles through workgroup memory, 2 x 2 outputs an
+    /// invocation, F32 or F16 (`wg`, `rows` and `tokens` unused).
+    Tiled,
+    /// shaders/qgemm_outer.wgsl (F32, K a multiple of 32): tiles of `rows` (64) rows x `tokens`
+    /// (32 or 64) tokens, 4 x 4 outputs an invocation, so `wg` = 4 · tokens.
+    Outer,
+}
+
+/// Launch shape of [`gemm_tuned`]; the fields' meaning depends on the [`GemmKernel`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct GemmConfig {
+    pub kernel: GemmKernel,
+    pub wg: u32,
+    pub rows: u32,
+    pub tokens: u32,
+}
+
+/// Eight tokens fill one 8-lane SIMD group of llvmpipe with the same weight words, and sixteen
+/// rows share each lane's x loads; on lavapipe this ran 4-10x faster than the tiled kernel and
+/// 2-3x faster than rows across lanes with several tokens per invocation, and 16 rows beat 8 by
+/// 10-40% in alternating runs (bench/NOTES.md).
+pub const GEMM_BLOCKS: GemmConfig = GemmConfig { kernel: GemmKernel::Blocks, wg: 64, rows: 16, tokens: 8 };
+
+/// On a discrete GPU the tiled kernel ran prefill 3.5x faster than the block kernel on an H100
+/// (SmolLM2 shape, 128 tokens: 6,294 against 1,765 tok/s; bench/NOTES.md): the block kernel's
+/// few fat invocations leave most of its compute units idle.
+pub const GEMM_TILED: GemmConfig = GemmConfig { kernel: GemmKernel::Tiled, wg: 256, rows: 32, tokens: 32 };
+
+/// The tiled kernel spends two workgroup-memory loads on four multiply-adds; the outer-product
+/// kernel spends two on sixteen: on an H100 at 128 tokens 10-15 TFLOP/s against the tiled
+/// kernel's 3.1-3.4 on 4096-wide shapes (bench/NOTES.md, note 21).
+pub const GEMM_OUTER: GemmConfig = GemmConfig { kernel: GemmKernel::Outer, wg: 256, rows: 64, tokens: 64 };
+
+impl GemmConfig {
+    /// The default launch shape for `format` on a CPU-emulated adapter (formats without a block
+    /// kernel take the tiled one).
+    pub fn for_format(_format: &WeightFormat) -> Self {
+        GEMM_BLOCKS
+    }
+
+    /// The launch shape for `format` on this adapter: block kernel on CPU-emulated adapters,
+    /// outer products elsewhere.
+    pub fn for_adapter(caps: &Capabilities, format: &WeightFormat) -> Self {
+        if caps.is_software { Self::for_format(format) } else { GEMM_OUTER }
+    }
+
+    /// The outer-product shape with tiles of 64 rows x `tokens` (32 or 64).
+    pub fn outer(tokens: u32) -> Self {
+        GemmConfig { kernel: GemmKernel::Outer, wg: 4 * tokens, rows: 64, tokens }
+    }
+
+    /// This shape for a product of `n` rows and `t` tokens: the outer-product kernel takes
+    /// 32-token tiles where 64-token ones would leave fewer than 128 workgroups (on an H100,
+    /// 2048 x 2048 at 128 tokens: 6.4 against 6.0 TFLOP/s; 4096 x 4096: 10.5 against 12.1).
+    fn fitted(self, n: usize, t: u32) -> Self {
+        let groups = (n as u64).div_ceil(self.rows as u64) * (t as u64).div_ceil(64);
+        if self.kernel == GemmKernel::Outer && self.tokens == 64 && groups < 128 {
+            Self::outer(32)
+        } else {
+            self
+        }
+    }
+
+    /// The kernel that runs for a K of `k` at `precision`: the block kernel needs a block path
+    /// and F32, the outer-product kernel F32 and whole 32-wide steps; the tiled one takes the
+    /// rest.
+    fn resolve(self, format: &WeightFormat, precision: Precision, k: usize) -> GemmKernel {
+        match self.kernel {
+            GemmKernel::Blocks if format.gemv_block().is_some() && precision == Precision::F32 => GemmKernel::Blocks,
+            GemmKernel::Outer if precision == Precision::F32 && k.is_multiple_of(32) => GemmKernel::Outer,
+            _ => GemmKernel::Tiled,
+        }
+    }
+}
+
+/// Output tile edge of the tiled GEMM kernel (tokens and rows).
+const GEMM_TILE: u32 = 32;
+
+fn gemm_defines(format: &WeightFormat, precision: Precision, c: GemmConfig, k: usize) -> Defines {
+    let d = format.defines().set("PB", 3 + format.weight_bindings() - 1);
+    match c.resolve(format, precision, k) {
+        GemmKernel::Blocks => {
+            let path = format.gemv_block().unwrap_or_default();
+            let d = d.set("BLOCKS", 1).set(path, 1).set("WG", c.wg).set("RPT", c.rows).set("TPT", c.tokens);
+            x_defines(d, k)
+        }
+        GemmKernel::Outer => {
+            let d = d.set("TM", c.tokens).set("TN", c.rows).set("TM4", c.tokens / 4).set("TN4", c.rows / 4);
+            let d = d.set("WG", c.wg);
+            // Units of W a step: rows x 4 eight-weight units over wg invocations.
+            if c.rows * 4 > c.wg { d.set("W2", 1) } else { d }
+        }
+        GemmKernel::Tiled => match precision {
+            Precision::F16 => d.set("F16", 1).set("ELEM", "f16"),
+            Precision::F32 => d.set("ELEM", "f32"),
+        },
+    }
+}
+
+/// The GEMM variants naga checks: every launch shape at K = 4 (vec4 activations), K = 3 (one
+/// float at a time, ragged weft rows) and K = 32 (the outer-product kernel).
+pub(super) fn variants(f: &WeightFormat, precision: Precision) -> Vec<Defines> {
+    let mut all = Vec::new();
+    for k in [4, 3, 32] {
+        for c in [GemmConfig::for_format(f), GEMM_TILED, GemmConfig::outer(32), GemmConfig::outer(64)] {
+            all.push(gemm_defines(f, precision, c, k));
+        }
+    }
+    all
+}
+
+/// Y[t, n] = X[t, k] · W[n, k]^T at this adapter's default [`GemmConfig`].
+pub async fn gemm(
+    ctx: &GpuContext,
+    w: &QWeight,
+    x: &GpuTensor,
+    y: &GpuTensor,
+    precision: Precision,
+) -> Result<Dispatch> {
+    let t = x.shape.first().copied().unwrap_or(0) as u32;
+    let config = GemmConfig::for_adapter(ctx.capabilities(), &w.format).fitted(w.rows, t);
+    gemm_tuned(ctx, w, x, y, precision, config).await
+}
+
+/// [`gemm`] with an explicit launch shape, for tuning. A kernel that does not apply (see
+/// [`GemmKernel`]) gives way to the tiled one.
+pub async fn gemm_tuned(
+    ctx: &GpuContext,
+    w: &QWeight,
+    x: &GpuTensor,
+    y: &GpuTensor,
+    precision: Precision,
+    config: GemmConfig,
+) -> Result<Dispatch> {
+    let t = check_operands("gemm", w, x, y)?;
+    check_precision(ctx, "gemm", precision)?;
+    let GemmConfig { wg, rows, tokens, .. } = config;
+    let kernel = config.resolve(&w.format, precision, w.cols);
+    let bad = match kernel {
+        GemmKernel::Blocks => !wg.is_power_of_two() || rows == 0 || tokens == 0 || wg % tokens != 0,
+        GemmKernel::Outer => rows != 64 || !matches!(tokens, 32 | 64) || wg != 4 * tokens,
+        GemmKernel::Tiled => false,
+    };
+    if bad {
+        return Err(Error::Shape { op: "gemm", message: format!("{kernel:?}: workgroup {wg}, rows {rows}, tokens {tokens}") });
+    }
+    let shader = if kernel == GemmKernel::Outer { &QGEMM_OUTER_SHADER } else { &QGEMM_SHADER };
+    let pipeline = ctx.pipeline(shader, &gemm_defines(&w.format, precision, config, w.cols)).await?;
+    let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
+    per_part(w, |part| {
+        let tensors = bindings(part, x, y);
+        let (groups, p) = match kernel {
+            GemmKernel::Blocks => {
+                let chunks = t.div_ceil(tokens);
+                let row_groups = (part.rows as u32).div_ceil(wg / tokens * rows);
+                let total = chunks.checked_mul(row_groups).ok_or_else(|| Error::Shape {
+                    op: "gemm",
+                    message: format!("{chunks} token chunks x {row_groups} row groups exceed u32"),
+                })?;
+                let groups = grid(total, max);
+                (groups, params(w, part, t, groups[0], chunks))
+            }
+            GemmKernel::Outer => ([(part.rows as u32).div_ceil(rows), t.div_ceil(tokens), 1], params(w, part, t, 0, 0)),
+            GemmKernel::Tiled => {
+                ([(part.rows as u32).div_ceil(GEMM_TILE), t.div_ceil(GEMM_TILE), 1], params(w, part, t, 0, 0))
+            }
+        };
+        ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&p)), groups)
+    })
+}
