@@ -37,72 +37,151 @@ impl Tokenizer {
     /// From the text of `tokenizer.json`; `chat_template` comes from `tokenizer_config.json`
     /// when the caller has it.
     pub fn from_hf_json(json: &str, chat_template: Option<String>) -> Result<Self> {
-        let root: Value = serde_json::from_str(json).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
-        let model = root.get("model").ok_or_else(|| bad("tokenizer.json has no model"))?;
-        if model.get("type").and_then(Value::as_str) != Some("BPE") {
-            return Err(bad("only BPE tokenizer.json models are supported"));
-        }
-        let vocab = model.get("vocab").and_then(Value::as_object).ok_or_else(|| bad("BPE model without vocab"))?;
-        let added = root.get("added_tokens").and_then(Value::as_array).cloned().unwrap_or_default();
-        let added_ids = added.iter().filter_map(|t| t.get("id").and_then(Value::as_u64));
-        let size = vocab.values().filter_map(Value::as_u64).chain(added_ids).max().map_or(0, |m| m as usize + 1);
-        if size == 0 || size > 1 << 22 {
-            return Err(bad(format!("vocabulary of {size} tokens")));
-        }
-        // The table is sized by the largest id: ids far past the number of tokens would have a
-        // few-KB file allocate a table of millions of empty entries.
-        let entries = vocab.len() + added.len();
-        if size > 2 * entries + 1024 {
-            return Err(bad(format!("token ids up to {} for {entries} tokens: the ids must be (nearly) dense", size - 1)));
-        }
-        let mut tokens = vec![String::new(); size];
-        let mut types = vec![token_type::UNUSED; size];
-        for (text, id) in vocab {
-            let id = id.as_u64().ok_or_else(|| bad(format!("token {text:?} has no integer id")))? as usize;
-            tokens[id] = text.clone();
-            types[id] = token_type::NORMAL;
-        }
-        for t in &added {
-            let (Some(id), Some(content)) = (t.get("id").and_then(Value::as_u64), t.get("content").and_then(Value::as_str)) else {
-                return Err(bad("added token without id or content"));
-            };
-            tokens[id as usize] = content.to_string();
-            let special = t.get("special").and_then(Value::as_bool).unwrap_or(false);
-            types[id as usize] = if special { token_type::CONTROL } else { token_type::USER_DEFINED };
-        }
-        // Merges are "a b" strings in older files and ["a", "b"] pairs in newer ones.
-        let merges = model
-            .get("merges")
-            .and_then(Value::as_array)
-            .ok_or_else(|| bad("BPE model without merges"))?
-            .iter()
-            .map(|m| match m {
-                Value::String(s) => Ok(s.clone()),
-                Value::Array(pair) => match (pair.first().and_then(Value::as_str), pair.get(1).and_then(Value::as_str)) {
-                    (Some(a), Some(b)) => Ok(format!("{a} {b}")),
-                    _ => Err(bad("malformed merge")),
-                },
-                _ => Err(bad("malformed merge")),
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let pre = root.get("pre_tokenizer").filter(|p| !p.is_null()).ok_or_else(|| bad("no pre_tokenizer"))?;
-        let id_of = |text: &str| tokens.iter().position(|t| t == text).map(|i| i as u32);
-        let eos = ["<|im_end|>", "<|endoftext|>", "</s>", "<|end_of_text|>"].iter().find_map(|t| id_of(t));
-        if pre.get("type").and_then(Value::as_str) == Some("Metaspace") {
-            return sentencepiece(model, pre, tokens, types, &merges, eos, chat_template);
-        }
-        Tokenizer::new(TokenizerSpec {
-            model: "gpt2".into(),
-            pre: Some(pre_tokenizer_name(pre)?.into()),
-            eos,
-            unknown: None,
-            tokens,
-            token_types: types,
-            merges,
-            chat_template,
-            ..Default::default()
-        })
+        Tokenizer::new(hf_spec(json, chat_template)?)
     }
+
+    /// From a Hugging Face folder's files: `tokenizer.json`, and where present
+    /// `tokenizer_config.json` (chat template, BOS and EOS tokens, `add_bos_token`),
+    /// `chat_template.jinja` (newer repos keep the template there), `generation_config.json` and
+    /// `config.json` (their `eos_token_id`s stop generation).
+    pub fn from_hf_files(files: &HfTokenizerFiles) -> Result<Self> {
+        let mut spec = hf_spec(files.tokenizer_json, None)?;
+        let parse = |name: &str, text: Option<&str>| -> Result<Option<Value>> {
+            text.map(|t| serde_json::from_str(t).map_err(|e| bad(format!("{name}: {e}")))).transpose()
+        };
+        let id_of = |spec: &TokenizerSpec, text: &str| spec.tokens.iter().position(|t| t == text).map(|i| i as u32);
+        if let Some(tc) = parse("tokenizer_config.json", files.tokenizer_config)? {
+            spec.chat_template = template_of(&tc)?;
+            // A token is a string or an AddedToken object {"content": ...}; null means none.
+            let token = |key: &str| -> Option<String> {
+                let v = tc.get(key)?;
+                v.as_str().or_else(|| v.get("content")?.as_str()).map(str::to_string)
+            };
+            if let Some(bos) = token("bos_token") {
+                spec.bos = Some(id_of(&spec, &bos).ok_or_else(|| bad(format!("bos_token {bos:?} is not in the vocabulary")))?);
+            }
+            if let Some(eos) = token("eos_token") {
+                spec.eos = Some(id_of(&spec, &eos).ok_or_else(|| bad(format!("eos_token {eos:?} is not in the vocabulary")))?);
+            }
+            if let Some(add) = tc.get("add_bos_token").and_then(Value::as_bool) {
+                spec.add_bos = add;
+            }
+        }
+        if let Some(t) = files.chat_template_jinja {
+            spec.chat_template = Some(t.to_string());
+        }
+        for (name, text) in [("generation_config.json", files.generation_config), ("config.json", files.config)] {
+            if let Some(v) = parse(name, text)? {
+                for id in eos_ids(&v) {
+                    if !spec.stop.contains(&id) && (id as usize) < spec.tokens.len() {
+                        spec.stop.push(id);
+                    }
+                }
+            }
+        }
+        Tokenizer::new(spec)
+    }
+}
+
+/// The texts of a Hugging Face folder's tokenizer files; all but `tokenizer_json` optional.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HfTokenizerFiles<'a> {
+    pub tokenizer_json: &'a str,
+    pub tokenizer_config: Option<&'a str>,
+    pub chat_template_jinja: Option<&'a str>,
+    pub generation_config: Option<&'a str>,
+    pub config: Option<&'a str>,
+}
+
+/// `eos_token_id`: a number or a list of them.
+fn eos_ids(v: &Value) -> Vec<u32> {
+    match v.get("eos_token_id") {
+        Some(Value::Number(n)) => n.as_u64().map(|n| n as u32).into_iter().collect(),
+        Some(Value::Array(list)) => list.iter().filter_map(Value::as_u64).map(|n| n as u32).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// `chat_template`: a string, or a list of named templates (the one named "default").
+fn template_of(tc: &Value) -> Result<Option<String>> {
+    match tc.get("chat_template") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(Value::Array(list)) => Ok(list
+            .iter()
+            .find(|t| t.get("name").and_then(Value::as_str) == Some("default"))
+            .and_then(|t| t.get("template")?.as_str())
+            .map(str::to_string)),
+        Some(other) => Err(bad(format!("chat_template = {other} is neither text nor a list of templates"))),
+    }
+}
+
+fn hf_spec(json: &str, chat_template: Option<String>) -> Result<TokenizerSpec> {
+    let root: Value = serde_json::from_str(json).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
+    let model = root.get("model").ok_or_else(|| bad("tokenizer.json has no model"))?;
+    if model.get("type").and_then(Value::as_str) != Some("BPE") {
+        return Err(bad("only BPE tokenizer.json models are supported"));
+    }
+    let vocab = model.get("vocab").and_then(Value::as_object).ok_or_else(|| bad("BPE model without vocab"))?;
+    let added = root.get("added_tokens").and_then(Value::as_array).cloned().unwrap_or_default();
+    let added_ids = added.iter().filter_map(|t| t.get("id").and_then(Value::as_u64));
+    let size = vocab.values().filter_map(Value::as_u64).chain(added_ids).max().map_or(0, |m| m as usize + 1);
+    if size == 0 || size > 1 << 22 {
+        return Err(bad(format!("vocabulary of {size} tokens")));
+    }
+    // The table is sized by the largest id: ids far past the number of tokens would have a
+    // few-KB file allocate a table of millions of empty entries.
+    let entries = vocab.len() + added.len();
+    if size > 2 * entries + 1024 {
+        return Err(bad(format!("token ids up to {} for {entries} tokens: the ids must be (nearly) dense", size - 1)));
+    }
+    let mut tokens = vec![String::new(); size];
+    let mut types = vec![token_type::UNUSED; size];
+    for (text, id) in vocab {
+        let id = id.as_u64().ok_or_else(|| bad(format!("token {text:?} has no integer id")))? as usize;
+        tokens[id] = text.clone();
+        types[id] = token_type::NORMAL;
+    }
+    for t in &added {
+        let (Some(id), Some(content)) = (t.get("id").and_then(Value::as_u64), t.get("content").and_then(Value::as_str)) else {
+            return Err(bad("added token without id or content"));
+        };
+        tokens[id as usize] = content.to_string();
+        let special = t.get("special").and_then(Value::as_bool).unwrap_or(false);
+        types[id as usize] = if special { token_type::CONTROL } else { token_type::USER_DEFINED };
+    }
+    // Merges are "a b" strings in older files and ["a", "b"] pairs in newer ones.
+    let merges = model
+        .get("merges")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad("BPE model without merges"))?
+        .iter()
+        .map(|m| match m {
+            Value::String(s) => Ok(s.clone()),
+            Value::Array(pair) => match (pair.first().and_then(Value::as_str), pair.get(1).and_then(Value::as_str)) {
+                (Some(a), Some(b)) => Ok(format!("{a} {b}")),
+                _ => Err(bad("malformed merge")),
+            },
+            _ => Err(bad("malformed merge")),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let pre = root.get("pre_tokenizer").filter(|p| !p.is_null()).ok_or_else(|| bad("no pre_tokenizer"))?;
+    let id_of = |text: &str| tokens.iter().position(|t| t == text).map(|i| i as u32);
+    let eos = ["<|im_end|>", "<|endoftext|>", "</s>", "<|end_of_text|>"].iter().find_map(|t| id_of(t));
+    if pre.get("type").and_then(Value::as_str) == Some("Metaspace") {
+        return sentencepiece(model, pre, tokens, types, &merges, eos, chat_template);
+    }
+    Ok(TokenizerSpec {
+        model: "gpt2".into(),
+        pre: Some(pre_tokenizer_name(pre)?.into()),
+        eos,
+        unknown: None,
+        tokens,
+        token_types: types,
+        merges,
+        chat_template,
+        ..Default::default()
+    })
 }
 
 /// A Metaspace BPE model as weft's SentencePiece tokenizer. SentencePiece merges by token score;
@@ -116,7 +195,7 @@ fn sentencepiece(
     merges: &[String],
     eos: Option<u32>,
     chat_template: Option<String>,
-) -> Result<Tokenizer> {
+) -> Result<TokenizerSpec> {
     if pre.get("replacement").and_then(Value::as_str).is_some_and(|r| r != "\u{2581}") {
         return Err(bad("a Metaspace replacement other than U+2581 is not supported"));
     }
@@ -149,7 +228,7 @@ fn sentencepiece(
         Some(scheme) => scheme != "never",
         None => pre.get("add_prefix_space").and_then(Value::as_bool).unwrap_or(true),
     };
-    Tokenizer::new(TokenizerSpec {
+    Ok(TokenizerSpec {
         model: "llama".into(),
         bos: id_of("<s>"),
         eos: eos.or_else(|| id_of("</s>")),
