@@ -99,6 +99,32 @@ pub fn rope(config: &Value) -> Result<Rope> {
             }
             (s, &["factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"])
         }
+        // Phi-3's LongRoPE (`su` in older files). transformers takes the factor for the
+        // default attention scaling from max_position_embeddings / original_max_position_embeddings.
+        "longrope" | "su" => {
+            let factors = |key: &str| -> Result<Vec<f32>> {
+                let list = p.get(key).and_then(Value::as_array).ok_or_else(|| bad(&format!("{name}.{key}"), "is not a list"))?;
+                list.iter().map(|v| v.as_f64().map(|x| x as f32).ok_or_else(|| bad(&format!("{name}.{key}"), "holds a non-number"))).collect()
+            };
+            let top = |key: &str| config.get(key).and_then(Value::as_f64).map(|x| x as f32);
+            let original = match number(p, name, "original_max_position_embeddings")? {
+                Some(o) => o,
+                None => top("original_max_position_embeddings")
+                    .ok_or_else(|| bad("original_max_position_embeddings", "is missing (LongRoPE needs it)"))?,
+            };
+            let factor = match (number(p, name, "factor")?, top("max_position_embeddings")) {
+                (Some(f), _) => f,
+                (None, Some(max)) => max / original,
+                (None, None) => 1.0,
+            };
+            let attention_factor = match number(p, name, "attention_factor")? {
+                Some(a) => a,
+                None if factor <= 1.0 => 1.0,
+                None => (1.0 + (factor as f64).ln() / (original as f64).ln()).sqrt() as f32,
+            };
+            let s = RopeScaling::LongRope { short: factors("short_factor")?, long: factors("long_factor")?, original_context: original, attention_factor };
+            (s, &["short_factor", "long_factor", "factor", "attention_factor", "original_max_position_embeddings"])
+        }
         other => return Err(unsupported_field(&format!("{name}.rope_type"), format!("\"{other}\""))),
     };
     for (key, value) in p {

@@ -35,9 +35,9 @@ pub async fn open<R: RangeReader>(
     weights: WeightOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(Llama, Tokenizer)> {
-    let header = read_header_reporting(reader, progress).await?;
+    let mut header = read_header_reporting(reader, progress).await?;
     let (mut config, tokenizer) = header_parts(&header, reader.name())?;
-    load::read_rope_freqs(reader, &header, &mut config).await?;
+    load::prepare_header(reader, &mut header, &mut config).await?;
     let llama = build(ctx, reader, &header, config, engine, weights, progress).await?;
     Ok((llama, tokenizer))
 }
@@ -130,10 +130,11 @@ pub async fn open_safetensors_weights<R: RangeReader>(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Llama> {
     let mut header = read_header_reporting(reader, progress).await?;
-    let config = LlamaConfig::from_hf_json(config_json)?;
+    let mut config = LlamaConfig::from_hf_json(config_json)?;
     if let ModelHeader::Safetensors(st) = &mut header {
         tie_output(st, config_json);
     }
+    load::prepare_header(reader, &mut header, &mut config).await?;
     build(ctx, reader, &header, config, engine, weights, progress).await
 }
 
