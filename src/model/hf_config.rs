@@ -358,4 +358,30 @@ mod tests {
             "full_attention":{"rope_type":"yarn","rope_theta":1e6,"factor":8.0},"sliding_attention":{"rope_theta":1e4}}}"#;
         names(parse(yarn).unwrap_err(), "rope_parameters.rope_type");
     }
+
+    #[test]
+    fn longrope_in_both_forms() {
+        let f = "[1.0,2.0]";
+        let new = rope_of(&format!(
+            r#"{{"max_position_embeddings":131072,"rope_parameters":{{"rope_type":"longrope","rope_theta":1e4,
+                "short_factor":{f},"long_factor":[3.0,4.0],"original_max_position_embeddings":4096}}}}"#
+        ))
+        .unwrap();
+        let old = rope_of(&format!(
+            r#"{{"max_position_embeddings":131072,"original_max_position_embeddings":4096,"rope_theta":1e4,
+                "rope_scaling":{{"type":"su","short_factor":{f},"long_factor":[3.0,4.0]}}}}"#
+        ))
+        .unwrap();
+        assert_eq!(new, old);
+        // Phi-3.5-mini's numbers: √(1 + ln 32 / ln 4096) = 1.1902.
+        let RopeScaling::LongRope { short, long, original_context, attention_factor } = new.scaling else { panic!() };
+        assert_eq!((short, long, original_context), (vec![1.0, 2.0], vec![3.0, 4.0], 4096.0));
+        assert!((attention_factor - 1.190_238_9).abs() < 1e-6, "{attention_factor}");
+        names(
+            rope_of(r#"{"original_max_position_embeddings":4096,"rope_scaling":{"type":"su","short_factor":[1],"long_factor":[1],"mscale":2}}"#)
+                .unwrap_err(),
+            "rope_scaling.mscale",
+        );
+        assert!(matches!(rope_of(r#"{"rope_scaling":{"type":"longrope","short_factor":[1],"long_factor":[1]}}"#), Err(Error::BadConfig { .. })));
+    }
 }

@@ -203,4 +203,33 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn fused_phi3_matrices_split_into_row_ranges() {
+        let json = r#"{"model_type":"phi3","vocab_size":32,"hidden_size":16,"intermediate_size":24,"num_hidden_layers":1,
+            "num_attention_heads":4,"num_key_value_heads":2,"rms_norm_eps":1e-5}"#;
+        let c = crate::model::LlamaConfig::from_hf_json(json).unwrap();
+        let t = |name: &str, rows: u64, start: u64| crate::format::TensorInfo {
+            name: name.into(),
+            storage: crate::format::StorageType::Safe(crate::format::SafeDtype::F16),
+            shape: vec![rows, 16],
+            range: start..start + rows * 32,
+        };
+        let mut tensors = vec![t("model.layers.0.self_attn.qkv_proj.weight", 32, 100), t("blk.0.ffn_up.weight", 48, 5000)];
+        split_fused(&mut tensors, &c).unwrap();
+        let got: Vec<(&str, std::ops::Range<u64>)> = tensors.iter().map(|t| (t.name.as_str(), t.range.clone())).collect();
+        assert_eq!(
+            got,
+            [
+                ("model.layers.0.self_attn.q_proj.weight", 100..612),
+                ("model.layers.0.self_attn.k_proj.weight", 612..868),
+                ("model.layers.0.self_attn.v_proj.weight", 868..1124),
+                ("blk.0.ffn_gate.weight", 5000..5768),
+                ("blk.0.ffn_up.weight", 5768..6536),
+            ]
+        );
+        let mut wrong = vec![t("model.layers.0.self_attn.qkv_proj.weight", 30, 0)];
+        assert!(split_fused(&mut wrong, &c).is_err());
+    }
 }
+
