@@ -165,13 +165,22 @@ fn hf_spec(json: &str, chat_template: Option<String>) -> Result<TokenizerSpec> {
             _ => Err(bad("malformed merge")),
         })
         .collect::<Result<Vec<_>>>()?;
-    let pre = root.get("pre_tokenizer").filter(|p| !p.is_null()).ok_or_else(|| bad("no pre_tokenizer"))?;
+    let pre = root.get("pre_tokenizer").filter(|p| !p.is_null());
     let id_of = |text: &str| tokens.iter().position(|t| t == text).map(|i| i as u32);
     let eos = ["<|im_end|>", "<|endoftext|>", "</s>", "<|end_of_text|>"].iter().find_map(|t| id_of(t));
-    if pre.get("type").and_then(Value::as_str) == Some("Metaspace") {
-        return sentencepiece(model, pre, tokens, types, &merges, eos, chat_template);
+    // The special token the post-processor puts before every text.
+    let bos = post_processor_bos(&root).and_then(|b| id_of(b));
+    if let Some(spaces) = sentencepiece_spaces(root.get("normalizer").filter(|n| !n.is_null()), pre)? {
+        let mut spec = sentencepiece(model, spaces, tokens, types, &merges, eos, chat_template)?;
+        if bos.is_some() {
+            (spec.bos, spec.add_bos) = (bos, true);
+        }
+        return Ok(spec);
     }
+    let pre = pre.ok_or_else(|| bad("no pre_tokenizer"))?;
     Ok(TokenizerSpec {
+        bos,
+        add_bos: bos.is_some(),
         model: "gpt2".into(),
         pre: Some(pre_tokenizer_name(pre)?.into()),
         eos,
@@ -184,21 +193,80 @@ fn hf_spec(json: &str, chat_template: Option<String>) -> Result<TokenizerSpec> {
     })
 }
 
-/// A Metaspace BPE model as weft's SentencePiece tokenizer. SentencePiece merges by token score;
+/// The first special token of a `TemplateProcessing` post-processor's `single` template (alone
+/// or in a `Sequence`): the BOS that Hugging Face adds to every text.
+fn post_processor_bos(root: &Value) -> Option<&str> {
+    let post = root.get("post_processor")?;
+    let template = match post.get("type").and_then(Value::as_str)? {
+        "TemplateProcessing" => post,
+        "Sequence" => post.get("processors")?.as_array()?.iter().find(|p| p.get("type").and_then(Value::as_str) == Some("TemplateProcessing"))?,
+        _ => return None,
+    };
+    template.pointer("/single/0/SpecialToken/id")?.as_str()
+}
+
+/// How a SentencePiece-style BPE file turns spaces into U+2581 (None for other files).
+#[derive(Clone, Copy, Debug)]
+struct Spaces {
+    /// A U+2581 goes before the text.
+    prepend: bool,
+    /// Only where the text does not already start with a space (Metaspace "first").
+    if_missing: bool,
+    /// Before every piece between special tokens (the `Prepend` normalizer of Llama 2 and
+    /// Phi-3 files), not only the first.
+    every_segment: bool,
+}
+
+/// Three layouts: a Metaspace pre-tokenizer; the normalizers `Prepend("▁")` then
+/// `Replace(" ", "▁")` without pre-tokenizer (Llama 2, Phi-3, Mistral); `Replace(" ", "▁")` alone,
+/// with no pre-tokenizer or a split on " " that finds nothing once spaces are replaced (Gemma).
+fn sentencepiece_spaces(normalizer: Option<&Value>, pre: Option<&Value>) -> Result<Option<Spaces>> {
+    fn kind(v: &Value) -> &str {
+        v.get("type").and_then(Value::as_str).unwrap_or("")
+    }
+    if let Some(p) = pre.filter(|p| kind(p) == "Metaspace") {
+        if p.get("replacement").and_then(Value::as_str).is_some_and(|r| r != "\u{2581}") {
+            return Err(bad("a Metaspace replacement other than U+2581 is not supported"));
+        }
+        // prepend_scheme "first" (or the older add_prefix_space) puts U+2581 before the text.
+        let prepend = match p.get("prepend_scheme").and_then(Value::as_str) {
+            Some(scheme) => scheme != "never",
+            None => p.get("add_prefix_space").and_then(Value::as_bool).unwrap_or(true),
+        };
+        return Ok(Some(Spaces { prepend, if_missing: true, every_segment: false }));
+    }
+    let Some(n) = normalizer else { return Ok(None) };
+    let parts: Vec<&Value> = match kind(n) {
+        "Sequence" => n.get("normalizers").and_then(Value::as_array).map(|a| a.iter().collect()).unwrap_or_default(),
+        _ => vec![n],
+    };
+    let replaces_spaces =
+        |v: &Value| kind(v) == "Replace" && v.pointer("/pattern/String") == Some(&Value::from(" ")) && v.get("content") == Some(&Value::from("\u{2581}"));
+    let prepends = |v: &Value| kind(v) == "Prepend" && v.get("prepend") == Some(&Value::from("\u{2581}"));
+    let spaces = match parts.as_slice() {
+        [p, r] if prepends(p) && replaces_spaces(r) => Spaces { prepend: true, if_missing: false, every_segment: true },
+        [r] if replaces_spaces(r) => Spaces { prepend: false, if_missing: false, every_segment: false },
+        _ => return Ok(None),
+    };
+    match pre {
+        None => Ok(Some(spaces)),
+        Some(p) if kind(p) == "Split" && p.pointer("/pattern/String") == Some(&Value::from(" ")) => Ok(Some(spaces)),
+        Some(p) => Err(bad(format!("pre-tokenizer '{}' after a SentencePiece normalizer is not supported", kind(p)))),
+    }
+}
+
+/// A SentencePiece-style BPE model as weft's SentencePiece tokenizer. SentencePiece merges by token score;
 /// a BPE file has merge ranks instead, so a token made by merge k scores -k (earlier merges
 /// win), the way a SentencePiece model scores pieces in the order training made them.
 fn sentencepiece(
     model: &Value,
-    pre: &Value,
+    spaces: Spaces,
     tokens: Vec<String>,
     mut types: Vec<i32>,
     merges: &[String],
     eos: Option<u32>,
     chat_template: Option<String>,
 ) -> Result<TokenizerSpec> {
-    if pre.get("replacement").and_then(Value::as_str).is_some_and(|r| r != "\u{2581}") {
-        return Err(bad("a Metaspace replacement other than U+2581 is not supported"));
-    }
     let ids: std::collections::HashMap<&str, usize> = tokens.iter().enumerate().map(|(i, t)| (t.as_str(), i)).collect();
     let mut scores = vec![f32::NEG_INFINITY; tokens.len()];
     for (rank, merge) in merges.iter().enumerate() {
@@ -223,11 +291,6 @@ fn sentencepiece(
     }
     let id_of = |text: &str| ids.get(text).map(|&i| i as u32);
     let unknown = model.get("unk_token").and_then(Value::as_str).and_then(id_of);
-    // prepend_scheme "first" (or the older add_prefix_space) puts U+2581 before the text.
-    let prepend = match pre.get("prepend_scheme").and_then(Value::as_str) {
-        Some(scheme) => scheme != "never",
-        None => pre.get("add_prefix_space").and_then(Value::as_bool).unwrap_or(true),
-    };
     Ok(TokenizerSpec {
         model: "llama".into(),
         bos: id_of("<s>"),
@@ -236,8 +299,9 @@ fn sentencepiece(
         tokens,
         token_types: types,
         scores,
-        add_space_prefix: prepend,
-        space_prefix_if_missing: true,
+        add_space_prefix: spaces.prepend,
+        space_prefix_if_missing: spaces.if_missing,
+        space_prefix_every_segment: spaces.every_segment,
         chat_template,
         ..Default::default()
     })

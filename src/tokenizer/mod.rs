@@ -54,6 +54,10 @@ pub struct TokenizerSpec {
     /// Face's Metaspace with prepend_scheme "first"); llama.cpp's GGUF rule prefixes always.
     #[serde(default)]
     pub space_prefix_if_missing: bool,
+    /// The space prefix before every piece of text between special tokens (Hugging Face's
+    /// `Prepend` normalizer: Llama 2 and Phi-3 tokenizer.json files).
+    #[serde(default)]
+    pub space_prefix_every_segment: bool,
     pub chat_template: Option<String>,
     /// Tokens beside `eos` that end a generation (a chat model's end of turn: Llama 3's
     /// `<|eot_id|>`, Gemma's `<end_of_turn>`), from generation_config.json or GGUF.
@@ -72,6 +76,7 @@ enum Kind {
         byte_tokens: Box<[Option<u32>; 256]>,
         add_space_prefix: bool,
         space_prefix_if_missing: bool,
+        space_prefix_every_segment: bool,
     },
 }
 
@@ -191,6 +196,7 @@ impl Tokenizer {
                     byte_tokens,
                     add_space_prefix: spec.add_space_prefix,
                     space_prefix_if_missing: spec.space_prefix_if_missing,
+                    space_prefix_every_segment: spec.space_prefix_every_segment,
                 };
                 (kind, bytes)
             }
@@ -350,9 +356,10 @@ impl Tokenizer {
                     }
                 }
             }
-            Kind::SentencePiece { scores, byte_tokens, add_space_prefix, space_prefix_if_missing } => {
+            Kind::SentencePiece { scores, byte_tokens, add_space_prefix, space_prefix_if_missing, space_prefix_every_segment } => {
                 let mut s = String::with_capacity(text.len() + 3);
-                if *add_space_prefix && at_start && !(*space_prefix_if_missing && text.starts_with(' ')) {
+                let first = at_start || *space_prefix_every_segment;
+                if *add_space_prefix && first && !(*space_prefix_if_missing && text.starts_with(' ')) {
                     s.push('\u{2581}');
                 }
                 s.push_str(&text.replace(' ', "\u{2581}"));
