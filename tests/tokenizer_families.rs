@@ -75,3 +75,25 @@ fn llama3_real_tokenizer_matches_hugging_face() -> anyhow::Result<()> {
 fn qwen3_tokenizer_matches_hugging_face() -> anyhow::Result<()> {
     check_real("qwen3")
 }
+
+/// Generation stops at EOS and at the end-of-turn ids `generation_config.json` lists (Gemma 3:
+/// `<eos>` and `<end_of_turn>`; Llama 3 instruct: `<|end_of_text|>` and `<|eot_id|>`).
+#[test]
+fn stop_tokens_come_from_generation_config() -> anyhow::Result<()> {
+    for (name, generation, stops) in [
+        ("gemma3", r#"{"bos_token_id":2,"eos_token_id":[1,106]}"#, ["<eos>", "<end_of_turn>"].as_slice()),
+        ("llama3", r#"{"eos_token_id":[128001,128009]}"#, ["<|end_of_text|>", "<|eot_id|>"].as_slice()),
+    ] {
+        let dir = format!("tests/fixtures/npm-tokenizers/{name}");
+        let json = std::fs::read_to_string(format!("{dir}/tokenizer.json"))
+            .map_err(|e| anyhow::anyhow!("{dir}/tokenizer.json: {e}: run scripts/fetch-tokenizers.sh"))?;
+        let files = HfTokenizerFiles { tokenizer_json: &json, generation_config: Some(generation), ..Default::default() };
+        let tok = Tokenizer::from_hf_files(&files)?;
+        for s in stops {
+            let id = tok.id(s).unwrap_or_else(|| panic!("{name}: no {s}"));
+            assert!(tok.is_stop(id), "{name}: {s} ({id}) does not stop generation");
+        }
+        assert!(!tok.is_stop(tok.id("a").or(tok.id("▁a")).expect("a token for 'a'")), "{name}");
+    }
+    Ok(())
+}
