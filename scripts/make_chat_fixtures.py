@@ -5,7 +5,8 @@ apply_chat_template for one-turn, multi-turn and system-prompt conversations, wi
 the generation prompt. A template that refuses a conversation (Gemma's "System role not
 supported") is recorded as an error.
 
-    python3 scripts/make_chat_fixtures.py   # writes tests/fixtures/chat-templates/expected.json
+    bash scripts/fetch-tokenizers.sh && python3 scripts/make_chat_fixtures.py
+    # writes tests/fixtures/chat-templates/expected.json and expected_ids.json
 """
 import datetime
 import json
@@ -91,5 +92,33 @@ def main():
     (DIR / "expected.json").write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
 
 
+# Token ids of whole chats with the real tokenizers (scripts/fetch-tokenizers.sh), as
+# apply_chat_template(tokenize=True, sanitize_control_tokens=True) gives them: control tokens a
+# message spells stay text, as weft encodes them. Templates without strftime_now, so that the ids
+# do not depend on the day.
+ID_FAMILIES = {"llama-3": "llama3", "gemma-3": "gemma3", "qwen3": "qwen3"}
+
+
+def ids_main():
+    npm = DIR.parent / "npm-tokenizers"
+    out = {}
+    for family, name in ID_FAMILIES.items():
+        file, _, _ = FAMILIES[family]
+        tok = PreTrainedTokenizerFast.from_pretrained(str(npm / name))
+        template = (DIR / file).read_text()
+        cases = []
+        for conv in ("one turn", "multi-turn", "control tokens spelled in content"):
+            messages = CONVERSATIONS[conv]
+            ids = tok.apply_chat_template(
+                messages, chat_template=template, tokenize=True, add_generation_prompt=True, sanitize_control_tokens=True
+            )
+            if isinstance(ids, dict) or hasattr(ids, "input_ids"):
+                ids = ids["input_ids"]
+            cases.append({"name": conv, "messages": messages, "ids": list(ids)})
+        out[family] = {"template": file, "tokenizer": name, "cases": cases}
+    (DIR / "expected_ids.json").write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
+
+
 if __name__ == "__main__":
     main()
+    ids_main()

@@ -6,6 +6,7 @@
 //! also shows that they come back unchanged.
 
 use weft::tokenizer::chat::{self, ChatOptions, ChatPart, Message};
+use weft::tokenizer::{HfTokenizerFiles, Tokenizer};
 
 const DIR: &str = "tests/fixtures/chat-templates";
 
@@ -75,5 +76,48 @@ fn templates_render_as_transformers_renders_them() -> anyhow::Result<()> {
         }
     }
     assert_eq!(checked, 80);
+    Ok(())
+}
+
+#[derive(serde::Deserialize)]
+struct IdCase {
+    name: String,
+    messages: Vec<Message>,
+    ids: Vec<u32>,
+}
+
+#[derive(serde::Deserialize)]
+struct IdFamily {
+    template: String,
+    tokenizer: String,
+    cases: Vec<IdCase>,
+}
+
+/// The ids of whole chats with the real Llama 3, Gemma 3 and Qwen3 tokenizers (fetched by
+/// scripts/fetch-tokenizers.sh) equal transformers' `apply_chat_template(tokenize=True,
+/// sanitize_control_tokens=True)`: the template's special tokens as their ids, a control token
+/// spelled in a message as text.
+#[test]
+fn chat_ids_match_transformers_with_real_tokenizers() -> anyhow::Result<()> {
+    let e: std::collections::BTreeMap<String, IdFamily> =
+        serde_json::from_str(&std::fs::read_to_string(format!("{DIR}/expected_ids.json"))?)?;
+    assert_eq!(e.len(), 3);
+    for (family, f) in &e {
+        let dir = format!("tests/fixtures/npm-tokenizers/{}", f.tokenizer);
+        let json = std::fs::read_to_string(format!("{dir}/tokenizer.json"))
+            .map_err(|err| anyhow::anyhow!("{dir}/tokenizer.json: {err}: run scripts/fetch-tokenizers.sh"))?;
+        let config = std::fs::read_to_string(format!("{dir}/tokenizer_config.json"))?;
+        let template = std::fs::read_to_string(format!("{DIR}/{}", f.template))?;
+        let files = HfTokenizerFiles {
+            tokenizer_json: &json,
+            tokenizer_config: Some(&config),
+            chat_template_jinja: Some(&template),
+            ..Default::default()
+        };
+        let tok = Tokenizer::from_hf_files(&files)?;
+        for case in &f.cases {
+            assert_eq!(tok.encode_chat(&case.messages)?, case.ids, "{family}, {}", case.name);
+        }
+    }
     Ok(())
 }

@@ -292,7 +292,8 @@ impl Tokenizer {
 
     /// Token ids of a chat: `messages` rendered in the model's template with the assistant's
     /// turn opened; special tokens the template writes become their ids, and a control token
-    /// spelled in a message stays text, so a message cannot open or close a turn. BOS is added
+    /// spelled in a message stays text, encoded on its own (as transformers'
+    /// `sanitize_control_tokens` does), so a message cannot open or close a turn. BOS is added
     /// (when the model adds one) only if the template does not already start with it.
     pub fn encode_chat(&self, messages: &[chat::Message]) -> Result<Vec<u32>> {
         let parts = self.chat_parts(messages, true)?;
@@ -313,7 +314,14 @@ impl Tokenizer {
                     }
                     text.push_str(rest);
                 }
-                chat::ChatPart::Content(t) => text.push_str(t),
+                // A piece of its own, as transformers encodes a sanitized control token: the
+                // text on either side cannot merge with it.
+                chat::ChatPart::Content(t) => {
+                    self.encode_plain(&text, at_start, &mut out);
+                    text.clear();
+                    self.encode_plain(t, false, &mut out);
+                    at_start = false;
+                }
             }
         }
         self.encode_plain(&text, at_start, &mut out);
