@@ -376,7 +376,7 @@ mod tests {
         // Phi-3.5-mini's numbers: √(1 + ln 32 / ln 4096) = 1.1902.
         let RopeScaling::LongRope { short, long, original_context, attention_factor } = new.scaling else { panic!() };
         assert_eq!((short, long, original_context), (vec![1.0, 2.0], vec![3.0, 4.0], 4096.0));
-        assert!((attention_factor - 1.190_238_9).abs() < 1e-6, "{attention_factor}");
+        assert!((attention_factor - 1.190_239).abs() < 1e-6, "{attention_factor}");
         names(
             rope_of(r#"{"original_max_position_embeddings":4096,"rope_scaling":{"type":"su","short_factor":[1],"long_factor":[1],"mscale":2}}"#)
                 .unwrap_err(),

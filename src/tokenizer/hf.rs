@@ -169,7 +169,7 @@ fn hf_spec(json: &str, chat_template: Option<String>) -> Result<TokenizerSpec> {
     let id_of = |text: &str| tokens.iter().position(|t| t == text).map(|i| i as u32);
     let eos = ["<|im_end|>", "<|endoftext|>", "</s>", "<|end_of_text|>"].iter().find_map(|t| id_of(t));
     // The special token the post-processor puts before every text.
-    let bos = post_processor_bos(&root).and_then(|b| id_of(b));
+    let bos = post_processor_bos(&root).and_then(id_of);
     if let Some(spaces) = sentencepiece_spaces(root.get("normalizer").filter(|n| !n.is_null()), pre)? {
         let mut spec = sentencepiece(model, spaces, tokens, types, &merges, eos, chat_template)?;
         if bos.is_some() {
