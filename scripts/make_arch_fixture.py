@@ -6,11 +6,14 @@ weft's architecture tests (tests/architectures.rs).
     python scripts/make_arch_fixture.py mistral tests/fixtures/mistral-tiny
     python scripts/make_arch_fixture.py gemma2 tests/fixtures/gemma2-tiny
     python scripts/make_arch_fixture.py gemma3 tests/fixtures/gemma3-tiny
+    python scripts/make_arch_fixture.py phi3 tests/fixtures/phi3-tiny
 
 Each model is built with its real transformers config class, with the architecture's special
 features switched on (Llama 3 RoPE scaling with positions past `original_max_position_embeddings`,
 Qwen3's per-head q/k norms, Mistral's sliding window under a longer prompt, Gemma 2's soft-capping, pre- and post-norms,
-GeGLU and alternating local layers, Gemma 3's local RoPE base and 5:1 layers), grouped-query attention and odd head counts. Weights are rounded to
+GeGLU and alternating local layers, Gemma 3's local RoPE base and 5:1 layers, Phi-3's fused
+qkv and gate_up matrices and LongRoPE whose generation crosses `original_max_position_embeddings`),
+grouped-query attention and odd head counts. Weights are rounded to
 f16 and stored so; the reference runs in f32 on the rounded weights, so both sides see the same
 numbers. Writes:
 
@@ -147,7 +150,37 @@ def gemma3():
     return config, transformers.Gemma3ForCausalLM, "gemma3"
 
 
-ARCHS = {"llama3": llama3, "qwen3": qwen3, "mistral": mistral, "gemma2": gemma2, "gemma3": gemma3}
+def phi3():
+    # LongRoPE with an original context of 24: the 20-token prompt rotates with the short
+    # factors, generation switches to the long ones at position 24 (transformers picks per
+    # forward call), and cos/sin carry the attention factor of max / original = 256 / 24.
+    pairs = 8
+    config = transformers.Phi3Config(
+        vocab_size=700,
+        hidden_size=48,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=3,
+        num_key_value_heads=1,
+        max_position_embeddings=256,
+        original_max_position_embeddings=24,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        rope_parameters={
+            "rope_type": "longrope",
+            "rope_theta": 10000.0,
+            "short_factor": [1.0 + 0.25 * i for i in range(pairs)],
+            "long_factor": [1.0 + 3.0 * i for i in range(pairs)],
+            "original_max_position_embeddings": 24,
+        },
+    )
+    return config, transformers.Phi3ForCausalLM, "phi3"
+
+
+ARCHS = {"phi3": phi3, "llama3": llama3, "qwen3": qwen3, "mistral": mistral, "gemma2": gemma2, "gemma3": gemma3}
 
 
 def randomize(model):
@@ -196,6 +229,9 @@ GGUF_LAYER = {
     "mlp.gate_proj.weight": "ffn_gate.weight",
     "mlp.up_proj.weight": "ffn_up.weight",
     "mlp.down_proj.weight": "ffn_down.weight",
+    # Phi-3's fused matrices keep their fusion in llama.cpp's files.
+    "self_attn.qkv_proj.weight": "attn_qkv.weight",
+    "mlp.gate_up_proj.weight": "ffn_up.weight",
 }
 
 
@@ -207,7 +243,7 @@ def write_gguf(path, arch, config, model):
     merges = [m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]]
 
     w = gguf.GGUFWriter(path, arch)
-    head_dim = config.head_dim
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     w.add_context_length(config.max_position_embeddings)
     w.add_embedding_length(config.hidden_size)
     w.add_block_count(config.num_hidden_layers)
@@ -227,6 +263,14 @@ def write_gguf(path, arch, config, model):
         w.add_rope_freq_base(config.rope_parameters["rope_theta"])
     w.add_layer_norm_rms_eps(config.rms_norm_eps)
     w.add_vocab_size(config.vocab_size)
+    if config.model_type == "phi3":
+        rope = config.rope_parameters
+        orig = rope["original_max_position_embeddings"]
+        scale = config.max_position_embeddings / orig
+        # llama.cpp's converter: the original context, the attention factor, 0 for no window.
+        w.add_rope_scaling_orig_ctx_len(orig)
+        w.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(scale) / math.log(orig)))
+        w.add_sliding_window(config.sliding_window or 0)
     if getattr(config, "sliding_window", None) and config.model_type in ("mistral", "gemma2", "gemma3_text"):
         w.add_sliding_window(config.sliding_window)
     if config.model_type == "gemma2":
@@ -262,6 +306,9 @@ def write_gguf(path, arch, config, model):
     w.add_tensor("output_norm.weight", f32(state["model.norm.weight"]))
     if config.rope_parameters.get("rope_type") == "llama3":
         w.add_tensor("rope_freqs.weight", llama3_rope_factors(config.rope_parameters, head_dim))
+    if config.rope_parameters.get("rope_type") == "longrope":
+        w.add_tensor("rope_factors_long.weight", np.array(config.rope_parameters["long_factor"], dtype=np.float32))
+        w.add_tensor("rope_factors_short.weight", np.array(config.rope_parameters["short_factor"], dtype=np.float32))
     for i in range(config.num_hidden_layers):
         for hf, gg in layer_names.items():
             key = f"model.layers.{i}.{hf}"

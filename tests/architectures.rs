@@ -4,7 +4,8 @@
 //! sliding window of 8 under a 20-token prompt), Gemma 2 (GeGLU, (1 + w) norms before and after
 //! attention and MLP, √dim embedding scale, soft-capped scores and logits, local and global
 //! layers, `query_pre_attn_scalar`), Gemma 3 (q/k norms, five local layers with their own RoPE
-//! base to one global with linear scaling). Each loads from
+//! base to one global with linear scaling), Phi-3 (fused qkv and gate_up matrices, LongRoPE whose
+//! generation crosses the original context and switches to the long factors). Each loads from
 //! its Hugging Face folder and from its GGUF; on the GPU and on the CPU backend, every
 //! checkpoint of a forward pass matches transformers (f32) and the greedy ids match `generate`.
 
@@ -110,6 +111,7 @@ const QWEN3: &str = "tests/fixtures/qwen3-tiny";
 const MISTRAL: &str = "tests/fixtures/mistral-tiny";
 const GEMMA2: &str = "tests/fixtures/gemma2-tiny";
 const GEMMA3: &str = "tests/fixtures/gemma3-tiny";
+const PHI3: &str = "tests/fixtures/phi3-tiny";
 
 #[test]
 fn llama3_matches_transformers_on_the_gpu() -> anyhow::Result<()> {
@@ -197,4 +199,28 @@ fn gemma3_matches_transformers_on_the_gpu() -> anyhow::Result<()> {
 #[test]
 fn gemma3_matches_transformers_on_the_cpu() -> anyhow::Result<()> {
     on_cpu(GEMMA3)
+}
+
+#[test]
+fn phi3_matches_transformers_on_the_gpu() -> anyhow::Result<()> {
+    let models = on_gpu(PHI3)?;
+    // The folder's rope_parameters and the GGUF's factor tensors and keys: the same LongRoPE,
+    // with transformers' attention factor √(1 + ln(256 / 24) / ln 24).
+    let factor = (1.0 + (256f64 / 24.0).ln() / 24f64.ln()).sqrt() as f32;
+    for m in &models {
+        match &m.config.rope_scaling {
+            RopeScaling::LongRope { short, long, original_context, attention_factor } => {
+                assert_eq!((short.len(), long.len(), *original_context), (8, 8, 24.0));
+                assert!((attention_factor - factor).abs() < 1e-6, "{attention_factor} vs {factor}");
+                assert_eq!((short[7], long[7]), (2.75, 22.0));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn phi3_matches_transformers_on_the_cpu() -> anyhow::Result<()> {
+    on_cpu(PHI3)
 }

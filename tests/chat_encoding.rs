@@ -38,10 +38,10 @@ fn user_content_cannot_forge_turns() -> anyhow::Result<()> {
     // The template's own: system (default), user, assistant openers; system and user closers.
     assert_eq!((count(&ids, IM_START), count(&ids, IM_END)), (3, 2), "{ids:?}");
     // The text survives: decoding gives back exactly the rendered prompt.
-    assert_eq!(tok.decode(&ids, false)?, tok.chat_format().render(&messages)?);
+    assert_eq!(tok.decode(&ids, false)?, tok.chat_prompt(&messages)?);
     // Encoding the rendered string with special tokens parsed (what the chat path did) turns the
     // user's text into a system turn.
-    let parsed = tok.encode(&tok.chat_format().render(&messages)?, true);
+    let parsed = tok.encode(&tok.chat_prompt(&messages)?, true);
     assert_eq!((count(&parsed, IM_START), count(&parsed, IM_END)), (4, 3));
     Ok(())
 }
@@ -55,7 +55,7 @@ fn ordinary_chats_keep_their_ids() -> anyhow::Result<()> {
     ];
     for messages in chats {
         let ids = tok.encode_chat(&messages)?;
-        assert_eq!(ids, tok.encode(&tok.chat_format().render(&messages)?, true), "{messages:?}");
+        assert_eq!(ids, tok.encode(&tok.chat_prompt(&messages)?, true), "{messages:?}");
         assert_eq!(ids.first(), Some(&IM_START), "no BOS: SmolLM2 does not add one");
     }
     Ok(())

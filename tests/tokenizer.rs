@@ -63,7 +63,7 @@ fn smollm2_special_tokens_and_settings() -> anyhow::Result<()> {
     assert!(!tok.add_bos);
     assert!(tok.chat_template.as_deref().is_some_and(|t| t.contains("<|im_start|>")));
     let user = weft::tokenizer::chat::Message { role: "user".into(), content: "Hi".into() };
-    let prompt = tok.chat_format().render(&[user])?;
+    let prompt = tok.chat_prompt(&[user])?;
     assert_eq!(
         prompt,
         "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n\

@@ -239,6 +239,10 @@ impl CpuLlama {
     pub fn reset(&mut self) {
         self.pos = 0;
         self.history.clear();
+        self.ring.reset();
+        if let Some(ring) = &mut self.ring_local {
+            ring.reset();
+        }
     }
 
     /// Keeps the first `len` tokens of the cache (see `Llama::truncate`).

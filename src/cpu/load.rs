@@ -17,9 +17,9 @@ use super::matrix::CpuMatrix;
 
 /// Opens a GGUF or weft safetensors model on the CPU (no GPU involved).
 pub async fn open<R: RangeReader>(reader: &R, options: CpuOptions) -> Result<(CpuLlama, Tokenizer)> {
-    let header = read_header(reader).await?.header;
+    let mut header = read_header(reader).await?.header;
     let (mut config, tokenizer) = header_parts(&header, reader.name())?;
-    crate::model::load::read_rope_freqs(reader, &header, &mut config).await?;
+    crate::model::load::prepare_header(reader, &mut header, &mut config).await?;
     let weft = weft_entries(&header)?;
     let c = &config;
     let max_seq = options.max_seq.min(config.context_length).max(1);

@@ -44,6 +44,25 @@ impl CpuLlama {
         if ids.is_empty() {
             return Err(Error::Model("an empty prompt".into()));
         }
+        if self.ring.turns_long(self.pos + ids.len()) {
+            let all = [&self.history[..], ids].concat();
+            return self.replay_long(&all);
+        }
+        self.run_prompt(ids)
+    }
+
+    /// LongRoPE past the original context: the whole sequence again with the long factors, as
+    /// the GPU engine does (`RopeRing::turns_long`).
+    fn replay_long(&mut self, all: &[u32]) -> Result<u32> {
+        self.reset();
+        self.ring.set_long();
+        if let Some(ring) = &mut self.ring_local {
+            ring.set_long();
+        }
+        self.run_prompt(all)
+    }
+
+    fn run_prompt(&mut self, ids: &[u32]) -> Result<u32> {
         let mut next = 0;
         let mut done = 0;
         while done < ids.len() {
@@ -60,6 +79,10 @@ impl CpuLlama {
 
     /// One decode step: feeds the last sampled token and returns the next.
     pub fn step(&mut self) -> Result<u32> {
+        if self.ring.turns_long(self.pos + 1) {
+            let all = [&self.history[..], &[self.sampled]].concat();
+            return self.replay_long(&all);
+        }
         self.begin(&[self.sampled])?;
         let out = self.execute(Pass::decode(), &[])?;
         self.pos += 1;
@@ -81,6 +104,9 @@ impl CpuLlama {
         let vocab = self.config.vocab;
         let mut logits = Vec::with_capacity(ids.len() * vocab);
         let mut captures = Vec::new();
+        if self.pos == 0 && self.ring.turns_long(ids.len()) {
+            self.ring.set_long();
+        }
         let mut done = 0;
         while done < ids.len() {
             let t = self.pass_len(ids.len() - done);

@@ -70,6 +70,14 @@ impl ModelHeader {
         }
     }
 
+    /// The tensor entries, for a model whose fused matrices are split into their parts.
+    pub fn tensors_mut(&mut self) -> &mut Vec<TensorInfo> {
+        match self {
+            Self::Safetensors(h) => &mut h.tensors,
+            Self::Gguf(h) => &mut h.tensors,
+        }
+    }
+
     /// Absolute offset where tensor data begins.
     pub fn data_start(&self) -> u64 {
         match self {

@@ -24,6 +24,9 @@ pub enum Arch {
     /// Gemma 3 (text): Gemma 2's block with per-head q/k norms instead of soft-capping, and
     /// local layers rotating with their own RoPE base.
     Gemma3,
+    /// Phi-3 / Phi-3.5: Llama's block with q, k and v in one matrix and gate and up in one
+    /// (split at load, `names::split_fused`), and LongRoPE scaling.
+    Phi3,
 }
 
 impl Arch {
@@ -89,7 +92,10 @@ pub mod limits {
 }
 
 fn unsupported(what: String) -> Error {
-    Error::UnsupportedModel { what, hint: "weft runs llama (Llama 3, SmolLM, TinyLlama, Mistral), qwen2 and qwen3 models".into() }
+    Error::UnsupportedModel {
+        what,
+        hint: "weft runs llama (Llama 3, SmolLM, TinyLlama, Mistral), qwen2, qwen3, gemma2, gemma3 and phi3 models".into(),
+    }
 }
 
 fn bad_field(field: &str, problem: impl Into<String>) -> Error {
@@ -159,6 +165,7 @@ impl LlamaConfig {
             "qwen3" => Arch::Qwen3,
             "gemma2" => Arch::Gemma2,
             "gemma3" => Arch::Gemma3,
+            "phi3" => Arch::Phi3,
             other => return Err(unsupported(format!("architecture '{other}'"))),
         };
         let key = |k: &str| format!("{arch_name}.{k}");
@@ -177,12 +184,21 @@ impl LlamaConfig {
         };
         let rope_scaling = match meta.get_str(&key("rope.scaling.type")) {
             Ok("linear") => RopeScaling::Linear { factor: meta.get_f32(&key("rope.scaling.factor"))? },
+            // Phi-3's LongRoPE: the factors are tensors (`load::read_rope_freqs` fills them in).
+            Err(_) if arch == Arch::Phi3 && meta.get(&key("rope.scaling.original_context_length")).is_some() => RopeScaling::LongRope {
+                short: Vec::new(),
+                long: Vec::new(),
+                original_context: get("rope.scaling.original_context_length")? as f32,
+                attention_factor: meta.get_f32(&key("rope.scaling.attn_factor")).unwrap_or(1.0),
+            },
             Ok("none") | Err(_) => RopeScaling::None,
             Ok(other) => return Err(hf_config::unsupported_field(&key("rope.scaling.type"), other)),
         };
         // Keys whose presence changes the arithmetic in ways weft does not implement.
         let sliding_window = match arch {
             Arch::Llama | Arch::Gemma2 | Arch::Gemma3 => opt("attention.sliding_window")?,
+            // llama.cpp writes 0 for Phi-3 models without a window.
+            Arch::Phi3 => opt("attention.sliding_window")?.filter(|&w| w > 0),
             _ => None,
         };
         let gemma = match arch {
@@ -215,7 +231,7 @@ impl LlamaConfig {
             _ => Gemma::default(),
         };
         let handled = |k: &str| match k {
-            "attention.sliding_window" => sliding_window.is_some(),
+            "attention.sliding_window" => sliding_window.is_some() || arch == Arch::Phi3,
             "attn_logit_softcapping" | "final_logit_softcapping" | "attention.scale" => arch.is_gemma(),
             _ => false,
         };
@@ -245,7 +261,7 @@ impl LlamaConfig {
             // the Hugging Face layout.
             rope_style: match arch {
                 Arch::Llama => RopeStyle::Norm,
-                Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma2 | Arch::Gemma3 => RopeStyle::Neox,
+                Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma2 | Arch::Gemma3 | Arch::Phi3 => RopeStyle::Neox,
             },
             rope_scaling,
             attn_bias: has_qkv_bias,
@@ -271,6 +287,7 @@ impl LlamaConfig {
             "qwen3" => Arch::Qwen3,
             "gemma2" => Arch::Gemma2,
             "gemma3_text" => Arch::Gemma3,
+            "phi3" => Arch::Phi3,
             other => return Err(unsupported(format!("model_type '{other}'"))),
         };
         let c: HfConfig = serde_json::from_str(json).map_err(not_config)?;
@@ -289,7 +306,7 @@ impl LlamaConfig {
         // Mistral's window; Qwen2's `sliding_window` only counts with `use_sliding_window`
         // (checked above).
         let sliding_window = match (family.model_type.as_str(), value.get("sliding_window")) {
-            ("mistral" | "gemma2" | "gemma3_text", Some(w)) if !w.is_null() => {
+            ("mistral" | "gemma2" | "gemma3_text" | "phi3", Some(w)) if !w.is_null() => {
                 Some(w.as_u64().ok_or_else(|| bad_field("sliding_window", format!("= {w} is not a count")))?)
             }
             _ => None,
@@ -434,6 +451,13 @@ impl LlamaConfig {
                 vec![*factor, *low_freq_factor, *high_freq_factor, *original_context]
             }
             RopeScaling::Factors(f) => f.clone(),
+            RopeScaling::LongRope { short, long, original_context, attention_factor } => {
+                let pairs = c.rope_dims / 2;
+                if [short.len(), long.len()].iter().any(|&n| n != 0 && n != pairs) {
+                    return Err(bad_field("rope short_factor / long_factor", format!("need {pairs} values each, one per rotated pair")));
+                }
+                [short.as_slice(), long.as_slice(), &[*original_context, *attention_factor]].concat()
+            }
         };
         if let Some(bad) = scaling_values.iter().find(|v| !(v.is_finite() && **v > 0.0)) {
             return Err(bad_field("rope scaling", format!("has {bad}, not a finite positive number")));
@@ -517,86 +541,5 @@ struct HfConfig {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hf_config_for_a_qwen2_shape() {
-        let json = r#"{"model_type":"qwen2","vocab_size":151936,"hidden_size":896,
-            "intermediate_size":4864,"num_hidden_layers":24,"num_attention_heads":14,
-            "num_key_value_heads":2,"rms_norm_eps":1e-6,"rope_theta":1000000.0,
-            "max_position_embeddings":32768,"tie_word_embeddings":true}"#;
-        let c = LlamaConfig::from_hf_json(json).unwrap();
-        assert_eq!((c.arch, c.head_dim, c.kv_dim(), c.rope_style), (Arch::Qwen2, 64, 128, RopeStyle::Neox));
-        assert!(c.attn_bias);
-    }
-
-    #[test]
-    fn transformers_5_rope_parameters_are_read() {
-        // What a Qwen2 folder saved by transformers 5 holds: the base only in rope_parameters.
-        let json = r#"{"model_type":"qwen2","vocab_size":100,"hidden_size":64,"intermediate_size":128,
-            "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"rms_norm_eps":1e-6,
-            "layer_types":["full_attention","full_attention"],"use_sliding_window":false,"sliding_window":null,
-            "rope_parameters":{"rope_theta":1000000.0,"rope_type":"default"}}"#;
-        let c = LlamaConfig::from_hf_json(json).unwrap();
-        assert_eq!((c.rope_base, &c.rope_scaling), (1e6, &RopeScaling::None));
-        let yarn = json.replace(r#""rope_type":"default""#, r#""rope_type":"yarn","factor":4.0"#);
-        assert!(matches!(LlamaConfig::from_hf_json(&yarn), Err(Error::UnsupportedModel { what, .. }) if what.contains("rope_type")));
-        let qwen3 = json.replace("qwen2", "qwen3");
-        let c = LlamaConfig::from_hf_json(&qwen3).unwrap();
-        assert!(c.qk_norm && !c.attn_bias);
-    }
-
-    #[test]
-    fn mistral_windows_bound_the_kv_cache() {
-        let json = r#"{"model_type":"mistral","vocab_size":100,"hidden_size":64,"intermediate_size":128,
-            "num_hidden_layers":2,"num_attention_heads":4,"rms_norm_eps":1e-6,"max_position_embeddings":4096,
-            "sliding_window":SW}"#;
-        let none = LlamaConfig::from_hf_json(&json.replace("SW", "null")).unwrap();
-        assert_eq!((none.sliding_window, none.kv_window(2048, 4)), (None, (2048, 4)));
-        let window = LlamaConfig::from_hf_json(&json.replace("SW", "1024")).unwrap();
-        assert_eq!((window.sliding_window, window.kv_window(2048, 4), window.kv_window(512, 4)), (Some(1024), (1024, 0), (512, 0)));
-        assert!(matches!(LlamaConfig::from_hf_json(&json.replace("SW", "0")), Err(Error::BadConfig { .. })));
-        // Qwen2's window is off unless use_sliding_window says otherwise.
-        let qwen2 = json.replace("mistral", "qwen2").replace("SW", "1024");
-        assert_eq!(LlamaConfig::from_hf_json(&qwen2).unwrap().sliding_window, None);
-    }
-
-    #[test]
-    fn inconsistent_configs_are_errors() {
-        let json = r#"{"model_type":"llama","vocab_size":10,"hidden_size":64,"intermediate_size":128,
-            "num_hidden_layers":2,"num_attention_heads":3,"num_key_value_heads":2,"rms_norm_eps":1e-5}"#;
-        assert!(LlamaConfig::from_hf_json(json).is_err());
-        assert!(LlamaConfig::from_hf_json(r#"{"model_type":"gpt2"}"#).is_err());
-    }
-
-    fn with_layers(layers: u64) -> Result<LlamaConfig> {
-        LlamaConfig::from_hf_json(&format!(
-            r#"{{"model_type":"llama","vocab_size":10,"hidden_size":64,"intermediate_size":128,
-            "num_hidden_layers":{layers},"num_attention_heads":4,"rms_norm_eps":1e-5}}"#
-        ))
-    }
-
-    #[test]
-    fn limits_are_inclusive_and_errors_typed() {
-        assert_eq!(with_layers(limits::MAX_LAYERS).unwrap().n_layers, 1024);
-        for layers in [0, limits::MAX_LAYERS + 1, u64::MAX] {
-            assert!(matches!(with_layers(layers), Err(Error::BadConfig { .. })), "{layers}");
-        }
-        assert!(matches!(
-            LlamaConfig::from_hf_json(r#"{"model_type":"gpt2"}"#),
-            Err(Error::UnsupportedModel { .. })
-        ));
-    }
-
-    /// A weft file's config goes through the same checks as the formats it was made from.
-    #[test]
-    fn weft_configs_are_validated() {
-        let good = with_layers(2).unwrap();
-        let json = serde_json::to_string(&good).unwrap();
-        assert_eq!(LlamaConfig::from_weft_json(&json).unwrap(), good);
-        let bad = json.replace(r#""n_layers":2"#, r#""n_layers":4294967295"#);
-        assert!(matches!(LlamaConfig::from_weft_json(&bad), Err(Error::BadConfig { .. })));
-        assert!(matches!(LlamaConfig::from_weft_json("{"), Err(Error::BadConfig { .. })));
-    }
-}
+#[path = "config_tests.rs"]
+mod tests;

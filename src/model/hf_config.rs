@@ -99,6 +99,32 @@ pub fn rope(config: &Value) -> Result<Rope> {
             }
             (s, &["factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"])
         }
+        // Phi-3's LongRoPE (`su` in older files). transformers takes the factor for the
+        // default attention scaling from max_position_embeddings / original_max_position_embeddings.
+        "longrope" | "su" => {
+            let factors = |key: &str| -> Result<Vec<f32>> {
+                let list = p.get(key).and_then(Value::as_array).ok_or_else(|| bad(&format!("{name}.{key}"), "is not a list"))?;
+                list.iter().map(|v| v.as_f64().map(|x| x as f32).ok_or_else(|| bad(&format!("{name}.{key}"), "holds a non-number"))).collect()
+            };
+            let top = |key: &str| config.get(key).and_then(Value::as_f64).map(|x| x as f32);
+            let original = match number(p, name, "original_max_position_embeddings")? {
+                Some(o) => o,
+                None => top("original_max_position_embeddings")
+                    .ok_or_else(|| bad("original_max_position_embeddings", "is missing (LongRoPE needs it)"))?,
+            };
+            let factor = match (number(p, name, "factor")?, top("max_position_embeddings")) {
+                (Some(f), _) => f,
+                (None, Some(max)) => max / original,
+                (None, None) => 1.0,
+            };
+            let attention_factor = match number(p, name, "attention_factor")? {
+                Some(a) => a,
+                None if factor <= 1.0 => 1.0,
+                None => (1.0 + (factor as f64).ln() / (original as f64).ln()).sqrt() as f32,
+            };
+            let s = RopeScaling::LongRope { short: factors("short_factor")?, long: factors("long_factor")?, original_context: original, attention_factor };
+            (s, &["short_factor", "long_factor", "factor", "attention_factor", "original_max_position_embeddings"])
+        }
         other => return Err(unsupported_field(&format!("{name}.rope_type"), format!("\"{other}\""))),
     };
     for (key, value) in p {
@@ -331,5 +357,31 @@ mod tests {
         let yarn = r#"{"query_pre_attn_scalar":256,"rope_parameters":{
             "full_attention":{"rope_type":"yarn","rope_theta":1e6,"factor":8.0},"sliding_attention":{"rope_theta":1e4}}}"#;
         names(parse(yarn).unwrap_err(), "rope_parameters.rope_type");
+    }
+
+    #[test]
+    fn longrope_in_both_forms() {
+        let f = "[1.0,2.0]";
+        let new = rope_of(&format!(
+            r#"{{"max_position_embeddings":131072,"rope_parameters":{{"rope_type":"longrope","rope_theta":1e4,
+                "short_factor":{f},"long_factor":[3.0,4.0],"original_max_position_embeddings":4096}}}}"#
+        ))
+        .unwrap();
+        let old = rope_of(&format!(
+            r#"{{"max_position_embeddings":131072,"original_max_position_embeddings":4096,"rope_theta":1e4,
+                "rope_scaling":{{"type":"su","short_factor":{f},"long_factor":[3.0,4.0]}}}}"#
+        ))
+        .unwrap();
+        assert_eq!(new, old);
+        // Phi-3.5-mini's numbers: √(1 + ln 32 / ln 4096) = 1.1902.
+        let RopeScaling::LongRope { short, long, original_context, attention_factor } = new.scaling else { panic!() };
+        assert_eq!((short, long, original_context), (vec![1.0, 2.0], vec![3.0, 4.0], 4096.0));
+        assert!((attention_factor - 1.190_239).abs() < 1e-6, "{attention_factor}");
+        names(
+            rope_of(r#"{"original_max_position_embeddings":4096,"rope_scaling":{"type":"su","short_factor":[1],"long_factor":[1],"mscale":2}}"#)
+                .unwrap_err(),
+            "rope_scaling.mscale",
+        );
+        assert!(matches!(rope_of(r#"{"rope_scaling":{"type":"longrope","short_factor":[1],"long_factor":[1]}}"#), Err(Error::BadConfig { .. })));
     }
 }

@@ -76,6 +76,10 @@ pub struct Llama {
     prefill: HashMap<usize, Vec<Dispatch>>,
     /// Tokens in the KV cache.
     pos: usize,
+    /// The ids at positions `0..pos` and the last sampled one, kept for LongRoPE, whose cache
+    /// is computed again when the sequence goes past the original context.
+    history: Vec<u32>,
+    last: u32,
 }
 
 
@@ -169,6 +173,8 @@ impl Llama {
             ahead: None,
             prefill: HashMap::new(),
             pos: 0,
+            history: Vec::new(),
+            last: 0,
         };
         model.decode = model.lower(ctx, Pass::decode(), None).await?;
         model.set_sampling(ctx, &SampleParams::default());
@@ -194,6 +200,8 @@ impl Llama {
     pub fn reset(&mut self) {
         self.ahead = None;
         self.pos = 0;
+        self.history.clear();
+        self.ring.reset();
     }
 
     /// Keeps the first `len` tokens of the cache, so that a sequence sharing them goes on from
@@ -207,6 +215,7 @@ impl Llama {
         // overwrites.
         self.ahead = None;
         self.pos = len;
+        self.history.truncate(len);
         true
     }
 

@@ -275,22 +275,49 @@ pub(crate) fn norm_shift(header: &ModelHeader, c: &LlamaConfig, part: Part) -> f
     }
 }
 
-/// Llama 3 frequency scaling as llama.cpp's converter stores it: `rope_freqs.weight`, one
-/// divisor per rotated pair. Where the file has one, it becomes `config.rope_scaling`.
-pub async fn read_rope_freqs<R: RangeReader>(reader: &R, header: &ModelHeader, config: &mut LlamaConfig) -> Result<()> {
-    let Some(t) = header.tensors().iter().find(|t| t.name == "rope_freqs.weight") else { return Ok(()) };
-    let pairs = config.rope_dims / 2;
+/// What a file's header needs before its weights are read: RoPE factors stored as tensors
+/// (Llama 3's `rope_freqs.weight`, Phi-3's `rope_factors_short/long.weight`) into the
+/// configuration, and Phi-3's fused matrices split into their parts.
+pub async fn prepare_header<R: RangeReader>(reader: &R, header: &mut ModelHeader, config: &mut LlamaConfig) -> Result<()> {
+    read_rope_freqs(reader, header, config).await?;
+    super::names::split_fused(header.tensors_mut(), config)
+}
+
+/// A tensor of one value per rotated pair, each finite and positive; None where the file has
+/// no tensor of that name.
+async fn pair_factors<R: RangeReader>(reader: &R, header: &ModelHeader, name: &str, pairs: usize) -> Result<Option<Vec<f32>>> {
+    let Some(t) = header.tensors().iter().find(|t| t.name == name) else { return Ok(None) };
     if t.elements() != pairs as u64 {
         return Err(Error::TensorShape { name: t.name.clone(), shape: t.shape.clone(), expected: vec![pairs as u64] });
     }
-    if config.rope_scaling != crate::ops::rope::RopeScaling::None {
-        return Err(Error::BadConfig { field: "rope_freqs.weight".into(), problem: "is given together with another rope scaling".into() });
-    }
     let factors = decode_to_f32(t.storage, &reader.read_range(t.range.clone()).await?, pairs)?;
     if let Some(bad) = factors.iter().find(|f| !(f.is_finite() && **f > 0.0)) {
-        return Err(Error::BadConfig { field: "rope_freqs.weight".into(), problem: format!("holds {bad}, not a finite positive number") });
+        return Err(Error::BadConfig { field: name.into(), problem: format!("holds {bad}, not a finite positive number") });
     }
-    config.rope_scaling = crate::ops::rope::RopeScaling::Factors(factors);
+    Ok(Some(factors))
+}
+
+/// Llama 3 frequency scaling as llama.cpp's converter stores it: `rope_freqs.weight`, one
+/// divisor per rotated pair. Where the file has one, it becomes `config.rope_scaling`. Phi-3's
+/// GGUF keeps LongRoPE's two sets the same way.
+pub async fn read_rope_freqs<R: RangeReader>(reader: &R, header: &ModelHeader, config: &mut LlamaConfig) -> Result<()> {
+    use crate::ops::rope::RopeScaling;
+    let pairs = config.rope_dims / 2;
+    if let RopeScaling::LongRope { short, long, .. } = &mut config.rope_scaling {
+        if short.is_empty() {
+            for (name, into) in [("rope_factors_short.weight", short), ("rope_factors_long.weight", long)] {
+                *into = pair_factors(reader, header, name, pairs)
+                    .await?
+                    .ok_or_else(|| Error::BadConfig { field: name.into(), problem: "is missing (LongRoPE needs it)".into() })?;
+            }
+        }
+        return Ok(());
+    }
+    let Some(factors) = pair_factors(reader, header, "rope_freqs.weight", pairs).await? else { return Ok(()) };
+    if config.rope_scaling != RopeScaling::None {
+        return Err(Error::BadConfig { field: "rope_freqs.weight".into(), problem: "is given together with another rope scaling".into() });
+    }
+    config.rope_scaling = RopeScaling::Factors(factors);
     Ok(())
 }
 

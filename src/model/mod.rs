@@ -35,9 +35,9 @@ pub async fn open<R: RangeReader>(
     weights: WeightOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(Llama, Tokenizer)> {
-    let header = read_header_reporting(reader, progress).await?;
+    let mut header = read_header_reporting(reader, progress).await?;
     let (mut config, tokenizer) = header_parts(&header, reader.name())?;
-    load::read_rope_freqs(reader, &header, &mut config).await?;
+    load::prepare_header(reader, &mut header, &mut config).await?;
     let llama = build(ctx, reader, &header, config, engine, weights, progress).await?;
     Ok((llama, tokenizer))
 }
@@ -130,16 +130,17 @@ pub async fn open_safetensors_weights<R: RangeReader>(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Llama> {
     let mut header = read_header_reporting(reader, progress).await?;
-    let config = LlamaConfig::from_hf_json(config_json)?;
+    let mut config = LlamaConfig::from_hf_json(config_json)?;
     if let ModelHeader::Safetensors(st) = &mut header {
         tie_output(st, config_json);
     }
+    load::prepare_header(reader, &mut header, &mut config).await?;
     build(ctx, reader, &header, config, engine, weights, progress).await
 }
 
 /// Opens a Hugging Face checkpoint: the weights in one safetensors file read through `reader`,
 /// with the texts of its `config.json` and `tokenizer.json` (and the chat template from
-/// `tokenizer_config.json`, if any).
+/// `tokenizer_config.json`, if any). `config.json`'s `eos_token_id`s stop generation.
 #[allow(clippy::too_many_arguments)]
 pub async fn open_safetensors<R: RangeReader>(
     ctx: &GpuContext,
@@ -151,18 +152,15 @@ pub async fn open_safetensors<R: RangeReader>(
     weights: WeightOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(Llama, Tokenizer)> {
-    let mut tokenizer = Tokenizer::from_hf_json(tokenizer_json, chat_template)?;
-    if let Some(eos) = config_eos(config_json) {
-        tokenizer.eos = Some(eos);
-    }
+    let files = crate::tokenizer::HfTokenizerFiles {
+        tokenizer_json,
+        chat_template_jinja: chat_template.as_deref(),
+        config: Some(config_json),
+        ..Default::default()
+    };
+    let tokenizer = Tokenizer::from_hf_files(&files)?;
     let llama = open_safetensors_weights(ctx, reader, config_json, engine, weights, progress).await?;
     Ok((llama, tokenizer))
-}
-/// `eos_token_id` from config.json (a number, or the first of a list).
-fn config_eos(config_json: &str) -> Option<u32> {
-    let v: serde_json::Value = serde_json::from_str(config_json).ok()?;
-    let eos = v.get("eos_token_id")?;
-    eos.as_u64().or_else(|| eos.as_array()?.first()?.as_u64()).map(|e| e as u32)
 }
 
 /// Checkpoints saved with tied embeddings may still carry an `lm_head.weight`; with

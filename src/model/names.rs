@@ -109,6 +109,49 @@ pub fn part_of_in(name: &str, arch: Arch) -> Option<Part> {
     part_of(name)
 }
 
+/// Phi-3's fused matrices as the separate ones the forward pass reads: `qkv_proj` /
+/// `attn_qkv` into q, k and v, `gate_up_proj` / llama.cpp's `ffn_up` of twice the FFN width into
+/// gate and up. Each part is a run of whole rows, so a new tensor entry pointing into the fused
+/// one's bytes is the split: nothing is copied, and the loader fetches the same ranges.
+pub fn split_fused(tensors: &mut Vec<crate::format::TensorInfo>, c: &super::LlamaConfig) -> crate::error::Result<()> {
+    if c.arch != Arch::Phi3 {
+        return Ok(());
+    }
+    let (q, kv, ffn) = (c.q_dim() as u64, c.kv_dim() as u64, c.ffn_dim as u64);
+    let mut out = Vec::with_capacity(tensors.len() + 2 * c.n_layers);
+    for t in tensors.drain(..) {
+        let fused: Option<(&str, Vec<(&str, u64)>)> = if let Some(rest) = t.name.strip_suffix("self_attn.qkv_proj.weight") {
+            Some((rest, vec![("self_attn.q_proj.weight", q), ("self_attn.k_proj.weight", kv), ("self_attn.v_proj.weight", kv)]))
+        } else if let Some(rest) = t.name.strip_suffix("mlp.gate_up_proj.weight") {
+            Some((rest, vec![("mlp.gate_proj.weight", ffn), ("mlp.up_proj.weight", ffn)]))
+        } else if let Some(rest) = t.name.strip_suffix("attn_qkv.weight") {
+            Some((rest, vec![("attn_q.weight", q), ("attn_k.weight", kv), ("attn_v.weight", kv)]))
+        } else if let (Some(rest), Some(&2)) = (t.name.strip_suffix("ffn_up.weight"), t.shape.first().map(|&r| r / ffn.max(1)).as_ref()) {
+            Some((rest, vec![("ffn_gate.weight", ffn), ("ffn_up.weight", ffn)]))
+        } else {
+            None
+        };
+        let Some((prefix, parts)) = fused else {
+            out.push(t);
+            continue;
+        };
+        let rows: u64 = parts.iter().map(|p| p.1).sum();
+        let bytes = t.range.end - t.range.start;
+        if t.shape.len() != 2 || t.shape[0] != rows || bytes % rows != 0 {
+            return Err(crate::error::Error::TensorShape { name: t.name.clone(), shape: t.shape.clone(), expected: vec![rows, c.dim as u64] });
+        }
+        let row_bytes = bytes / rows;
+        let mut start = t.range.start;
+        for (suffix, n) in parts {
+            let end = start + n * row_bytes;
+            out.push(crate::format::TensorInfo { name: format!("{prefix}{suffix}"), storage: t.storage, shape: vec![n, t.shape[1]], range: start..end });
+            start = end;
+        }
+    }
+    *tensors = out;
+    Ok(())
+}
+
 /// Which file layout a name is written in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Naming {
@@ -160,4 +203,33 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn fused_phi3_matrices_split_into_row_ranges() {
+        let json = r#"{"model_type":"phi3","vocab_size":32,"hidden_size":16,"intermediate_size":24,"num_hidden_layers":1,
+            "num_attention_heads":4,"num_key_value_heads":2,"rms_norm_eps":1e-5}"#;
+        let c = crate::model::LlamaConfig::from_hf_json(json).unwrap();
+        let t = |name: &str, rows: u64, start: u64| crate::format::TensorInfo {
+            name: name.into(),
+            storage: crate::format::StorageType::Safe(crate::format::SafeDtype::F16),
+            shape: vec![rows, 16],
+            range: start..start + rows * 32,
+        };
+        let mut tensors = vec![t("model.layers.0.self_attn.qkv_proj.weight", 32, 100), t("blk.0.ffn_up.weight", 48, 5000)];
+        split_fused(&mut tensors, &c).unwrap();
+        let got: Vec<(&str, std::ops::Range<u64>)> = tensors.iter().map(|t| (t.name.as_str(), t.range.clone())).collect();
+        assert_eq!(
+            got,
+            [
+                ("model.layers.0.self_attn.q_proj.weight", 100..612),
+                ("model.layers.0.self_attn.k_proj.weight", 612..868),
+                ("model.layers.0.self_attn.v_proj.weight", 868..1124),
+                ("blk.0.ffn_gate.weight", 5000..5768),
+                ("blk.0.ffn_up.weight", 5768..6536),
+            ]
+        );
+        let mut wrong = vec![t("model.layers.0.self_attn.qkv_proj.weight", 30, 0)];
+        assert!(split_fused(&mut wrong, &c).is_err());
+    }
 }
+

@@ -35,6 +35,11 @@ pub enum RopeScaling {
     /// Each rotated pair's angle divided by its own factor: what llama.cpp's converter stores
     /// as `rope_freqs.weight` for Llama 3 scaling (one value per pair).
     Factors(Vec<f32>),
+    /// Phi-3's `longrope` (`su`): per-pair divisors, `short` while a pass's positions stay
+    /// within `original_context` and `long` for a pass that goes past it (transformers picks
+    /// by the largest position of each forward call), and cos/sin multiplied by
+    /// `attention_factor`.
+    LongRope { short: Vec<f32>, long: Vec<f32>, original_context: f32, attention_factor: f32 },
 }
 
 impl RopeScaling {
@@ -58,7 +63,13 @@ impl RopeScaling {
                 }
             }
             RopeScaling::Factors(f) => plain / f.get(i).copied().unwrap_or(1.0) as f64,
+            RopeScaling::LongRope { short, .. } => plain / short.get(i).copied().unwrap_or(1.0) as f64,
         }
+    }
+
+    /// Whether a pass whose positions end before `end` rotates with LongRoPE's long factors.
+    pub fn long_for(&self, end: usize) -> bool {
+        matches!(self, RopeScaling::LongRope { original_context, .. } if end as f64 > *original_context as f64)
     }
 }
 
@@ -90,10 +101,24 @@ pub fn rope_table(max_seq: usize, rot_dims: usize, base: f32, scaling: &RopeScal
 /// One row of the table, [rot_dims / 2, 2], for `pos` into `out` (no allocation: the engine
 /// writes the row of each position past the ring's length before a step uses it).
 pub fn rope_row(pos: usize, rot_dims: usize, base: f32, scaling: &RopeScaling, out: &mut [f32]) {
+    rope_row_in(pos, scaling.long_for(pos + 1), rot_dims, base, scaling, out)
+}
+
+/// [`rope_row`] with LongRoPE's factors chosen by the caller (`long`), as a pass that goes past
+/// the original context rotates all its positions with the long ones.
+pub fn rope_row_in(pos: usize, long: bool, rot_dims: usize, base: f32, scaling: &RopeScaling, out: &mut [f32]) {
+    let (factors, gain) = match scaling {
+        RopeScaling::LongRope { short, long: l, attention_factor, .. } => (Some(if long { l } else { short }), *attention_factor as f64),
+        _ => (None, 1.0),
+    };
     for (i, cs) in out.chunks_exact_mut(2).take(rot_dims / 2).enumerate() {
-        let theta = pos as f64 * scaling.inv_freq(i, rot_dims, base);
-        cs[0] = theta.cos() as f32;
-        cs[1] = theta.sin() as f32;
+        let inv_freq = match factors {
+            Some(f) => (base as f64).powf(-2.0 * i as f64 / rot_dims as f64) / f.get(i).copied().unwrap_or(1.0) as f64,
+            None => scaling.inv_freq(i, rot_dims, base),
+        };
+        let theta = pos as f64 * inv_freq;
+        cs[0] = (theta.cos() * gain) as f32;
+        cs[1] = (theta.sin() * gain) as f32;
     }
 }
 

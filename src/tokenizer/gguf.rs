@@ -31,7 +31,11 @@ impl Tokenizer {
             add_bos: opt_bool("tokenizer.ggml.add_bos_token", model == "llama"),
             add_space_prefix: opt_bool("tokenizer.ggml.add_space_prefix", model == "llama"),
             space_prefix_if_missing: false,
+            space_prefix_every_segment: false,
             chat_template: meta.get_str("tokenizer.chat_template").ok().map(str::to_string),
+            // llama.cpp's end-of-turn and end-of-message tokens (Llama 3's <|eot_id|>, <|eom_id|>;
+            // Gemma's <end_of_turn>) end a generation like EOS.
+            stop: ["tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"].iter().filter_map(|k| opt_u32(k)).collect(),
             model,
         };
         Tokenizer::new(spec)

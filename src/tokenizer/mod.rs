@@ -15,6 +15,7 @@ pub mod wordpiece;
 
 use std::collections::HashMap;
 
+pub use hf::HfTokenizerFiles;
 pub use pretokenize::PreTokenizer;
 pub use stream::TextStream;
 
@@ -53,7 +54,15 @@ pub struct TokenizerSpec {
     /// Face's Metaspace with prepend_scheme "first"); llama.cpp's GGUF rule prefixes always.
     #[serde(default)]
     pub space_prefix_if_missing: bool,
+    /// The space prefix before every piece of text between special tokens (Hugging Face's
+    /// `Prepend` normalizer: Llama 2 and Phi-3 tokenizer.json files).
+    #[serde(default)]
+    pub space_prefix_every_segment: bool,
     pub chat_template: Option<String>,
+    /// Tokens beside `eos` that end a generation (a chat model's end of turn: Llama 3's
+    /// `<|eot_id|>`, Gemma's `<end_of_turn>`), from generation_config.json or GGUF.
+    #[serde(default)]
+    pub stop: Vec<u32>,
 }
 
 enum Kind {
@@ -67,6 +76,7 @@ enum Kind {
         byte_tokens: Box<[Option<u32>; 256]>,
         add_space_prefix: bool,
         space_prefix_if_missing: bool,
+        space_prefix_every_segment: bool,
     },
 }
 
@@ -85,6 +95,8 @@ pub struct Tokenizer {
     pub eos: Option<u32>,
     pub add_bos: bool,
     pub chat_template: Option<String>,
+    /// Every id that ends a generation: `eos` and the spec's `stop`.
+    stop: Vec<u32>,
     unknown: u32,
 }
 
@@ -111,6 +123,12 @@ impl Tokenizer {
                 return Err(bad(format!("{what} token id {id:?} outside the vocabulary of {n}")));
             }
         }
+        if let Some(id) = spec.stop.iter().find(|&&id| id as usize >= n) {
+            return Err(bad(format!("stop token id {id} outside the vocabulary of {n}")));
+        }
+        let mut stop: Vec<u32> = spec.eos.into_iter().chain(spec.stop.iter().copied()).collect();
+        stop.sort_unstable();
+        stop.dedup();
         let ty = |i: usize| spec.token_types.get(i).copied().unwrap_or(token_type::NORMAL);
         let mut ids = HashMap::with_capacity(n);
         for (i, t) in spec.tokens.iter().enumerate() {
@@ -178,6 +196,7 @@ impl Tokenizer {
                     byte_tokens,
                     add_space_prefix: spec.add_space_prefix,
                     space_prefix_if_missing: spec.space_prefix_if_missing,
+                    space_prefix_every_segment: spec.space_prefix_every_segment,
                 };
                 (kind, bytes)
             }
@@ -195,16 +214,39 @@ impl Tokenizer {
             eos: spec.eos,
             add_bos: spec.add_bos,
             chat_template: spec.chat_template,
+            stop,
             unknown,
         })
     }
 
-    /// The model's chat template family (ChatML when the model has no template).
-    pub fn chat_format(&self) -> chat::ChatFormat {
-        self.chat_template
-            .as_deref()
-            .and_then(chat::ChatFormat::detect)
-            .unwrap_or(chat::ChatFormat::ChatMl { default_system: None })
+    /// Whether `id` ends a generation (EOS or an end-of-turn token).
+    pub fn is_stop(&self, id: u32) -> bool {
+        self.stop.contains(&id)
+    }
+
+    /// The ids that end a generation.
+    pub fn stop_ids(&self) -> &[u32] {
+        &self.stop
+    }
+
+    /// The model's chat template, or ChatML ([`chat::FALLBACK_TEMPLATE`]) for a file without one.
+    pub fn chat_template(&self) -> &str {
+        self.chat_template.as_deref().unwrap_or(chat::FALLBACK_TEMPLATE)
+    }
+
+    fn chat_parts(&self, messages: &[chat::Message], add_generation_prompt: bool) -> Result<Vec<chat::ChatPart>> {
+        let text = |id: Option<u32>| id.and_then(|id| self.token(id)).unwrap_or("").to_string();
+        let options =
+            chat::ChatOptions { add_generation_prompt, bos_token: text(self.bos), eos_token: text(self.eos), today: None };
+        let control: Vec<&str> = self.specials.iter().filter(|(_, id)| self.is_control(*id)).map(|(s, _)| s.as_str()).collect();
+        chat::render_parts(self.chat_template(), messages, &options, &control)
+    }
+
+    /// The prompt for `messages` in the model's template with the assistant's turn opened, as
+    /// one string (for display: encoding it with special tokens parsed would also parse any the
+    /// messages spell; [`Self::encode_chat`] does not).
+    pub fn chat_prompt(&self, messages: &[chat::Message]) -> Result<String> {
+        Ok(self.chat_parts(messages, true)?.iter().map(chat::ChatPart::text).collect())
     }
 
     pub fn vocab_size(&self) -> usize {
@@ -248,40 +290,44 @@ impl Tokenizer {
         out
     }
 
-    /// Token ids of a chat: `messages` rendered in the model's template, the template's special
-    /// tokens as their ids and everything else, message content included, as plain text, so a
-    /// message cannot open or close a turn. BOS is added (when the model adds one) only if the
-    /// template does not already start with it.
+    /// Token ids of a chat: `messages` rendered in the model's template with the assistant's
+    /// turn opened; special tokens the template writes become their ids, and a control token
+    /// spelled in a message stays text, encoded on its own (as transformers'
+    /// `sanitize_control_tokens` does), so a message cannot open or close a turn. BOS is added
+    /// (when the model adds one) only if the template does not already start with it.
     pub fn encode_chat(&self, messages: &[chat::Message]) -> Result<Vec<u32>> {
-        let parts = self.chat_format().render_parts(messages)?;
-        // A template token the vocabulary lacks (ChatML as the fallback of a model without
-        // `<|im_start|>`) stays text, as parsing the rendered string would leave it.
-        let special_id = |token: &str| self.id(token).filter(|&id| self.specials.iter().any(|(_, s)| *s == id));
+        let parts = self.chat_parts(messages, true)?;
         let mut out = Vec::new();
-        let template_bos = match parts.first() {
-            Some(chat::ChatPart::Special(token)) => self.bos.is_some() && special_id(token) == self.bos,
-            _ => false,
-        };
-        if self.add_bos && !template_bos {
-            out.extend(self.bos);
-        }
         let mut text = String::new();
         let mut at_start = true;
         for part in &parts {
             match part {
-                chat::ChatPart::Special(token) => match special_id(token) {
-                    Some(id) => {
+                chat::ChatPart::Template(t) => {
+                    let mut rest = t.as_str();
+                    while let Some((pos, len, id)) = self.next_special(rest) {
+                        text.push_str(&rest[..pos]);
                         self.encode_plain(&text, at_start, &mut out);
                         text.clear();
                         out.push(id);
                         at_start = false;
+                        rest = &rest[pos + len..];
                     }
-                    None => text.push_str(token),
-                },
-                chat::ChatPart::Text(t) => text.push_str(t),
+                    text.push_str(rest);
+                }
+                // A piece of its own, as transformers encodes a sanitized control token: the
+                // text on either side cannot merge with it.
+                chat::ChatPart::Content(t) => {
+                    self.encode_plain(&text, at_start, &mut out);
+                    text.clear();
+                    self.encode_plain(t, false, &mut out);
+                    at_start = false;
+                }
             }
         }
         self.encode_plain(&text, at_start, &mut out);
+        if self.add_bos && self.bos.is_some() && out.first() != self.bos.as_ref() {
+            out.insert(0, self.bos.unwrap_or_default());
+        }
         Ok(out)
     }
 
@@ -318,9 +364,10 @@ impl Tokenizer {
                     }
                 }
             }
-            Kind::SentencePiece { scores, byte_tokens, add_space_prefix, space_prefix_if_missing } => {
+            Kind::SentencePiece { scores, byte_tokens, add_space_prefix, space_prefix_if_missing, space_prefix_every_segment } => {
                 let mut s = String::with_capacity(text.len() + 3);
-                if *add_space_prefix && at_start && !(*space_prefix_if_missing && text.starts_with(' ')) {
+                let first = at_start || *space_prefix_every_segment;
+                if *add_space_prefix && first && !(*space_prefix_if_missing && text.starts_with(' ')) {
                     s.push('\u{2581}');
                 }
                 s.push_str(&text.replace(' ', "\u{2581}"));
@@ -459,7 +506,7 @@ mod tests {
     }
 
     /// A template that writes BOS itself gets no second one from `add_bos`; one that does not
-    /// gets it once.
+    /// gets it once; BOS spelled in a message stays text.
     #[test]
     fn chat_bos_is_never_doubled() {
         let table = bpe::byte_to_char();
@@ -481,7 +528,10 @@ mod tests {
             .unwrap()
         };
         let user = [chat::Message { role: "user".into(), content: "hi <s>".into() }];
-        for (template, bos) in [("[INST]", "<s>"), ("<|start_header_id|>", "<|begin_of_text|>"), ("<|user|>", "<s>")] {
+        let llama3 = "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n{{ m.content }}<|eot_id|>{% endfor %}";
+        let llama2 = "{% for m in messages %}{{ bos_token + '[INST] ' + m.content + ' [/INST]' }}{% endfor %}";
+        let zephyr = "{% for m in messages %}<|{{ m.role }}|>\n{{ m.content }}{{ eos_token }}\n{% endfor %}";
+        for (template, bos) in [(llama2, "<s>"), (llama3, "<|begin_of_text|>"), (zephyr, "<s>")] {
             let t = with(template, bos);
             let ids = t.encode_chat(&user).unwrap();
             let bos = t.bos.unwrap();

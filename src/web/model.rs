@@ -249,7 +249,7 @@ fn chunk(s: &mut Session, token: u32) -> Result<JsValue, JsValue> {
     }
     s.last = token;
     let text = s.stream.push(&s.tok, token).map_err(|e| to_js(&e))?;
-    let done = Some(token) == s.tok.eos;
+    let done = s.tok.is_stop(token);
     to_value(&Chunk { token, text, done })
 }
 
@@ -352,7 +352,7 @@ impl Model {
     pub fn chat_prompt(&self, messages: JsValue) -> Result<String, JsValue> {
         let messages: Vec<Message> = serde_wasm_bindgen::from_value(messages).map_err(from_js_error)?;
         let s = self.inner.try_borrow().map_err(|_| busy())?;
-        s.tok.chat_format().render(&messages).map_err(|e| to_js(&e))
+        s.tok.chat_prompt(&messages).map_err(|e| to_js(&e))
     }
 
     /// The token ids a chat on `messages` runs (`beginChat`): template tokens as control

@@ -71,7 +71,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             write!(out, "{}", stream.push(&tok, next)?)?;
         }
         out.flush()?;
-        if produced.len() >= a.max_tokens || Some(next) == tok.eos {
+        if produced.len() >= a.max_tokens || tok.is_stop(next) {
             break;
         }
         let (max_seq, sinks) = llama.window();

@@ -81,19 +81,31 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let config_json = std::fs::read_to_string(dir.join("config.json")).context("config.json")?;
         let tokenizer_json = std::fs::read_to_string(dir.join("tokenizer.json")).context("tokenizer.json")?;
         let reader = FileReader::open(dir.join("model.safetensors"))?;
-        let header = pollster::block_on(read_header(&reader))?.header;
-        let config = LlamaConfig::from_hf_json(&config_json)?;
-        let tokenizer = Tokenizer::from_hf_json(&tokenizer_json, None)?;
+        let mut header = pollster::block_on(read_header(&reader))?.header;
+        let mut config = LlamaConfig::from_hf_json(&config_json)?;
+        pollster::block_on(weft::model::load::prepare_header(&reader, &mut header, &mut config))?;
+        // The optional files: the chat template, BOS/EOS and the stop tokens travel with the model.
+        let optional = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
+        let (tokenizer_config, template, generation) =
+            (optional("tokenizer_config.json"), optional("chat_template.jinja"), optional("generation_config.json"));
+        let tokenizer = Tokenizer::from_hf_files(&weft::tokenizer::HfTokenizerFiles {
+            tokenizer_json: &tokenizer_json,
+            tokenizer_config: tokenizer_config.as_deref(),
+            chat_template_jinja: template.as_deref(),
+            generation_config: generation.as_deref(),
+            config: Some(&config_json),
+        })?;
         apply_budget(&reader, &header, &mut plan, a.budget_mb)?;
         with_bar("quantizing", |p| pollster::block_on(quantize_model(&reader, &header, &config, &tokenizer, &plan, p)))?
     } else {
         let reader = NativeSource::open(&a.input)?;
-        let header = pollster::block_on(read_header(&reader))?.header;
+        let mut header = pollster::block_on(read_header(&reader))?.header;
         let ModelHeader::Gguf(g) = &header else {
             anyhow::bail!("{}: give a GGUF file or a folder with config.json, tokenizer.json and model.safetensors", a.input);
         };
-        let config = LlamaConfig::from_gguf(&g.metadata, weft::model::load::has_qkv_bias(&header))?;
+        let mut config = LlamaConfig::from_gguf(&g.metadata, weft::model::load::has_qkv_bias(&header))?;
         let tokenizer = Tokenizer::from_gguf(&g.metadata)?;
+        pollster::block_on(weft::model::load::prepare_header(&reader, &mut header, &mut config))?;
         apply_budget(&reader, &header, &mut plan, a.budget_mb)?;
         with_bar("quantizing", |p| pollster::block_on(quantize_model(&reader, &header, &config, &tokenizer, &plan, p)))?
     };

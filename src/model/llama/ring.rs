@@ -3,7 +3,7 @@
 //! `max_seq`; see the module docs of `llama.rs`).
 
 use crate::error::{Error, Result};
-use crate::ops::rope::{ring_slot, rope_row, rope_table};
+use crate::ops::rope::{ring_slot, rope_row_in, rope_table};
 
 use super::super::config::LlamaConfig;
 
@@ -26,9 +26,9 @@ pub fn check_position(pos: usize, n: usize) -> Result<()> {
     Ok(())
 }
 
-/// Which position each slot of the RoPE table holds.
+/// Which position each slot of the RoPE table holds, and whether with LongRoPE's long factors.
 pub struct RopeRing {
-    slots: Vec<usize>,
+    slots: Vec<(usize, bool)>,
     /// One table row computed on the CPU, reused.
     scratch: Vec<f32>,
     max_seq: usize,
@@ -36,6 +36,9 @@ pub struct RopeRing {
     dims: usize,
     base: f32,
     scaling: crate::ops::rope::RopeScaling,
+    /// LongRoPE: the sequence went past the original context, so every pass rotates with the
+    /// long factors until the next reset.
+    long: bool,
 }
 
 impl RopeRing {
@@ -50,12 +53,31 @@ impl RopeRing {
     }
 
     fn with(dims: usize, base: f32, scaling: crate::ops::rope::RopeScaling, max_seq: usize, sinks: usize) -> Self {
-        Self { slots: (0..max_seq).collect(), scratch: vec![0.0; dims], max_seq, sinks, dims, base, scaling }
+        let slots = (0..max_seq).map(|p| (p, scaling.long_for(p + 1))).collect();
+        Self { slots, scratch: vec![0.0; dims], max_seq, sinks, dims, base, scaling, long: false }
     }
 
     /// The table every slot starts with: slot p holds position p, [max_seq, rope_dims / 2, 2].
     pub fn table(&self) -> Vec<f32> {
         rope_table(self.max_seq, self.dims, self.base, &self.scaling)
+    }
+
+    /// Whether a request whose positions end before `end` takes a LongRoPE sequence past its
+    /// original context for the first time. transformers then computes the whole sequence again
+    /// with the long factors (Phi-3's `prepare_inputs_for_generation`), and so do the engines:
+    /// the cache must not mix positions rotated with both sets.
+    pub fn turns_long(&self, end: usize) -> bool {
+        !self.long && self.scaling.long_for(end)
+    }
+
+    /// From now on every pass rotates with the long factors.
+    pub fn set_long(&mut self) {
+        self.long = self.scaling.long_for(usize::MAX);
+    }
+
+    /// Back to the short factors, for a new sequence.
+    pub fn reset(&mut self) {
+        self.long = false;
     }
 
     /// Values per table row.
@@ -65,15 +87,17 @@ impl RopeRing {
 
     /// Makes the slots of positions `pos .. pos + n` hold those positions' rows, handing each
     /// row that changes to `write(slot, row)`. Only positions past `max_seq` (or again below it
-    /// after a reset) write anything.
+    /// after a reset) write anything, and with LongRoPE a pass that switches factors.
     pub fn prepare(&mut self, pos: usize, n: usize, mut write: impl FnMut(usize, &[f32]) -> Result<()>) -> Result<()> {
         let row = self.row_len();
+        self.long |= self.scaling.long_for(pos + n);
+        let long = self.long;
         for p in pos..pos + n {
             let slot = ring_slot(p, self.max_seq, self.sinks);
-            if self.slots[slot] != p {
-                rope_row(p, self.dims, self.base, &self.scaling, &mut self.scratch);
+            if self.slots[slot] != (p, long) {
+                rope_row_in(p, long, self.dims, self.base, &self.scaling, &mut self.scratch);
                 write(slot, &self.scratch[..row])?;
-                self.slots[slot] = p;
+                self.slots[slot] = (p, long);
             }
         }
         Ok(())

@@ -44,6 +44,24 @@ impl Llama {
             return Err(Error::Model("an empty prompt".into()));
         }
         self.check_position(ids.len())?;
+        if self.ring.turns_long(self.pos + ids.len()) {
+            let all = [&self.history[..self.pos.min(self.history.len())], ids].concat();
+            return self.replay_long(ctx, &all).await;
+        }
+        self.run_prompt(ctx, ids).await
+    }
+
+    /// LongRoPE past the original context: the whole sequence again with the long factors.
+    async fn replay_long(&mut self, ctx: &GpuContext, all: &[u32]) -> Result<u32> {
+        self.reset();
+        self.ring.set_long();
+        if let Some((_, ring)) = &mut self.rope_local {
+            ring.set_long();
+        }
+        self.run_prompt(ctx, all).await
+    }
+
+    async fn run_prompt(&mut self, ctx: &GpuContext, ids: &[u32]) -> Result<u32> {
         self.ahead = None;
         let mut next = 0;
         let mut done = 0;
@@ -59,20 +77,27 @@ impl Llama {
             self.pos += t;
             done += t;
         }
+        self.history.extend_from_slice(ids);
+        self.last = next;
         Ok(next)
     }
 
     /// One decode step: feeds the last sampled token and returns the next.
     pub async fn step(&mut self, ctx: &GpuContext) -> Result<u32> {
         self.check_position(1)?;
+        if self.ring.turns_long(self.pos + 1) {
+            let all = [&self.history[..], &[self.last]].concat();
+            return self.replay_long(ctx, &all).await;
+        }
         let current = match self.ahead.take() {
             Some(a) if a.pos == self.pos => a,
             _ => self.submit_step(ctx, self.pos)?,
         };
         // The next step reads this one's token and position on the GPU, so it is queued now and
         // runs while this token is read back. Work queued later (any other call drops it) runs
-        // after it and overwrites what it wrote at the next position.
-        if self.options.pipeline && self.check_position(2).is_ok() {
+        // after it and overwrites what it wrote at the next position. Not across LongRoPE's
+        // switch, where the next step computes the sequence again.
+        if self.options.pipeline && self.check_position(2).is_ok() && !self.ring.turns_long(self.pos + 2) {
             self.ahead = Some(self.submit_step(ctx, self.pos + 1)?);
         }
         // The commands of the step two ahead, which uses this step's slot, are recorded while
@@ -89,6 +114,8 @@ impl Llama {
             }
         };
         self.pos += 1;
+        self.history.push(self.last);
+        self.last = next;
         Ok(next)
     }
 
@@ -129,6 +156,9 @@ impl Llama {
     ) -> Result<Vec<f32>> {
         self.check_position(ids.len())?;
         self.ahead = None;
+        if self.pos == 0 && self.ring.turns_long(ids.len()) {
+            self.ring.set_long();
+        }
         let mut out = Vec::with_capacity(ids.len() * self.config.vocab);
         let mut done = 0;
         while done < ids.len() {
@@ -143,6 +173,7 @@ impl Llama {
             all.truncate(t * self.config.vocab);
             out.extend_from_slice(&all);
             self.pos += t;
+            self.history.extend_from_slice(chunk);
         }
         Ok(out)
     }
