@@ -45,4 +45,5 @@ if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modu
 fi
 bash scripts/fetch-model.sh
 bash scripts/fetch-embed-model.sh
+bash scripts/fetch-tokenizers.sh
 say "ready"
