@@ -3,6 +3,8 @@
 //! from the `tokenizers` crate, whose wasm32 build alone is about 2.1 MB (0.7 MB gzipped),
 //! several times the rest of the library.
 
+mod accents;
+mod accents_table;
 mod bpe;
 pub mod chat;
 mod gguf;
