@@ -123,7 +123,7 @@ impl Tokenizer {
             .filter(|&i| !spec.tokens[i].is_empty())
             .map(|i| (spec.tokens[i].clone(), i as u32))
             .collect();
-        specials.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
+        specials.sort_unstable_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
         let control: Vec<bool> = (0..n).map(|i| ty(i) == token_type::CONTROL).collect();
         let unknown = spec.unknown.unwrap_or(0);
 
