@@ -169,6 +169,92 @@ pub fn dot_q8_tile<const R: usize, const T: usize>(f: BlockFormat, rows: [&[u8];
     out
 }
 
+/// The block scales of four rows at once, as f32x4 (lane = row): `d` and the offset per unit
+/// of Σx (see [`scales`]). Normal f16 numbers (all but zeros, subnormals, infinities and NaNs)
+/// convert exactly by rebiasing the exponent from 15 to 127, which SIMD does for the four rows
+/// in a few instructions; the scalar `half_at` per row and scale cost as much as the block's
+/// products. Any other value takes the scalar conversion.
+///
+/// # Safety
+/// Every `b[r]` is one whole block of `f`.
+#[inline]
+unsafe fn scales4(f: BlockFormat, b: [&[u8]; 4]) -> (v128, v128) {
+    // Q4_1 keeps d and m side by side: one 32-bit load per row takes both.
+    let word = |r: usize| u32::from_le_bytes([b[r][0], b[r][1], b[r][2], b[r][3]]);
+    let words = u32x4(word(0), word(1), word(2), word(3));
+    let low = v128_and(words, u32x4_splat(0xFFFF));
+    let to_f32 = |h: v128| {
+        let sign = i32x4_shl(v128_and(h, u32x4_splat(0x8000)), 16);
+        let rest = i32x4_shl(i32x4_add(v128_and(h, u32x4_splat(0x7FFF)), u32x4_splat((127 - 15) << 10)), 13);
+        v128_or(sign, rest)
+    };
+    let abnormal = |h: v128| {
+        let e = v128_and(h, u32x4_splat(0x7C00));
+        v128_any_true(v128_or(i32x4_eq(e, u32x4_splat(0)), i32x4_eq(e, u32x4_splat(0x7C00))))
+    };
+    match f {
+        BlockFormat::Q4_1 => {
+            let high = u32x4_shr(words, 16);
+            if abnormal(low) || abnormal(high) {
+                let s: [(f32, f32); 4] = std::array::from_fn(|r| scales(f, b[r]));
+                return (f32x4(s[0].0, s[1].0, s[2].0, s[3].0), f32x4(s[0].1, s[1].1, s[2].1, s[3].1));
+            }
+            (to_f32(low), to_f32(high))
+        }
+        _ => {
+            if abnormal(low) {
+                let s: [(f32, f32); 4] = std::array::from_fn(|r| scales(f, b[r]));
+                return (f32x4(s[0].0, s[1].0, s[2].0, s[3].0), f32x4(s[0].1, s[1].1, s[2].1, s[3].1));
+            }
+            let d = to_f32(low);
+            let m = match f {
+                BlockFormat::Q4_0 => f32x4_mul(d, f32x4_splat(-8.0)),
+                _ => f32x4_splat(0.0),
+            };
+            (d, m)
+        }
+    }
+}
+
+/// Four rows' i32x4 partial sums reduced to one i32x4 holding each row's total (lane = row).
+#[inline]
+fn transpose_sum(a: v128, b: v128, c: v128, d: v128) -> v128 {
+    let ab = i32x4_add(i32x4_shuffle::<0, 4, 1, 5>(a, b), i32x4_shuffle::<2, 6, 3, 7>(a, b));
+    let cd = i32x4_add(i32x4_shuffle::<0, 4, 1, 5>(c, d), i32x4_shuffle::<2, 6, 3, 7>(c, d));
+    i32x4_add(i32x4_shuffle::<0, 1, 4, 5>(ab, cd), i32x4_shuffle::<2, 3, 6, 7>(ab, cd))
+}
+
+/// [`dot_q8_tile`] for four rows, with one f32x4 accumulator per token holding the four rows:
+/// the scales of the four blocks convert together ([`scales4`]) and each block's four integer
+/// sums scale in one multiply, where the general tile does that per row in scalar code.
+pub fn dot_q8_rows4<const T: usize>(f: BlockFormat, rows: [&[u8]; 4], xs: [&[BlockQ8]; T]) -> [[f32; 4]; T] {
+    let bb = f.block_bytes();
+    let blocks = xs.iter().fold(rows.iter().map(|r| r.len() / bb).min().unwrap_or(0), |n, x| n.min(x.len()));
+    let mut acc = [f32x4_splat(0.0); T];
+    let mut offset = [f32x4_splat(0.0); T];
+    for i in 0..blocks {
+        let b: [&[u8]; 4] = std::array::from_fn(|r| &rows[r][i * bb..(i + 1) * bb]);
+        // SAFETY: every `b[r]` is one whole block (`blocks` counts whole blocks of every row).
+        let (d, m) = unsafe { scales4(f, b) };
+        for t in 0..T {
+            let x = &xs[t][i];
+            let (bytes, wide) = activations(f, x);
+            // SAFETY: as above.
+            let isum = unsafe { b.map(|b| block_isum(f, b, &bytes, &wide)) };
+            let total = f32x4_convert_i32x4(transpose_sum(isum[0], isum[1], isum[2], isum[3]));
+            acc[t] = f32x4_add(acc[t], f32x4_mul(total, f32x4_mul(d, f32x4_splat(x.d))));
+            offset[t] = f32x4_add(offset[t], f32x4_mul(m, f32x4_splat(x.s)));
+        }
+    }
+    let mut out = [[0f32; 4]; T];
+    for t in 0..T {
+        // SAFETY: v128 and [f32; 4] have the same size and any bits are a valid f32.
+        let (a, o): ([f32; 4], [f32; 4]) = unsafe { (std::mem::transmute(acc[t]), std::mem::transmute(offset[t])) };
+        out[t] = std::array::from_fn(|r| a[r] + o[r]);
+    }
+    out
+}
+
 /// One packed row · f32 activations, the weights decoded as the reference decoder does.
 pub fn dot_f32(f: BlockFormat, row: &[u8], x: &[f32]) -> f32 {
     let mut acc = f32x4_splat(0.0);
