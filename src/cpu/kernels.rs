@@ -127,7 +127,7 @@ impl Isa {
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => unsafe { super::avx2::dot_q8_rows::<4>(f, rows, x) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            Isa::Simd128 => super::simd128::dot_q8_rows4::<1>(f, rows, [x])[0],
+            Isa::Simd128 => super::simd128::dot_q8_tile::<4, 1>(f, rows, [x])[0],
         }
     }
 
@@ -139,7 +139,7 @@ impl Isa {
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => unsafe { super::avx2::dot_q8_tile::<4, 2>(f, rows, xs) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            Isa::Simd128 => super::simd128::dot_q8_rows4::<2>(f, rows, xs),
+            Isa::Simd128 => super::simd128::dot_q8_tile::<4, 2>(f, rows, xs),
         }
     }
 
