@@ -164,8 +164,8 @@ pub(super) fn act_index(a: Act) -> usize {
 pub(super) struct State {
     /// One buffer per graph tensor ([`ACTS`] order), `max_batch` rows.
     pub acts: Vec<Vec<f32>>,
-    /// The current matrix input in 8-bit blocks.
-    pub xq: Vec<BlockQ8>,
+    /// Blocks of one thread's 8-bit copy of a matrix input (each pass's threads hold their own).
+    pub xq_blocks: usize,
     /// Per layer [n_kv_heads, max_seq, head_dim], rows at `ring_slot(position)`.
     pub k_cache: Vec<Vec<f32>>,
     pub v_cache: Vec<Vec<f32>>,
@@ -210,7 +210,7 @@ impl CpuLlama {
         let state = State {
             rope_local: ring_local.as_ref().map(RopeRing::table).unwrap_or_default(),
             acts,
-            xq: vec![BlockQ8::default(); b * widest.div_ceil(BLOCK)],
+            xq_blocks: b * widest.div_ceil(BLOCK),
             k_cache: cache(),
             v_cache: cache(),
             rope: ring.table(),
@@ -270,6 +270,6 @@ impl CpuLlama {
         let f = |v: &Vec<f32>| 4 * v.len() as u64;
         self.weights.bytes()
             + s.acts.iter().chain(&s.k_cache).chain(&s.v_cache).map(f).sum::<u64>()
-            + (s.xq.len() * std::mem::size_of::<BlockQ8>()) as u64
+            + (self.options.threads.max(1) * s.xq_blocks * std::mem::size_of::<BlockQ8>()) as u64
     }
 }

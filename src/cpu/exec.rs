@@ -1,6 +1,6 @@
 //! Executing one pass of the forward graph on the CPU: every thread walks the op list, does its
-//! share of each op (rows of a product, heads of attention, elements of the rest) and meets the
-//! others at a barrier after it.
+//! share of each op (rows of a product, heads of attention, each row's share of element-wise
+//! ops) and meets the others at a barrier where `sync.rs` says an op needs one.
 
 use std::sync::Mutex;
 
@@ -14,6 +14,7 @@ use crate::ops::sample::{sample_cpu, SampleParams};
 use super::engine::{act_index, Arithmetic, CpuLlama, CpuWeights};
 use super::kernels::{BlockQ8, Isa, BLOCK};
 use super::matrix::Input;
+use super::sync::barriers;
 use super::threads::{share, Shared, SpinBarrier};
 
 /// What a pass hands back: the sampled token (passes that sample) and the checkpoints taken.
@@ -38,7 +39,6 @@ struct Exec<'a> {
     history: &'a [u32],
     sampling: &'a SampleParams,
     acts: Vec<Shared<'a, f32>>,
-    xq: Shared<'a, BlockQ8>,
     k: Vec<Shared<'a, f32>>,
     v: Vec<Shared<'a, f32>>,
     rope: &'a [f32],
@@ -57,6 +57,13 @@ fn written(op: &Op) -> Option<Act> {
         Op::Add { x, .. } | Op::Scale { x, .. } | Op::SoftCap { x, .. } => Some(*x),
         Op::Sample { .. } | Op::Capture { .. } => None,
     }
+}
+
+/// Thread `tid`'s part of element-wise work over `rows` rows of `width`: its `share` of each
+/// row, the same elements a matrix product gives it when writing those rows (`sync.rs`).
+fn row_shares(rows: usize, width: usize, tid: usize, n: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let part = share(width, tid, n);
+    (0..rows).map(move |r| r * width + part.start..r * width + part.end)
 }
 
 /// Rotates the first `table.len()` dimensions of one head vector by a table row's cos/sin.
@@ -99,7 +106,6 @@ impl CpuLlama {
             history: &self.history,
             sampling: &self.sampling,
             acts: state.acts.iter_mut().map(|v| Shared::new(v)).collect(),
-            xq: Shared::new(&mut state.xq),
             k: state.k_cache.iter_mut().map(|v| Shared::new(v)).collect(),
             v: state.v_cache.iter_mut().map(|v| Shared::new(v)).collect(),
             rope: &state.rope,
@@ -108,7 +114,8 @@ impl CpuLlama {
             out: Mutex::new(PassOut::default()),
             failed: Mutex::new(None),
         };
-        super::threads::run(exec.threads, &|tid| exec.worker(tid, &graph.ops));
+        let meet = barriers(&graph.ops);
+        super::threads::run(exec.threads, &|tid| exec.worker(tid, &graph.ops, &meet));
         if let Some(e) = exec.failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
             return Err(e);
         }
@@ -117,17 +124,21 @@ impl CpuLlama {
 }
 
 impl Exec<'_> {
-    fn worker(&self, tid: usize, ops: &[Op]) {
+    fn worker(&self, tid: usize, ops: &[Op], meet: &[bool]) {
         let mut scores = vec![0f32; self.max_seq];
+        // This thread's 8-bit copy of a product's input, and which tensor it holds.
+        let mut xq = Vec::new();
         let mut quantized = None;
-        for op in ops {
-            if let Err(e) = self.op(tid, op, &mut quantized, &mut scores) {
+        for (op, &meet) in ops.iter().zip(meet) {
+            if meet {
+                self.barrier.wait();
+            }
+            if let Err(e) = self.op(tid, op, (&mut quantized, &mut xq), &mut scores) {
                 self.failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
             }
             if written(op).is_some() && written(op) == quantized {
                 quantized = None;
             }
-            self.barrier.wait();
         }
     }
 
@@ -137,8 +148,10 @@ impl Exec<'_> {
 
     /// SAFETY (for every `get`/`get_mut`/`set` below): between two barriers a tensor is either
     /// only read, or written in parts that no two threads share (thread 0 alone, or `share`
-    /// ranges), and no thread reads what another writes.
-    fn op(&self, tid: usize, op: &Op, quantized: &mut Option<Act>, scores: &mut [f32]) -> Result<()> {
+    /// ranges), and no thread reads what another writes (`sync.rs` places the barriers from
+    /// how each op below divides its work; the two must agree).
+    fn op(&self, tid: usize, op: &Op, q8: (&mut Option<Act>, &mut Vec<BlockQ8>), scores: &mut [f32]) -> Result<()> {
+        let (quantized, xq) = q8;
         let (c, t, n) = (self.c, self.t, self.threads);
         let first = tid == 0;
         match op {
@@ -181,17 +194,20 @@ impl Exec<'_> {
                 // The attention output stays f32: quantizing it to 8 bits per block costs the most
                 // accuracy (Apache-2.0 perplexity +0.53 % with it, +0.16 % without; README).
                 let use_q8 = self.q8 && m.block_format().is_some() && *x != Act::Attn;
+                let blocks = rows_in * m.cols / BLOCK;
+                // Every thread quantizes the whole input for itself: a few microseconds, where
+                // one thread doing it for all would need the others to wait for it.
                 if use_q8 && *quantized != Some(*x) {
-                    if first {
-                        let src = unsafe { self.buf(*x).get(0..rows_in * m.cols) };
-                        self.isa.quantize(src, unsafe { self.xq.get_mut(0..rows_in * m.cols / BLOCK) });
+                    if xq.len() < blocks {
+                        xq.resize(blocks, BlockQ8::default());
                     }
-                    self.barrier.wait();
+                    let src = unsafe { self.buf(*x).get(0..rows_in * m.cols) };
+                    self.isa.quantize(src, &mut xq[..blocks]);
                     *quantized = Some(*x);
                 }
                 let input = Input {
                     x: unsafe { self.buf(*x).get(0..rows_in * m.cols) },
-                    xq: if use_q8 { Some(unsafe { self.xq.get(0..rows_in * m.cols / BLOCK) }) } else { None },
+                    xq: if use_q8 { Some(&xq[..blocks]) } else { None },
                     t: rows_in,
                 };
                 let bias = bias.map(|b| self.w.vector(b)).transpose()?;
@@ -206,22 +222,26 @@ impl Exec<'_> {
                 let row = c.rope_dims / 2 * 2;
                 let (qb, kb, vb) = (self.buf(*q), self.buf(*k), self.buf(*v));
                 let (kc, vc) = (&self.k[*layer], &self.v[*layer]);
-                for tok in share(t, tid, n) {
+                // One item per query head and per KV head of every token, so that a decode step's
+                // single token is shared out too.
+                let heads = c.n_heads + c.n_kv_heads;
+                for item in (tid..t * heads).step_by(n) {
+                    let (tok, h) = (item / heads, item % heads);
                     let slot = ring_slot(self.pos + tok, self.max_seq, self.sinks);
                     let rope = if c.local_rope(*layer) { self.rope_local } else { self.rope };
                     let table = &rope[slot * row..(slot + 1) * row];
-                    let qs = unsafe { qb.get_mut(tok * c.q_dim()..(tok + 1) * c.q_dim()) };
-                    for head in qs.chunks_exact_mut(hd) {
-                        rotate(head, table, c.rope_style);
+                    if h < c.n_heads {
+                        let at = tok * c.q_dim() + h * hd;
+                        rotate(unsafe { qb.get_mut(at..at + hd) }, table, c.rope_style);
+                        continue;
                     }
-                    for g in 0..c.n_kv_heads {
-                        let at = (g * self.max_seq + slot) * hd;
-                        let src = tok * c.kv_dim() + g * hd;
-                        let kd = unsafe { kc.get_mut(at..at + hd) };
-                        kd.copy_from_slice(unsafe { kb.get(src..src + hd) });
-                        rotate(kd, table, c.rope_style);
-                        unsafe { vc.get_mut(at..at + hd) }.copy_from_slice(unsafe { vb.get(src..src + hd) });
-                    }
+                    let g = h - c.n_heads;
+                    let at = (g * self.max_seq + slot) * hd;
+                    let src = tok * c.kv_dim() + g * hd;
+                    let kd = unsafe { kc.get_mut(at..at + hd) };
+                    kd.copy_from_slice(unsafe { kb.get(src..src + hd) });
+                    rotate(kd, table, c.rope_style);
+                    unsafe { vc.get_mut(at..at + hd) }.copy_from_slice(unsafe { vb.get(src..src + hd) });
                 }
             }
             Op::Attention { layer, q, out } => {
@@ -265,32 +285,36 @@ impl Exec<'_> {
                 }
             }
             Op::Glu { act, gate, up, out } => {
-                let range = share(t * out.width(c), tid, n);
-                let (g, u) = unsafe { (self.buf(*gate).get(range.clone()), self.buf(*up).get(range.clone())) };
-                let o = unsafe { self.buf(*out).get_mut(range) };
-                for ((o, &g), &u) in o.iter_mut().zip(g).zip(u) {
-                    *o = match act {
-                        Activation::Silu => g / (1.0 + (-g).exp()) * u,
-                        Activation::GeluTanh => {
-                            0.5 * g * (1.0 + (0.797_884_6 * (g + 0.044_715 * g * g * g)).tanh()) * u
-                        }
-                    };
+                for range in row_shares(out.rows(t), out.width(c), tid, n) {
+                    let (g, u) = unsafe { (self.buf(*gate).get(range.clone()), self.buf(*up).get(range.clone())) };
+                    let o = unsafe { self.buf(*out).get_mut(range) };
+                    for ((o, &g), &u) in o.iter_mut().zip(g).zip(u) {
+                        *o = match act {
+                            Activation::Silu => g / (1.0 + (-g).exp()) * u,
+                            Activation::GeluTanh => {
+                                0.5 * g * (1.0 + (0.797_884_6 * (g + 0.044_715 * g * g * g)).tanh()) * u
+                            }
+                        };
+                    }
                 }
             }
             Op::Add { x, y } => {
-                let range = share(x.rows(t) * x.width(c), tid, n);
-                let ys = unsafe { self.buf(*y).get(range.clone()) };
-                for (a, b) in unsafe { self.buf(*x).get_mut(range) }.iter_mut().zip(ys) {
-                    *a += b;
+                for range in row_shares(x.rows(t), x.width(c), tid, n) {
+                    let ys = unsafe { self.buf(*y).get(range.clone()) };
+                    for (a, b) in unsafe { self.buf(*x).get_mut(range) }.iter_mut().zip(ys) {
+                        *a += b;
+                    }
                 }
             }
             Op::Scale { x, by } => {
-                let range = share(x.rows(t) * x.width(c), tid, n);
-                unsafe { self.buf(*x).get_mut(range) }.iter_mut().for_each(|v| *v *= by);
+                for range in row_shares(x.rows(t), x.width(c), tid, n) {
+                    unsafe { self.buf(*x).get_mut(range) }.iter_mut().for_each(|v| *v *= by);
+                }
             }
             Op::SoftCap { x, cap } => {
-                let range = share(x.rows(t) * x.width(c), tid, n);
-                unsafe { self.buf(*x).get_mut(range) }.iter_mut().for_each(|v| *v = cap * (*v / cap).tanh());
+                for range in row_shares(x.rows(t), x.width(c), tid, n) {
+                    unsafe { self.buf(*x).get_mut(range) }.iter_mut().for_each(|v| *v = cap * (*v / cap).tanh());
+                }
             }
             Op::LastRow { x, out } if first => {
                 let width = x.width(c);

@@ -17,6 +17,7 @@ mod run;
 pub mod selftest;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
+mod sync;
 #[cfg(test)]
 mod tests;
 pub mod threads;

@@ -63,8 +63,16 @@ pub fn run(seed: u64) -> Result<KernelReport> {
         let same = q == xq[0];
         checks.push(check(isa, "quantize".into(), if same { 0.0 } else { f64::INFINITY }, 0.0));
         for (n, (f, g)) in FORMATS.into_iter().enumerate() {
-            let rows: Vec<Vec<u8>> =
+            let mut rows: Vec<Vec<u8>> =
                 (0..4).map(|r| random_weights(g, seed + 10 * n as u64 + r, cols)).collect::<Result<_>>()?;
+            // A zero, a subnormal and (Q4_1's offset) a negative-zero scale: the SIMD128 kernel
+            // converts normal scales itself and hands these to the general conversion.
+            let bb = f.block_bytes();
+            rows[1][2 * bb..2 * bb + 2].copy_from_slice(&[0, 0]);
+            rows[2][5 * bb..5 * bb + 2].copy_from_slice(&[1, 0]);
+            if f == BlockFormat::Q4_1 {
+                rows[3][7 * bb + 2..7 * bb + 4].copy_from_slice(&[0, 0x80]);
+            }
             let rows: [&[u8]; 4] = std::array::from_fn(|r| rows[r].as_slice());
             // Σ |w x| over the largest output of this format's products bounds the rounding of
             // any summation order.

@@ -175,7 +175,7 @@ pub struct CachedModel {
 /// Bytes of the union of `ranges`.
 pub fn covered(ranges: &[Range<u64>]) -> u64 {
     let mut sorted: Vec<_> = ranges.iter().filter(|r| r.end > r.start).cloned().collect();
-    sorted.sort_by_key(|r| r.start);
+    sorted.sort_unstable_by_key(|r| r.start);
     let (mut total, mut reach) = (0, 0);
     for r in sorted {
         let start = r.start.max(reach);

@@ -3,6 +3,8 @@
 //! from the `tokenizers` crate, whose wasm32 build alone is about 2.1 MB (0.7 MB gzipped),
 //! several times the rest of the library.
 
+mod accents;
+mod accents_table;
 mod bpe;
 pub mod chat;
 mod gguf;
@@ -139,7 +141,7 @@ impl Tokenizer {
             .filter(|&i| !spec.tokens[i].is_empty())
             .map(|i| (spec.tokens[i].clone(), i as u32))
             .collect();
-        specials.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
+        specials.sort_unstable_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
         let control: Vec<bool> = (0..n).map(|i| ty(i) == token_type::CONTROL).collect();
         let unknown = spec.unknown.unwrap_or(0);
 

@@ -7,7 +7,6 @@
 use std::collections::HashMap;
 
 use unicode_general_category::{get_general_category, GeneralCategory as G};
-use unicode_normalization::UnicodeNormalization;
 
 use crate::error::{Error, Result};
 
@@ -156,7 +155,7 @@ impl WordPiece {
             }
         }
         if n.strip_accents {
-            s = s.nfd().filter(|&c| get_general_category(c) != G::NonspacingMark).collect();
+            s = super::accents::strip_accents(&s);
         }
         if n.lowercase {
             s = s.to_lowercase();

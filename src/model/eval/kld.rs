@@ -190,7 +190,7 @@ impl KldAccumulator {
         if n == 0 {
             return Err(Error::Model("no positions were scored".into()));
         }
-        self.klds.sort_by(f64::total_cmp);
+        self.klds.sort_unstable_by(f64::total_cmp);
         let quantile = |q: f64| self.klds[((n - 1) as f64 * q).round() as usize];
         Ok(KldStats {
             scored: n,
