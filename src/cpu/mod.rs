@@ -8,6 +8,7 @@
 mod avx2;
 mod engine;
 mod exec;
+pub mod gemm;
 pub mod kernels;
 mod load;
 pub mod matrix;

@@ -1,11 +1,12 @@
-//! Executing the encoder graph on the CPU with the CPU backend's pieces: packed matrices and
-//! their products (`cpu::matrix`), the SIMD dot and axpy (`cpu::kernels`), and its threads,
+//! Executing the encoder graph on the CPU with the CPU backend's pieces: packed matrices
+//! (`cpu::matrix`) multiplied by the blocked product for many token rows (`cpu::gemm`), the
+//! SIMD dot and axpy (`cpu::kernels`), and its threads,
 //! which split each op's rows and meet at a barrier after it (`cpu::threads`).
 
 use std::sync::Mutex;
 
 use crate::cpu::kernels::Isa;
-use crate::cpu::matrix::Input;
+use crate::cpu::gemm::{self, Rows};
 use crate::cpu::threads::{share, Shared, SpinBarrier};
 use crate::error::{Error, Result};
 use crate::model::graph::Checkpoint;
@@ -171,15 +172,10 @@ impl Exec<'_> {
             Op::Linear { w, x, out } => {
                 let lin = self.w.linear(*w)?;
                 let m = &lin.w;
-                let input = Input {
-                    x: unsafe { self.buf(*x).get(0..t * m.cols) },
-                    xq: None,
-                    t,
-                };
-                let y = self.buf(*out);
-                m.product(self.isa, &input, share(m.rows, tid, n), &mut |tok, r, v| unsafe {
-                    y.set(tok * m.rows + r, v + lin.b[r])
-                })?;
+                let rows = Rows { x: unsafe { self.buf(*x).get(0..t * m.cols) }, t, k: m.cols };
+                let decode = |r: usize, row: &mut [f32]| m.decode_row(r, row);
+                // SAFETY: this thread's share of the matrix rows is its own columns of `out`.
+                unsafe { gemm::product(self.isa, &rows, share(m.rows, tid, n), &decode, &lin.b, self.buf(*out), m.rows)? };
             }
             Op::Attention { q, k, v, out } => {
                 let hd = c.head_dim();
