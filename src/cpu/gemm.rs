@@ -24,9 +24,10 @@ use super::threads::Shared;
 pub const NR: usize = 16;
 /// Token rows per register tile.
 pub const MR: usize = 6;
-/// Values of k per pass over a panel: a 16 × 256 panel (16 KiB) stays in L1.
-const KC: usize = 256;
-/// Token rows per block: 96 rows of 256 values (96 KiB) stay in L2 while every panel passes.
+/// Values of k per pass over a panel: a 16 × 384 panel (24 KiB) stays in L1; a 384-wide
+/// product's whole k in one pass.
+const KC: usize = 384;
+/// Token rows per block: 96 rows of 384 values (144 KiB) stay in L2 while every panel passes.
 const MC: usize = 96;
 
 /// The token rows a product reads: `t` rows of `k` values.
@@ -78,12 +79,13 @@ pub unsafe fn product(
                 let panel = &packed[p * k * NR + k0 * NR..p * k * NR + (k0 + kc) * NR];
                 for tt in (t0..t1).step_by(MR) {
                     let mr = MR.min(t1 - tt);
+                    // Whole panels copy as fixed-size arrays (inline moves, no memmove call).
                     for (i, acc) in tile.iter_mut().enumerate().take(mr) {
-                        if k0 == 0 {
-                            acc[..width].copy_from_slice(&bias[n0..n0 + width]);
-                        } else {
-                            let at = (tt + i) * n_total + n0;
-                            acc[..width].copy_from_slice(y.get(at..at + width));
+                        let at = (tt + i) * n_total + n0;
+                        let src = if k0 == 0 { &bias[n0..n0 + width] } else { y.get(at..at + width) };
+                        match <&[f32; NR]>::try_from(src) {
+                            Ok(whole) => *acc = *whole,
+                            Err(_) => acc[..width].copy_from_slice(src),
                         }
                     }
                     // Rows past `mr` repeat the first; their sums are not stored.
@@ -94,7 +96,11 @@ pub unsafe fn product(
                     kernel(isa, &xr, panel, &mut tile);
                     for (i, acc) in tile.iter().enumerate().take(mr) {
                         let at = (tt + i) * n_total + n0;
-                        y.get_mut(at..at + width).copy_from_slice(&acc[..width]);
+                        let dst = y.get_mut(at..at + width);
+                        match <&mut [f32; NR]>::try_from(&mut *dst) {
+                            Ok(whole) => *whole = *acc,
+                            Err(_) => dst.copy_from_slice(&acc[..width]),
+                        }
                     }
                 }
             }
