@@ -34,6 +34,20 @@ fn gelu_portable(xs: &mut [f32]) {
     }
 }
 
+/// A dot product in eight lanes (an f32 sum in order would not vectorize).
+#[inline(always)]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; 8];
+    let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ac.remainder().iter().zip(bc.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in ac.zip(bc) {
+        for ((l, x), y) in lanes.iter_mut().zip(x).zip(y) {
+            *l += x * y;
+        }
+    }
+    lanes.iter().sum::<f32>() + tail
+}
+
 /// `e^y` for y ≤ 0.
 #[inline(always)]
 fn exp_neg(y: f32) -> f32 {
@@ -90,7 +104,7 @@ fn attention_portable(q: &[f32], k: &[f32], v: &[f32], hd: usize, scale: f32, sc
     for (qi, oi) in q.chunks_exact(hd).zip(out.chunks_exact_mut(hd)) {
         let mut max = f32::NEG_INFINITY;
         for (s, kj) in scores.iter_mut().zip(k.chunks_exact(hd)) {
-            *s = qi.iter().zip(kj).map(|(a, b)| a * b).sum::<f32>() * scale;
+            *s = dot(qi, kj) * scale;
             max = max.max(*s);
         }
         let mut sum = 0f32;
