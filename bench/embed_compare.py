@@ -6,7 +6,7 @@ and prints the best and median rate of each.
 Run: cargo build --release --bin weft
      HF_HUB_OFFLINE=1 python3 bench/embed_compare.py [--rounds 5] [--weights f32,q8,q4]
          [--threads 0] [--device cpu] [--out bench/results/embed/local.jsonl]
-On a GPU machine: --backend gpu --device cuda (weft's GPU path is not implemented yet).
+weft's encoder runs on the CPU backend only; --device cuda times sentence-transformers on a GPU.
 """
 import argparse, json, os, statistics, subprocess, sys
 from pathlib import Path
@@ -19,7 +19,6 @@ p.add_argument("--reps", type=int, default=1, help="timed repetitions per run (b
 p.add_argument("--weights", default="f32,q8,q4")
 p.add_argument("--threads", type=int, default=0)
 p.add_argument("--device", default="cpu", help="sentence-transformers' device")
-p.add_argument("--backend", default=None, help="weft's backend, when not the CPU")
 p.add_argument("--out", default="bench/results/embed/local.jsonl")
 a = p.parse_args()
 
@@ -37,9 +36,8 @@ for r in range(a.rounds):
     for w in a.weights.split(","):
         cmd = [a.weft, "bench-embed", a.model, "--json", "--reps", str(a.reps), "--threads", str(a.threads)]
         cmd += [] if w == "f32" else ["--quantize", w]
-        cmd += ["--backend", a.backend] if a.backend else []
         row = run(cmd)
-        row.update(engine="weft", weights=w, device=a.backend or "cpu", round=r)
+        row.update(engine="weft", weights=w, device="cpu", round=r)
         rows.append(row)
     st = [sys.executable, "bench/embed_st.py", "--model", a.model, "--json", "--reps", str(a.reps), "--device", a.device]
     st += ["--threads", str(a.threads)] if a.threads else []

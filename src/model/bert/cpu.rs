@@ -177,7 +177,13 @@ impl Exec<'_> {
                 let lin = self.w.linear(*w)?;
                 let m = &lin.w;
                 let rows = Rows { x: unsafe { self.buf(*x).get(0..t * m.cols) }, t, k: m.cols };
-                let decode = |r: usize, row: &mut [f32]| m.decode_row(r, row);
+                let decode = |r: usize, row: &mut [f32]| match m.weft() {
+                    Some(q) => {
+                        encoder::decode_weft_row(q, r, row);
+                        Ok(())
+                    }
+                    None => m.decode_row(r, row),
+                };
                 // SAFETY: this thread's share of the matrix rows is its own columns of `out`.
                 unsafe { gemm::product(self.isa, &rows, share(m.rows, tid, n), &decode, &lin.b, self.buf(*out), m.rows)? };
             }
