@@ -10,6 +10,8 @@ Inputs:
   bench/results/local/      bench/local/run.sh: weft-native.json (weft bench --json on the native
                             Vulkan adapter), llama-cpp.json (bench/native/llama_cpp_bench.py),
                             browser.json (bench/browser/run.mjs), machine.json (CPU and protocol)
+  bench/results/embed/      bench/embed_compare.py: <machine>.jsonl, weft bench-embed and
+                            sentence-transformers runs interleaved (rows of the embedding table)
 Missing inputs leave their rows out; so does a browser engine that reported a problem.
 """
 import json
@@ -302,6 +304,28 @@ def gemm_markdown(s: dict) -> str:
         out.append(f"| {fmt} | {shape} | {t} | " + " | ".join(f"{v[k]:.0f}" if k in v else "" for k in kernels) + " |")
     return "\n".join(out) + "\n"
 
+
+def embed_table() -> str:
+    """Best and median sentences/s per engine, weights and device of each machine's interleaved
+    runs (bench/embed_compare.py), with the load average they ran under."""
+    files = sorted((RESULTS / "embed").glob("*.jsonl"))
+    if not files:
+        return ""
+    out = ["", "Interleaved runs (`bench/embed_compare.py`; best and median of the runs, the 1-minute load "
+           "average before each):", "",
+           "| machine | engine | device | weights | threads | runs | best sentences/s | median | load |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for f in files:
+        rows = load_jsonl(f)
+        for key in dict.fromkeys((r["engine"], r["device"], r["weights"], r["threads"]) for r in rows):
+            sel = [r for r in rows if (r["engine"], r["device"], r["weights"], r["threads"]) == key]
+            rates = sorted(r["sentences_per_s"] for r in sel)
+            loads = [r["load_1min"] for r in sel]
+            out.append(f"| {f.stem} | {key[0]} | {key[1]} | {key[2]} | {key[3]} | {len(sel)} | {rates[-1]:.1f} "
+                       f"| {rates[len(rates) // 2]:.1f} | {min(loads):.1f}-{max(loads):.1f} |")
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     data = {"h100": h100(), "local": local(), "session": session(), "gemv_session": session("session6")}
     (ROOT / "results.json").write_text(json.dumps(data, indent=2) + "\n")
@@ -311,6 +335,7 @@ def main() -> None:
     embed = ROOT / "results" / "embed.md"
     if embed.exists():
         table += "\n" + embed.read_text()
+    table += embed_table()
     (ROOT / "results.md").write_text(table)
     print(table)
 

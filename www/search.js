@@ -1,5 +1,7 @@
 // Semantic search in the page: the passages are embedded once (all-MiniLM-L6-v2 in weft's
-// worker), kept in memory, and ranked by cosine similarity to each query's embedding.
+// worker), kept in memory and in IndexedDB, and ranked by cosine similarity to each query's
+// embedding. A passage embedded before, by the same model URL, is read back from IndexedDB
+// instead of being embedded again (after a reload too).
 import * as weft from '/js/index.js';
 
 const MODEL = new URLSearchParams(location.search).get('model') ?? '/models/all-MiniLM-L6-v2';
@@ -31,6 +33,56 @@ function dot(a, b) {
   return s;
 }
 
+// IndexedDB: one object store of Float32Arrays keyed by [model URL, passage text]. Storage is
+// an optimisation: when IndexedDB is missing or fails (private windows, quota), every passage
+// is embedded as before.
+const DB = { name: 'weft-search', store: 'embeddings' };
+
+function request(r) {
+  return new Promise((resolve, reject) => {
+    r.onsuccess = () => resolve(r.result);
+    r.onerror = () => reject(r.error);
+  });
+}
+
+let dbPromise = null;
+function openDb() {
+  if (!dbPromise) {
+    const r = indexedDB.open(DB.name, 1);
+    r.onupgradeneeded = () => r.result.createObjectStore(DB.store);
+    dbPromise = request(r).catch(() => null);
+  }
+  return dbPromise;
+}
+
+async function storedVectors(passages) {
+  const db = await openDb().catch(() => null);
+  if (!db) return passages.map(() => undefined);
+  const store = db.transaction(DB.store).objectStore(DB.store);
+  return Promise.all(passages.map((p) => request(store.get([MODEL, p])).catch(() => undefined)));
+}
+
+async function storeVectors(passages, vectors) {
+  const db = await openDb().catch(() => null);
+  if (!db || !passages.length) return;
+  const tx = db.transaction(DB.store, 'readwrite');
+  passages.forEach((p, i) => tx.objectStore(DB.store).put(vectors[i], [MODEL, p]));
+  await new Promise((resolve) => {
+    tx.oncomplete = tx.onerror = tx.onabort = resolve;
+  });
+}
+
+async function forgetStored() {
+  const db = await openDb();
+  if (!db) return;
+  const tx = db.transaction(DB.store, 'readwrite');
+  tx.objectStore(DB.store).clear();
+  await new Promise((resolve) => {
+    tx.oncomplete = tx.onerror = tx.onabort = resolve;
+  });
+  $('status').textContent = 'Stored passage embeddings removed.';
+}
+
 async function embedPassages() {
   const passages = $('passages').value.split('\n').map((l) => l.trim()).filter((l) => l.length);
   if (!passages.length) return;
@@ -39,17 +91,28 @@ async function embedPassages() {
   $('status').textContent = `Embedding ${passages.length} passages…`;
   const start = performance.now();
   try {
-    const vectors = await state.model.embed(passages, {
-      batchSize: 16,
-      onProgress: ({ done, total }) => {
-        $('progress').value = done / total;
-        $('status').textContent = `Embedded ${done} of ${total} passages`;
-      },
-    });
+    const vectors = await storedVectors(passages);
+    const missing = passages.map((_, i) => i).filter((i) => !(vectors[i] instanceof Float32Array));
+    const stored = passages.length - missing.length;
+    const update = (done) => {
+      $('progress').value = (stored + done) / passages.length;
+      $('status').textContent = `Embedded ${stored + done} of ${passages.length} passages`;
+    };
+    update(0);
+    if (missing.length) {
+      const fresh = await state.model.embed(missing.map((i) => passages[i]), {
+        batchSize: 16,
+        onProgress: ({ done }) => update(done),
+      });
+      missing.forEach((i, j) => (vectors[i] = fresh[j]));
+      await storeVectors(missing.map((i) => passages[i]), fresh);
+    }
+    $('progress').value = 1;
     state.passages = passages;
     state.vectors = vectors;
     const s = (performance.now() - start) / 1000;
-    $('status').textContent = `${passages.length} passages embedded in ${s.toFixed(1)} s; ready to search.`;
+    const from = stored ? ` (${stored} read from IndexedDB)` : '';
+    $('status').textContent = `${passages.length} passages embedded${from} in ${s.toFixed(1)} s; ready to search.`;
     $('query').disabled = $('search').disabled = false;
     $('query').focus();
   } catch (e) {
@@ -91,6 +154,7 @@ $('file').addEventListener('change', async () => {
   if (file) $('passages').value = await file.text();
 });
 $('embed').addEventListener('click', embedPassages);
+$('forget').addEventListener('click', forgetStored);
 $('query-form').addEventListener('submit', search);
 
 try {

@@ -79,6 +79,14 @@ impl CpuMatrix {
         }
     }
 
+    /// The weft matrix, when this is one.
+    pub fn weft(&self) -> Option<&QuantMatrix> {
+        match &self.packing {
+            Packing::Weft(m) => Some(m),
+            _ => None,
+        }
+    }
+
     /// Row `r` decoded to f32 into `out` (`cols` values), as the reference decoder does.
     pub fn decode_row(&self, r: usize, out: &mut [f32]) -> Result<()> {
         match &self.packing {

@@ -7,7 +7,9 @@
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 mod engine;
+pub mod encoder;
 mod exec;
+pub mod gemm;
 pub mod kernels;
 mod load;
 pub mod matrix;

@@ -2,6 +2,8 @@ import { test, expect } from '@playwright/test';
 
 // www/search.html end to end: the model loads, the passages are embedded with a progress bar,
 // a query ranks them by cosine, the best one is the relevant passage; a screenshot is kept.
+// After a reload the same passages come back from IndexedDB, ranked the same; "Forget stored"
+// empties it.
 
 test('search page embeds passages and ranks them for a query', async ({ page }) => {
   test.setTimeout(300_000);
@@ -42,5 +44,21 @@ test('search page embeds passages and ranks them for a query', async ({ page }) 
   await page.locator('#search').click();
   await expect(page.locator('#results .passage').first()).toContainText('Paris');
   await page.screenshot({ path: 'test-results/search.png', fullPage: true });
+
+  const passages = await page.locator('#passages').inputValue();
+  await page.reload();
+  await expect(page.locator('#embed')).toBeEnabled({ timeout: 120_000 });
+  await page.locator('#passages').fill(passages);
+  await page.locator('#embed').click();
+  await expect(page.locator('#status')).toContainText('6 passages embedded (6 read from IndexedDB)', { timeout: 60_000 });
+  await page.locator('#query').fill('What is the capital of France?');
+  await page.locator('#search').click();
+  await expect(page.locator('#results .passage').first()).toContainText('Paris');
+
+  await page.locator('#forget').click();
+  await expect(page.locator('#status')).toContainText('removed');
+  await page.locator('#embed').click();
+  await expect(page.locator('#query')).toBeEnabled({ timeout: 120_000 });
+  await expect(page.locator('#status')).toContainText('6 passages embedded in', { timeout: 120_000 });
   expect(errors).toEqual([]);
 });

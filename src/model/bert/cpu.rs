@@ -1,11 +1,13 @@
-//! Executing the encoder graph on the CPU with the CPU backend's pieces: packed matrices and
-//! their products (`cpu::matrix`), the SIMD dot and axpy (`cpu::kernels`), and its threads,
+//! Executing the encoder graph on the CPU with the CPU backend's pieces: packed matrices
+//! (`cpu::matrix`) multiplied by the blocked product for many token rows (`cpu::gemm`), the
+//! SIMD dot and axpy (`cpu::kernels`), and its threads,
 //! which split each op's rows and meet at a barrier after it (`cpu::threads`).
 
 use std::sync::Mutex;
 
 use crate::cpu::kernels::Isa;
-use crate::cpu::matrix::Input;
+use crate::cpu::encoder;
+use crate::cpu::gemm::{self, Rows};
 use crate::cpu::threads::{share, Shared, SpinBarrier};
 use crate::error::{Error, Result};
 use crate::model::graph::Checkpoint;
@@ -30,6 +32,15 @@ struct Exec<'a> {
     barrier: SpinBarrier,
     captures: Mutex<Vec<Checkpoint>>,
     failed: Mutex<Option<Error>>,
+}
+
+/// One thread's working rows for attention: one head of the longest sequence each.
+struct Scratch {
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    o: Vec<f32>,
+    scores: Vec<f32>,
 }
 
 fn index(a: Act) -> usize {
@@ -95,25 +106,19 @@ pub fn execute(
     Ok((std::mem::take(&mut bufs[index(Act::Pooled)]), captures))
 }
 
-/// `x · (1 + erf(x / √2)) / 2`, as PyTorch's default `gelu`.
-pub fn gelu_erf(x: f32) -> f32 {
-    0.5 * x * (1.0 + libm::erff(x * std::f32::consts::FRAC_1_SQRT_2))
-}
-
-/// Head columns `col` of the row starting at `at`.
-///
-/// # Safety
-/// As [`Shared::get`].
-unsafe fn head<'b>(b: &'b Shared<'_, f32>, at: usize, col: &std::ops::Range<usize>) -> &'b [f32] {
-    b.get(at + col.start..at + col.end)
-}
-
 impl Exec<'_> {
     fn worker(&self, tid: usize, ops: &[Op]) {
         let longest = self.batch.starts.windows(2).map(|p| p[1] - p[0]).max().unwrap_or(0);
-        let mut scores = vec![0f32; longest];
+        let head = longest * self.c.head_dim();
+        let mut scratch = Scratch {
+            q: vec![0f32; head],
+            k: vec![0f32; head],
+            v: vec![0f32; head],
+            o: vec![0f32; head],
+            scores: vec![0f32; longest],
+        };
         for op in ops {
-            if let Err(e) = self.op(tid, op, &mut scores) {
+            if let Err(e) = self.op(tid, op, &mut scratch) {
                 self.failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
             }
             self.barrier.wait();
@@ -131,7 +136,7 @@ impl Exec<'_> {
 
     /// SAFETY (every `get`/`get_mut`/`set`): between two barriers a tensor is only read, or
     /// written in row ranges (`share`) that no two threads share, and never read while written.
-    fn op(&self, tid: usize, op: &Op, scores: &mut [f32]) -> Result<()> {
+    fn op(&self, tid: usize, op: &Op, scratch: &mut Scratch) -> Result<()> {
         let (c, n) = (self.c, self.threads);
         let t = self.batch.ids.len();
         let d = c.dim;
@@ -171,50 +176,45 @@ impl Exec<'_> {
             Op::Linear { w, x, out } => {
                 let lin = self.w.linear(*w)?;
                 let m = &lin.w;
-                let input = Input {
-                    x: unsafe { self.buf(*x).get(0..t * m.cols) },
-                    xq: None,
-                    t,
+                let rows = Rows { x: unsafe { self.buf(*x).get(0..t * m.cols) }, t, k: m.cols };
+                let decode = |r: usize, row: &mut [f32]| match m.weft() {
+                    Some(q) => {
+                        encoder::decode_weft_row(q, r, row);
+                        Ok(())
+                    }
+                    None => m.decode_row(r, row),
                 };
-                let y = self.buf(*out);
-                m.product(self.isa, &input, share(m.rows, tid, n), &mut |tok, r, v| unsafe {
-                    y.set(tok * m.rows + r, v + lin.b[r])
-                })?;
+                // SAFETY: this thread's share of the matrix rows is its own columns of `out`.
+                unsafe { gemm::product(self.isa, &rows, share(m.rows, tid, n), &decode, &lin.b, self.buf(*out), m.rows)? };
             }
             Op::Attention { q, k, v, out } => {
                 let hd = c.head_dim();
                 let scale = 1.0 / (hd as f32).sqrt();
-                let (qb, kb, vb) = (self.buf(*q), self.buf(*k), self.buf(*v));
-                for item in (tid..t * c.n_heads).step_by(n) {
-                    let (tok, h) = (item / c.n_heads, item % c.n_heads);
-                    let s = self.sequence_of(tok);
-                    let (start, end) = (self.batch.starts[s], self.batch.starts[s + 1]);
-                    let col = h * hd..(h + 1) * hd;
-                    let row = |b, r: usize| unsafe { head(b, r * d, &col) };
-                    let qh = row(qb, tok);
-                    let scores = &mut scores[..end - start];
-                    let mut max = f32::NEG_INFINITY;
-                    for (j, sc) in scores.iter_mut().enumerate() {
-                        *sc = self.isa.dot(qh, row(kb, start + j)) * scale;
-                        max = max.max(*sc);
+                let (qb, kb, vb, ob) = (self.buf(*q), self.buf(*k), self.buf(*v), self.buf(*out));
+                let n_seq = self.batch.starts.len() - 1;
+                // One (sequence, head) at a time: its rows gathered into packed [len, hd]
+                // copies, so the kernel reads contiguous memory and no row sees another
+                // sequence's (BERT's padding mask, without the padding).
+                for item in (tid..n_seq * c.n_heads).step_by(n) {
+                    let (s, h) = (item / c.n_heads, item % c.n_heads);
+                    let rows = self.batch.starts[s]..self.batch.starts[s + 1];
+                    let len = rows.len();
+                    let col = h * hd;
+                    for (buf, src) in [(&mut scratch.q, qb), (&mut scratch.k, kb), (&mut scratch.v, vb)] {
+                        for (i, r) in rows.clone().enumerate() {
+                            buf[i * hd..(i + 1) * hd].copy_from_slice(unsafe { src.get(r * d + col..r * d + col + hd) });
+                        }
                     }
-                    let mut sum = 0f32;
-                    for sc in scores.iter_mut() {
-                        *sc = (*sc - max).exp();
-                        sum += *sc;
-                    }
-                    let o = unsafe { self.buf(*out).get_mut(tok * d + col.start..tok * d + col.end) };
-                    o.fill(0.0);
-                    for (j, sc) in scores.iter().enumerate() {
-                        self.isa.axpy(sc / sum, row(vb, start + j), o);
+                    let (qs, ks, vs) = (&scratch.q[..len * hd], &scratch.k[..len * hd], &scratch.v[..len * hd]);
+                    encoder::attention_head(qs, ks, vs, hd, scale, &mut scratch.scores, &mut scratch.o[..len * hd]);
+                    for (i, r) in rows.enumerate() {
+                        unsafe { ob.get_mut(r * d + col..r * d + col + hd) }.copy_from_slice(&scratch.o[i * hd..(i + 1) * hd]);
                     }
                 }
             }
             Op::GeluErf { x } => {
                 let range = share(t * x.width(c), tid, n);
-                for v in unsafe { self.buf(*x).get_mut(range) } {
-                    *v = gelu_erf(*v);
-                }
+                encoder::gelu_in_place(unsafe { self.buf(*x).get_mut(range) });
             }
             Op::Add { x, y, out } => {
                 let range = share(t * d, tid, n);
