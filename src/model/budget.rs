@@ -9,13 +9,14 @@
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::quant::weft::WeftQuant;
 
 use super::names::{part_of, LayerPart, Part};
 
 /// One way to store a tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Candidate {
-    pub bits: u32,
+    pub format: WeftQuant,
     pub bytes: u64,
     /// Predicted contribution to the output's KL divergence.
     pub error: f64,
@@ -32,7 +33,7 @@ pub struct TensorChoices {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Assignment {
     pub name: String,
-    pub bits: u32,
+    pub format: WeftQuant,
     pub bytes: u64,
     pub error: f64,
 }
@@ -62,10 +63,19 @@ const ROLE_WEIGHTS: [f64; 8] = [12.133, 0.2388, 0.1377, 1.1611, 0.1390, 0.2128, 
 
 /// Relative squared error `|a - b|² / |a|²` (0 for an all-zero tensor decoded exactly).
 pub fn relative_sq_error(original: &[f32], decoded: &[f32]) -> f64 {
+    relative_weighted_error(original, decoded, None)
+}
+
+/// `Σ w_j (a - b)² / Σ w_j a²` over a row-major matrix whose columns have weights `w` (the
+/// calibration's input mean squares: the share of the output's energy the error changes);
+/// without weights, [`relative_sq_error`].
+pub fn relative_weighted_error(original: &[f32], decoded: &[f32], w: Option<&[f32]>) -> f64 {
     let (mut err, mut norm) = (0f64, 0f64);
-    for (&a, &b) in original.iter().zip(decoded) {
-        err += ((a - b) as f64).powi(2);
-        norm += (a as f64).powi(2);
+    let cols = w.map_or(1, |w| w.len().max(1));
+    for (i, (&a, &b)) in original.iter().zip(decoded).enumerate() {
+        let wj = w.map_or(1.0, |w| w[i % cols] as f64);
+        err += wj * ((a - b) as f64).powi(2);
+        norm += wj * (a as f64).powi(2);
     }
     if norm == 0.0 {
         if err == 0.0 { 0.0 } else { f64::INFINITY }
@@ -86,7 +96,7 @@ pub fn plan_budget(tensors: &[TensorChoices], fixed_bytes: u64, budget: u64) -> 
             return Err(Error::Model(format!("{}: no candidate formats", t.name)));
         }
         let mut c = t.candidates.clone();
-        c.sort_by(|a, b| a.bytes.cmp(&b.bytes).then(a.bits.cmp(&b.bits)));
+        c.sort_by(|a, b| a.bytes.cmp(&b.bytes).then(a.format.bits.cmp(&b.format.bits)));
         sorted.push(c);
     }
     let mut choice = vec![0usize; tensors.len()];
@@ -121,14 +131,19 @@ pub fn plan_budget(tensors: &[TensorChoices], fixed_bytes: u64, budget: u64) -> 
         .iter()
         .zip(&sorted)
         .zip(&choice)
-        .map(|((t, c), &k)| Assignment { name: t.name.clone(), bits: c[k].bits, bytes: c[k].bytes, error: c[k].error })
+        .map(|((t, c), &k)| Assignment { name: t.name.clone(), format: c[k].format, bytes: c[k].bytes, error: c[k].error })
         .collect())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quant::weft::Scheme;
     use crate::selftest::random_f32;
+
+    fn q(bits: u32) -> WeftQuant {
+        WeftQuant::new(bits, 32, Scheme::Asym).unwrap()
+    }
 
     /// Tensors of random sizes whose error falls by 4x per extra bit, scaled by a random weight.
     fn synthetic(n: usize, seed: u64) -> Vec<TensorChoices> {
@@ -140,7 +155,7 @@ mod tests {
                 let candidates = [2u32, 3, 4, 8]
                     .iter()
                     .map(|&bits| Candidate {
-                        bits,
+                        format: q(bits),
                         bytes: weights * (bits as u64 + 1) / 8,
                         error: sensitivity * 4f64.powi(-(bits as i32)),
                     })
@@ -175,8 +190,8 @@ mod tests {
                 .min();
             assert!(cheapest.is_none_or(|c| c > left), "left {left} bytes, an upgrade costs {cheapest:?}");
         }
-        assert!(plan_budget(&t, 0, max).unwrap().iter().all(|a| a.bits == 8));
-        assert!(plan_budget(&t, 0, min).unwrap().iter().all(|a| a.bits == 2));
+        assert!(plan_budget(&t, 0, max).unwrap().iter().all(|a| a.format.bits == 8));
+        assert!(plan_budget(&t, 0, min).unwrap().iter().all(|a| a.format.bits == 2));
         assert!(plan_budget(&t, 1, min).is_err());
     }
 
@@ -199,14 +214,14 @@ mod tests {
         assert_eq!(plan_budget(&t, 0, min + 40_000).unwrap(), plan_budget(&t, 0, min + 40_000).unwrap());
         // Two equal tensors but for sensitivity: the sensitive one is upgraded first.
         let cand = |s: f64| -> Vec<Candidate> {
-            [2u32, 4].iter().map(|&b| Candidate { bits: b, bytes: 100 * b as u64, error: s / b as f64 }).collect()
+            [2u32, 4].iter().map(|&b| Candidate { format: q(b), bytes: 100 * b as u64, error: s / b as f64 }).collect()
         };
         let two = vec![
             TensorChoices { name: "calm".into(), candidates: cand(1.0) },
             TensorChoices { name: "sensitive".into(), candidates: cand(5.0) },
         ];
         let plan = plan_budget(&two, 0, 600).unwrap();
-        assert_eq!((plan[0].bits, plan[1].bits), (2, 4));
+        assert_eq!((plan[0].format.bits, plan[1].format.bits), (2, 4));
     }
 
     #[test]
