@@ -224,6 +224,37 @@ mod tests {
         assert_eq!((plan[0].format.bits, plan[1].format.bits), (2, 4));
     }
 
+    /// An embedding-sized, sensitive tensor and a small calm one with the budget planner's mixed
+    /// formats: at the smallest budget both take the smallest format (2.25 bits/weight,
+    /// symmetric, groups of 64), whatever the plan's default; with more budget the sensitive one
+    /// is upgraded first, and nothing keeps it at 8 bits unless the budget pays for it.
+    #[test]
+    fn small_budgets_decide_every_tensor_in_every_format() {
+        let formats = ["q2_g64_sym", "q2_g32_asym", "q3_g64_sym", "q3_g32_asym", "q4_g32_asym", "q8_g32_asym"];
+        let cands = |weights: u64, sensitivity: f64| -> Vec<Candidate> {
+            formats
+                .iter()
+                .map(|f| {
+                    let format = WeftQuant::parse(f).unwrap();
+                    let bytes = (weights as f64 * format.bits_per_weight() / 8.0) as u64;
+                    Candidate { format, bytes, error: sensitivity * 4f64.powi(-(format.bits as i32)) }
+                })
+                .collect()
+        };
+        let t = vec![
+            TensorChoices { name: "token_embd.weight".into(), candidates: cands(28_000, 12.0) },
+            TensorChoices { name: "blk.0.attn_k.weight".into(), candidates: cands(2_000, 0.14) },
+        ];
+        let min: u64 = t.iter().map(|c| c.candidates[0].bytes).sum();
+        let plan = plan_budget(&t, 0, min).unwrap();
+        assert!(plan.iter().all(|a| a.format.name() == "q2_g64_sym"), "{plan:?}");
+        let plan = plan_budget(&t, 0, min + 3_600).unwrap();
+        assert!(plan[0].format.bits > 2 && plan[1].format.bits == 2, "{plan:?}");
+        assert!(plan[0].format.bits < 8);
+        let all8: u64 = t.iter().map(|c| c.candidates[5].bytes).sum();
+        assert!(plan_budget(&t, 0, all8).unwrap().iter().all(|a| a.format.bits == 8));
+    }
+
     #[test]
     fn relative_error_is_scale_free() {
         let a = random_f32(1, 100);
