@@ -63,19 +63,10 @@ const ROLE_WEIGHTS: [f64; 8] = [12.133, 0.2388, 0.1377, 1.1611, 0.1390, 0.2128, 
 
 /// Relative squared error `|a - b|² / |a|²` (0 for an all-zero tensor decoded exactly).
 pub fn relative_sq_error(original: &[f32], decoded: &[f32]) -> f64 {
-    relative_weighted_error(original, decoded, None)
-}
-
-/// `Σ w_j (a - b)² / Σ w_j a²` over a row-major matrix whose columns have weights `w` (the
-/// calibration's input mean squares: the share of the output's energy the error changes);
-/// without weights, [`relative_sq_error`].
-pub fn relative_weighted_error(original: &[f32], decoded: &[f32], w: Option<&[f32]>) -> f64 {
     let (mut err, mut norm) = (0f64, 0f64);
-    let cols = w.map_or(1, |w| w.len().max(1));
-    for (i, (&a, &b)) in original.iter().zip(decoded).enumerate() {
-        let wj = w.map_or(1.0, |w| w[i % cols] as f64);
-        err += wj * ((a - b) as f64).powi(2);
-        norm += wj * (a as f64).powi(2);
+    for (&a, &b) in original.iter().zip(decoded) {
+        err += ((a - b) as f64).powi(2);
+        norm += (a as f64).powi(2);
     }
     if norm == 0.0 {
         if err == 0.0 { 0.0 } else { f64::INFINITY }

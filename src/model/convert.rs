@@ -12,7 +12,7 @@ use crate::quant::decode_to_f32;
 use crate::quant::weft::{quantize_weighted, Scheme, WeftQuant, Weights};
 use crate::tokenizer::Tokenizer;
 
-use super::budget::{relative_weighted_error, role_weight, Candidate, TensorChoices};
+use super::budget::{relative_sq_error, role_weight, Candidate, TensorChoices};
 use super::config::LlamaConfig;
 use super::names::{part_of, LayerPart, Part};
 use super::{WEFT_CONFIG_KEY, WEFT_TOKENIZER_KEY, WEFT_VERSION_KEY};
@@ -222,9 +222,8 @@ pub async fn quantize_model<R: RangeReader>(
 }
 
 /// The candidates of the budget planner: for each matrix not fixed by a keep rule, its bytes
-/// and predicted error in every [`budget_formats`] format (the error weighted by the
-/// calibration's column statistics when the plan has them); and the bytes of everything else
-/// (float tensors, matrices a keep rule fixes).
+/// and predicted error in every [`budget_formats`] format (quantized with the calibration when the
+/// plan has one); and the bytes of everything else (float tensors, matrices a keep rule fixes).
 pub async fn budget_choices<R: RangeReader>(
     reader: &R,
     header: &ModelHeader,
@@ -244,7 +243,11 @@ pub async fn budget_choices<R: RangeReader>(
                 let mut candidates = Vec::new();
                 for q in budget_formats(plan.default) {
                     let m = quantize_weighted(q, &values, rows, cols, importance)?;
-                    let error = role_weight(&t.name) * relative_weighted_error(&values, &m.dequantize(), importance.map(|w| w.mean_sq));
+                    // The role weights were measured per unit of plain relative error, so the
+                    // prediction uses that error even when the quantization is weighted: with the
+                    // weighted error the tied embedding (weighted for its head use only) looked
+                    // 10x cheaper to round than it is, and a 69 MB plan put it at 2 bits.
+                    let error = role_weight(&t.name) * relative_sq_error(&values, &m.dequantize());
                     candidates.push(Candidate { format: q, bytes: m.bytes() as u64, error });
                 }
                 choices.push(TensorChoices { name: t.name.clone(), candidates });
