@@ -60,10 +60,7 @@ fn quantized_files_load_with_their_tokenizer_and_stay_close() -> anyhow::Result<
     let reference = float_logits(&ctx)?;
     let dir = std::env::temp_dir();
     for (bits, scheme, tolerance) in [(8, Scheme::Sym, Q8_TOLERANCE), (4, Scheme::Asym, Q4_TOLERANCE)] {
-        let plan = QuantizePlan {
-            default: WeftQuant::new(bits, 32, scheme)?,
-            keep: vec![KeepRule::parse("embed_tokens=8")?],
-        };
+        let plan = QuantizePlan::new(WeftQuant::new(bits, 32, scheme)?, vec![KeepRule::parse("embed_tokens=8")?]);
         let path = dir.join(format!("weft-qwen2-tiny-q{bits}-{}.safetensors", std::process::id()));
         let (logits, tok) = quantized_logits(&ctx, &plan, &path)?;
         let _ = std::fs::remove_file(&path);
@@ -88,7 +85,7 @@ fn dequantized_files_match_the_reference_decoder() -> anyhow::Result<()> {
     let header = pollster::block_on(read_header(&reader))?.header;
     let config = LlamaConfig::from_hf_json(&std::fs::read_to_string(format!("{DIR}/config.json"))?)?;
     let tokenizer = Tokenizer::from_hf_json(&std::fs::read_to_string(format!("{DIR}/tokenizer.json"))?, None)?;
-    let plan = QuantizePlan { default: WeftQuant::new(3, 64, Scheme::Sym)?, keep: vec![KeepRule::parse("embed_tokens=8")?] };
+    let plan = QuantizePlan::new(WeftQuant::new(3, 64, Scheme::Sym)?, vec![KeepRule::parse("embed_tokens=8")?]);
     let (writer, _) = pollster::block_on(quantize_model(&reader, &header, &config, &tokenizer, &plan, &mut |_, _| {}))?;
     let path = std::env::temp_dir().join(format!("weft-dequant-{}.safetensors", std::process::id()));
     writer.write(&mut std::fs::File::create(&path)?)?;
@@ -135,14 +132,14 @@ fn budget_plans_fit_their_budget() -> anyhow::Result<()> {
     let header = pollster::block_on(read_header(&reader))?.header;
     let config = LlamaConfig::from_hf_json(&std::fs::read_to_string(format!("{DIR}/config.json"))?)?;
     let tokenizer = Tokenizer::from_hf_json(&std::fs::read_to_string(format!("{DIR}/tokenizer.json"))?, None)?;
-    let mut plan = QuantizePlan { default: WeftQuant::new(4, 32, Scheme::Asym)?, keep: Vec::new() };
+    let mut plan = QuantizePlan::new(WeftQuant::new(4, 32, Scheme::Asym)?, Vec::new());
     let (choices, fixed) = pollster::block_on(budget_choices(&reader, &header, &plan, &mut |_, _| {}))?;
     let low: u64 = choices.iter().map(|c| c.candidates[0].bytes).sum::<u64>() + fixed;
     let high: u64 = choices.iter().map(|c| c.candidates[3].bytes).sum::<u64>() + fixed;
     let budget = (low + high) / 2;
     let assigned = plan_budget(&choices, fixed, budget)?;
-    assert!(assigned.iter().any(|a| a.bits > 2) && assigned.iter().any(|a| a.bits < 8));
-    plan.keep = assigned.iter().map(|a| KeepRule { pattern: a.name.clone(), bits: a.bits }).collect();
+    assert!(assigned.iter().any(|a| a.format.bits > 2) && assigned.iter().any(|a| a.format.bits < 8));
+    plan.keep = assigned.iter().map(|a| KeepRule::format(&a.name, a.format)).collect();
     let (_, reports) = pollster::block_on(quantize_model(&reader, &header, &config, &tokenizer, &plan, &mut |_, _| {}))?;
     let total: u64 = reports.iter().map(|r| r.bytes).sum();
     let planned: u64 = assigned.iter().map(|a| a.bytes).sum::<u64>() + fixed;

@@ -12,6 +12,14 @@ echo "weft:q4_g32_asym+embd8:--bits 4 --group 32 --scheme asym --keep token_embd
 echo "weft:q4_g32_asym+v8:--bits 4 --group 32 --scheme asym --keep attn_v=8"
 for g in 128 64; do for b in 4 3 2 8; do w $b $g asym; done; done
 for g in 32 128 64; do for b in 4 3 2 8; do w $b $g sym; done; done
+# Calibrated low-bit rows (run.sh exports CAL, the calibration file) and budget plans, which
+# decide every matrix (no default keep rules under a budget).
+c() { echo "weft:q$1_g$2_$3_cal$5:--bits $1 --group $2 --scheme $3 --no-default-keep --calibration ${CAL:?} $4"; }
+c 3 32 asym ""; c 3 32 asym --compensate _comp; c 2 32 asym ""; c 2 64 sym ""; c 3 64 sym ""
+echo "weft:mixed_85mb:--bits 4 --group 32 --scheme asym --budget-mb 85"
+for mb in 45 50 52 55 60 65 69 75 80 85 90; do
+  echo "weft:mixed_${mb}mb_cal:--bits 4 --group 32 --scheme asym --budget-mb $mb --calibration $CAL"
+done
 for role in token_embd attn_q attn_k attn_v attn_output ffn_gate ffn_up ffn_down; do
   echo "role:$role:q2_g32_asym"
 done

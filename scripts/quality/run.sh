@@ -12,8 +12,12 @@ cargo build --release --bin weft
 mkdir -p "$WORK"
 WEFT=$(realpath target/release/weft)
 "$WEFT" tokenize "$MODEL" --text "$TEXT" --json > "$WORK/ids.json"
+# Calibration statistics for the --calibration rows, from the default calibration text (not the
+# evaluation text), made once.
+export CAL=${CAL:-$WORK/calibration.safetensors}
+[ -f "$CAL" ] || "$WEFT" calibrate "$MODEL" --text data/calibration.txt --out "$CAL"
 if [ $# -gt 0 ]; then printf '%s\n' "$@"; else bash scripts/quality/rows.sh; fi | awk '!seen[$0]++' > "$WORK/rows.txt"
 mapfile -t ROWS < "$WORK/rows.txt"
 (cd scripts/quality && nice -n 10 "$PYTHON" run_table.py --source "$MODEL" --ids "$WORK/ids.json" \
   --work "$WORK" --results "$WORK/results.jsonl" --weft "$WEFT" "${ROWS[@]}")
-"$PYTHON" scripts/quality/make_report.py "$WORK/results.jsonl" docs/quality-kld.svg | tee "$WORK/table.md"
+"$PYTHON" scripts/quality/make_report.py "$WORK/results.jsonl" docs/quality-kld.svg docs/quality-frontier.svg | tee "$WORK/table.md"

@@ -91,16 +91,21 @@ impl CpuLlama {
 
     /// Logits for every token of `ids` (appended to the cache), [len, vocab].
     pub fn logits(&mut self, ids: &[u32]) -> Result<Vec<f32>> {
-        self.score(ids, false).map(|(logits, _)| logits)
+        self.score(ids, |t| Pass::scoring(t, false)).map(|(logits, _)| logits)
     }
 
     /// Runs `ids` (in passes as `logits` does) and returns every checkpoint as (name, shape,
     /// values) over all of them, as `Llama::checkpoints` does.
     pub fn checkpoints(&mut self, ids: &[u32]) -> Result<Vec<Checkpoint>> {
-        self.score(ids, true).map(|(_, captures)| captures)
+        self.score(ids, |t| Pass::scoring(t, true)).map(|(_, captures)| captures)
     }
 
-    fn score(&mut self, ids: &[u32], capture: bool) -> Result<(Vec<f32>, Vec<Checkpoint>)> {
+    /// As [`Self::checkpoints`], with every projection's input too (`weft calibrate`).
+    pub fn input_checkpoints(&mut self, ids: &[u32]) -> Result<Vec<Checkpoint>> {
+        self.score(ids, Pass::calibration).map(|(_, captures)| captures)
+    }
+
+    fn score(&mut self, ids: &[u32], pass: fn(usize) -> Pass) -> Result<(Vec<f32>, Vec<Checkpoint>)> {
         let vocab = self.config.vocab;
         let mut logits = Vec::with_capacity(ids.len() * vocab);
         let mut captures = Vec::new();
@@ -112,7 +117,7 @@ impl CpuLlama {
             let t = self.pass_len(ids.len() - done);
             let chunk = &ids[done..done + t];
             self.begin(chunk)?;
-            let out = self.execute(Pass::scoring(t, capture), chunk)?;
+            let out = self.execute(pass(t), chunk)?;
             logits.extend_from_slice(&self.state.acts[act_index(Act::Logits)][..t * vocab]);
             captures.extend(out.captures);
             self.pos += t;

@@ -9,13 +9,14 @@
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::quant::weft::WeftQuant;
 
 use super::names::{part_of, LayerPart, Part};
 
 /// One way to store a tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Candidate {
-    pub bits: u32,
+    pub format: WeftQuant,
     pub bytes: u64,
     /// Predicted contribution to the output's KL divergence.
     pub error: f64,
@@ -32,7 +33,7 @@ pub struct TensorChoices {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Assignment {
     pub name: String,
-    pub bits: u32,
+    pub format: WeftQuant,
     pub bytes: u64,
     pub error: f64,
 }
@@ -86,7 +87,7 @@ pub fn plan_budget(tensors: &[TensorChoices], fixed_bytes: u64, budget: u64) -> 
             return Err(Error::Model(format!("{}: no candidate formats", t.name)));
         }
         let mut c = t.candidates.clone();
-        c.sort_by(|a, b| a.bytes.cmp(&b.bytes).then(a.bits.cmp(&b.bits)));
+        c.sort_by(|a, b| a.bytes.cmp(&b.bytes).then(a.format.bits.cmp(&b.format.bits)));
         sorted.push(c);
     }
     let mut choice = vec![0usize; tensors.len()];
@@ -121,14 +122,19 @@ pub fn plan_budget(tensors: &[TensorChoices], fixed_bytes: u64, budget: u64) -> 
         .iter()
         .zip(&sorted)
         .zip(&choice)
-        .map(|((t, c), &k)| Assignment { name: t.name.clone(), bits: c[k].bits, bytes: c[k].bytes, error: c[k].error })
+        .map(|((t, c), &k)| Assignment { name: t.name.clone(), format: c[k].format, bytes: c[k].bytes, error: c[k].error })
         .collect())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quant::weft::Scheme;
     use crate::selftest::random_f32;
+
+    fn q(bits: u32) -> WeftQuant {
+        WeftQuant::new(bits, 32, Scheme::Asym).unwrap()
+    }
 
     /// Tensors of random sizes whose error falls by 4x per extra bit, scaled by a random weight.
     fn synthetic(n: usize, seed: u64) -> Vec<TensorChoices> {
@@ -140,7 +146,7 @@ mod tests {
                 let candidates = [2u32, 3, 4, 8]
                     .iter()
                     .map(|&bits| Candidate {
-                        bits,
+                        format: q(bits),
                         bytes: weights * (bits as u64 + 1) / 8,
                         error: sensitivity * 4f64.powi(-(bits as i32)),
                     })
@@ -175,8 +181,8 @@ mod tests {
                 .min();
             assert!(cheapest.is_none_or(|c| c > left), "left {left} bytes, an upgrade costs {cheapest:?}");
         }
-        assert!(plan_budget(&t, 0, max).unwrap().iter().all(|a| a.bits == 8));
-        assert!(plan_budget(&t, 0, min).unwrap().iter().all(|a| a.bits == 2));
+        assert!(plan_budget(&t, 0, max).unwrap().iter().all(|a| a.format.bits == 8));
+        assert!(plan_budget(&t, 0, min).unwrap().iter().all(|a| a.format.bits == 2));
         assert!(plan_budget(&t, 1, min).is_err());
     }
 
@@ -199,14 +205,45 @@ mod tests {
         assert_eq!(plan_budget(&t, 0, min + 40_000).unwrap(), plan_budget(&t, 0, min + 40_000).unwrap());
         // Two equal tensors but for sensitivity: the sensitive one is upgraded first.
         let cand = |s: f64| -> Vec<Candidate> {
-            [2u32, 4].iter().map(|&b| Candidate { bits: b, bytes: 100 * b as u64, error: s / b as f64 }).collect()
+            [2u32, 4].iter().map(|&b| Candidate { format: q(b), bytes: 100 * b as u64, error: s / b as f64 }).collect()
         };
         let two = vec![
             TensorChoices { name: "calm".into(), candidates: cand(1.0) },
             TensorChoices { name: "sensitive".into(), candidates: cand(5.0) },
         ];
         let plan = plan_budget(&two, 0, 600).unwrap();
-        assert_eq!((plan[0].bits, plan[1].bits), (2, 4));
+        assert_eq!((plan[0].format.bits, plan[1].format.bits), (2, 4));
+    }
+
+    /// An embedding-sized, sensitive tensor and a small calm one with the budget planner's mixed
+    /// formats: at the smallest budget both take the smallest format (2.25 bits/weight,
+    /// symmetric, groups of 64), whatever the plan's default; with more budget the sensitive one
+    /// is upgraded first, and nothing keeps it at 8 bits unless the budget pays for it.
+    #[test]
+    fn small_budgets_decide_every_tensor_in_every_format() {
+        let formats = ["q2_g64_sym", "q2_g32_asym", "q3_g64_sym", "q3_g32_asym", "q4_g32_asym", "q8_g32_asym"];
+        let cands = |weights: u64, sensitivity: f64| -> Vec<Candidate> {
+            formats
+                .iter()
+                .map(|f| {
+                    let format = WeftQuant::parse(f).unwrap();
+                    let bytes = (weights as f64 * format.bits_per_weight() / 8.0) as u64;
+                    Candidate { format, bytes, error: sensitivity * 4f64.powi(-(format.bits as i32)) }
+                })
+                .collect()
+        };
+        let t = vec![
+            TensorChoices { name: "token_embd.weight".into(), candidates: cands(28_000, 12.0) },
+            TensorChoices { name: "blk.0.attn_k.weight".into(), candidates: cands(2_000, 0.14) },
+        ];
+        let min: u64 = t.iter().map(|c| c.candidates[0].bytes).sum();
+        let plan = plan_budget(&t, 0, min).unwrap();
+        assert!(plan.iter().all(|a| a.format.name() == "q2_g64_sym"), "{plan:?}");
+        let plan = plan_budget(&t, 0, min + 3_600).unwrap();
+        assert!(plan[0].format.bits > 2 && plan[1].format.bits == 2, "{plan:?}");
+        assert!(plan[0].format.bits < 8);
+        let all8: u64 = t.iter().map(|c| c.candidates[5].bytes).sum();
+        assert!(plan_budget(&t, 0, all8).unwrap().iter().all(|a| a.format.bits == 8));
     }
 
     #[test]

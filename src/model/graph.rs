@@ -178,22 +178,31 @@ pub struct Pass {
     /// Snapshot the checkpoints (embedding; per block attention output, MLP output, residual;
     /// final norm; logits).
     pub capture: bool,
+    /// Also snapshot every projection's input (`blk.L.attn_in`, `attn_mix`, `ffn_in`,
+    /// `ffn_act`): what `weft calibrate` gathers statistics from. Off in every other pass, so
+    /// the checkpoint list that tests and the web API compare stays as it is.
+    pub inputs: bool,
 }
 
 impl Pass {
     /// A decode step: one sampled token in, one sampled token out.
     pub fn decode() -> Self {
-        Self { n_tokens: 1, sampled_ids: true, all_logits: false, capture: false }
+        Self { n_tokens: 1, sampled_ids: true, all_logits: false, capture: false, inputs: false }
     }
 
     /// A prompt pass over `t` tokens that samples after the last.
     pub fn prefill(t: usize) -> Self {
-        Self { n_tokens: t, sampled_ids: false, all_logits: false, capture: false }
+        Self { n_tokens: t, sampled_ids: false, all_logits: false, capture: false, inputs: false }
     }
 
     /// A pass over `t` tokens returning every token's logits.
     pub fn scoring(t: usize, capture: bool) -> Self {
-        Self { n_tokens: t, sampled_ids: false, all_logits: true, capture }
+        Self { n_tokens: t, sampled_ids: false, all_logits: true, capture, inputs: false }
+    }
+
+    /// A scoring pass that captures the checkpoints and every projection's input.
+    pub fn calibration(t: usize) -> Self {
+        Self { inputs: true, ..Self::scoring(t, true) }
     }
 }
 
@@ -202,11 +211,13 @@ impl Pass {
 pub struct Graph {
     pub ops: Vec<Op>,
     pub capture: bool,
+    /// Whether [`Graph::capture_input`] adds its checkpoints.
+    pub inputs: bool,
 }
 
 impl Graph {
     pub fn new(capture: bool) -> Self {
-        Self { ops: Vec::new(), capture }
+        Self { ops: Vec::new(), capture, inputs: false }
     }
 
     pub fn push(&mut self, op: Op) {
@@ -216,6 +227,13 @@ impl Graph {
     /// Adds a checkpoint copy when the pass captures.
     pub fn capture(&mut self, name: impl Into<String>, x: Act) {
         if self.capture {
+            self.ops.push(Op::Capture { name: name.into(), x });
+        }
+    }
+
+    /// Adds a checkpoint copy of a projection's input when the pass gathers them.
+    pub fn capture_input(&mut self, name: impl Into<String>, x: Act) {
+        if self.inputs {
             self.ops.push(Op::Capture { name: name.into(), x });
         }
     }

@@ -1,9 +1,11 @@
 //! CPU reference decoders: every storage type to f32, bit for bit what the `dequant` kernel
 //! produces. The rules (rounding, NaN bits, arithmetic order) are in `docs/DTYPES.md`.
 
+pub mod calibration;
 mod ggml;
 pub mod sample;
 pub mod scaled;
+mod search;
 mod scalar;
 pub mod repack;
 pub mod weft;

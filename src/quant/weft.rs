@@ -13,6 +13,10 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 
+use super::search::{assign, best_params, compensate};
+#[cfg(test)]
+use super::search::sq_error;
+
 /// Symmetric (scale only) or asymmetric (scale and zero point).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -90,11 +94,11 @@ impl WeftQuant {
         self.bits as f64 + per_group / self.group as f64
     }
 
-    fn levels(&self) -> u32 {
+    pub(crate) fn levels(&self) -> u32 {
         1 << self.bits
     }
 
-    fn sym_zero(&self) -> f32 {
+    pub(crate) fn sym_zero(&self) -> f32 {
         (1u32 << (self.bits - 1)) as f32
     }
 }
@@ -182,6 +186,29 @@ impl QuantMatrix {
 /// the group's squared error after rounding to f16 — plain round-to-nearest from the min/max
 /// leaves most of the error budget unused at 2 and 3 bits.
 pub fn quantize(quant: WeftQuant, x: &[f32], rows: usize, cols: usize) -> Result<QuantMatrix> {
+    quantize_weighted(quant, x, rows, cols, None)
+}
+
+/// Statistics of a matrix's input columns that a quantization weighs its errors by.
+#[derive(Clone, Copy, Debug)]
+pub struct Weights<'a> {
+    /// Per column, the input's mean square: what a squared error in that column costs.
+    pub mean_sq: &'a [f32],
+    /// Per column, the input's mean. When given, each row's levels are then nudged so that its
+    /// error along the mean input cancels (`search::compensate`).
+    pub mean: Option<&'a [f32]>,
+}
+
+/// [`quantize`] minimising `Σ_j mean_sq[j] (w_j - ŵ_j)²` per group instead (the expected squared
+/// output error when input columns are uncorrelated), with the rounding compensation of
+/// [`Weights::mean`] when it is given.
+pub fn quantize_weighted(quant: WeftQuant, x: &[f32], rows: usize, cols: usize, weights: Option<Weights>) -> Result<QuantMatrix> {
+    if let Some(w) = weights.filter(|w| w.mean_sq.len() != cols || w.mean.is_some_and(|m| m.len() != cols)) {
+        return Err(Error::Shape {
+            op: "quantize",
+            message: format!("{} importance values for {cols} columns", w.mean_sq.len()),
+        });
+    }
     if rows.checked_mul(cols) != Some(x.len()) {
         return Err(Error::Shape {
             op: "quantize",
@@ -214,7 +241,7 @@ pub fn quantize(quant: WeftQuant, x: &[f32], rows: usize, cols: usize) -> Result
     }
     let run = |(r0, words, scales, zeros): (usize, &mut [u32], &mut [u16], Option<&mut [u16]>)| {
         let n = scales.len() / gpr;
-        quantize_rows(quant, &x[r0 * cols..(r0 + n) * cols], cols, words, scales, zeros);
+        quantize_rows(quant, &x[r0 * cols..(r0 + n) * cols], cols, weights, words, scales, zeros);
     };
     #[cfg(not(target_arch = "wasm32"))]
     if work.len() > 1 {
@@ -240,140 +267,51 @@ fn worker_threads(weights: usize) -> usize {
 }
 
 /// Quantizes whole rows `x` [n, cols] into their words, scales and zeros.
-fn quantize_rows(quant: WeftQuant, x: &[f32], cols: usize, words: &mut [u32], scales: &mut [u16], mut zeros: Option<&mut [u16]>) {
+fn quantize_rows(
+    quant: WeftQuant,
+    x: &[f32],
+    cols: usize,
+    weights: Option<Weights>,
+    words: &mut [u32],
+    scales: &mut [u16],
+    mut zeros: Option<&mut [u16]>,
+) {
     let g = quant.group as usize;
     let (gpr, wpg) = (quant.groups_per_row(cols), quant.words_per_group());
-    let mut group_vals = vec![0f32; g];
-    let mut qs = vec![0u32; g];
+    let padded = gpr * g;
+    let mut row_vals = vec![0f32; padded];
+    let mut row_qs = vec![0u32; padded];
+    let (mut row_scales, mut row_zeros) = (vec![0f32; gpr], vec![0f32; gpr]);
+    // The compensation's diagonal: the inputs' variance (the mean's part is handled jointly).
+    let variance: Option<Vec<f32>> = weights.and_then(|w| {
+        w.mean.map(|m| w.mean_sq.iter().zip(m).map(|(&sq, &mu)| (sq - mu * mu).max(0.0)).collect())
+    });
     for r in 0..scales.len() / gpr {
+        row_vals[..cols].copy_from_slice(&x[r * cols..(r + 1) * cols]);
         for gi in 0..gpr {
             let start = gi * g;
             let end = (start + g).min(cols);
-            group_vals.fill(0.0);
-            group_vals[..end - start].copy_from_slice(&x[r * cols + start..r * cols + end]);
-            let (scale, zero) = best_params(quant, &group_vals[..end - start]);
+            let (scale, zero) = best_params(quant, &row_vals[start..end], weights.map(|w| &w.mean_sq[start..end]));
             let gidx = r * gpr + gi;
             scales[gidx] = scale.to_bits();
             if let Some(z) = zeros.as_deref_mut() {
                 z[gidx] = zero.to_bits();
             }
             let z = if quant.scheme == Scheme::Sym { quant.sym_zero() } else { zero.to_f32() };
-            assign(quant, &group_vals, scale.to_f32(), z, &mut qs);
+            (row_scales[gi], row_zeros[gi]) = (scale.to_f32(), z);
+            assign(quant, &row_vals[start..start + g], scale.to_f32(), z, &mut row_qs[start..start + g]);
+        }
+        if let (Some(var), Some(mean)) = (&variance, weights.and_then(|w| w.mean)) {
+            compensate(quant, &row_vals[..cols], &mut row_qs[..cols], &row_scales, &row_zeros, var, mean);
+        }
+        for gi in 0..gpr {
+            let gidx = r * gpr + gi;
             let out = &mut words[gidx * wpg..(gidx + 1) * wpg];
-            for (j, &q) in qs.iter().enumerate() {
+            for (j, &q) in row_qs[gi * g..(gi + 1) * g].iter().enumerate() {
                 put_q(out, quant.bits, j, q);
             }
         }
     }
-}
-
-/// Nearest level for each value under (scale, zero); padding values (beyond the row) are 0.0.
-fn assign(quant: WeftQuant, x: &[f32], scale: f32, zero: f32, qs: &mut [u32]) {
-    let max = (quant.levels() - 1) as f32;
-    for (q, &v) in qs.iter_mut().zip(x) {
-        *q = if scale == 0.0 { zero.round().clamp(0.0, max) as u32 } else {
-            (v / scale + zero).round().clamp(0.0, max) as u32
-        };
-    }
-}
-
-fn sq_error(quant: WeftQuant, x: &[f32], scale: f32, zero: f32) -> f64 {
-    let max = (quant.levels() - 1) as f32;
-    x.iter()
-        .map(|&v| {
-            let q = if scale == 0.0 { zero.round() } else { (v / scale + zero).round() };
-            let d = v - dequant_value(q.clamp(0.0, max) as u32, scale, zero);
-            (d as f64) * (d as f64)
-        })
-        .sum()
-}
-
-/// Candidate count of the clipping search; each is scored after rounding to f16.
-const SEARCH_STEPS: usize = 24;
-
-fn best_params(quant: WeftQuant, x: &[f32]) -> (f16, f16) {
-    let (lo, hi) = x.iter().fold((f32::MAX, f32::MIN), |(l, h), &v| (l.min(v), h.max(v)));
-    if x.is_empty() || !(lo.is_finite() && hi.is_finite()) || lo == hi && lo == 0.0 {
-        let zero = if quant.scheme == Scheme::Sym { quant.sym_zero() } else { 0.0 };
-        return (f16::ZERO, f16::from_f32(zero));
-    }
-    // (squared error, scale, zero) of the best candidate so far.
-    let mut best = (f64::INFINITY, f16::ZERO, f16::ZERO);
-    let consider = |best: &mut (f64, f16, f16), scale: f32, zero: f32| {
-        let (s, z) = (f16::from_f32(scale), f16::from_f32(zero));
-        if !s.is_finite() || !z.is_finite() {
-            return;
-        }
-        let zf = if quant.scheme == Scheme::Sym { quant.sym_zero() } else { z.to_f32() };
-        let err = sq_error(quant, x, s.to_f32(), zf);
-        if err < best.0 {
-            *best = (err, s, z);
-        }
-    };
-    let levels = quant.levels() as f32;
-    match quant.scheme {
-        Scheme::Sym => {
-            // The level grid runs from -2^(b-1) to 2^(b-1)-1: point the extra negative level at
-            // the value of largest magnitude, then shrink the scale to trade clipping for
-            // resolution.
-            let amax = if hi.abs() >= lo.abs() { hi } else { lo };
-            let half = levels / 2.0;
-            for step in 0..SEARCH_STEPS {
-                let f = 1.0 - 0.5 * step as f32 / SEARCH_STEPS as f32;
-                consider(&mut best, -amax * f / half, 0.0);
-                consider(&mut best, amax * f / (half - 1.0).max(1.0), 0.0);
-            }
-            // Least-squares refit of the scale for the best assignment found.
-            let s = best.1.to_f32();
-            if s != 0.0 {
-                let z = quant.sym_zero();
-                let (mut num, mut den) = (0f64, 0f64);
-                for &v in x {
-                    let q = ((v / s + z).round().clamp(0.0, levels - 1.0) - z) as f64;
-                    num += v as f64 * q;
-                    den += q * q;
-                }
-                if den > 0.0 {
-                    consider(&mut best, (num / den) as f32, 0.0);
-                }
-            }
-        }
-        Scheme::Asym => {
-            let span = hi - lo;
-            for a in 0..SEARCH_STEPS / 4 {
-                for b in 0..SEARCH_STEPS / 4 {
-                    let l = lo + span * 0.25 * a as f32 / (SEARCH_STEPS / 4) as f32;
-                    let h = hi - span * 0.25 * b as f32 / (SEARCH_STEPS / 4) as f32;
-                    if h > l {
-                        let s = (h - l) / (levels - 1.0);
-                        consider(&mut best, s, -l / s);
-                    }
-                }
-            }
-            // Least-squares refit of x ≈ s*q + m for the best assignment, then zero = -m/s.
-            let (s, z) = (best.1.to_f32(), best.2.to_f32());
-            if s != 0.0 {
-                let n = x.len() as f64;
-                let (mut sq, mut sx, mut sqq, mut sqx) = (0f64, 0f64, 0f64, 0f64);
-                for &v in x {
-                    let q = (v / s + z).round().clamp(0.0, levels - 1.0) as f64;
-                    sq += q;
-                    sx += v as f64;
-                    sqq += q * q;
-                    sqx += q * v as f64;
-                }
-                let den = n * sqq - sq * sq;
-                if den > 0.0 {
-                    let s2 = (n * sqx - sq * sx) / den;
-                    let m2 = (sx - s2 * sq) / n;
-                    if s2 > 0.0 {
-                        consider(&mut best, s2 as f32, (-m2 / s2) as f32);
-                    }
-                }
-            }
-        }
-    }
-    (best.1, best.2)
 }
 
 #[cfg(test)]
@@ -394,7 +332,7 @@ mod tests {
             let mut scales = vec![0; rows * gpr];
             let mut zeros = vec![0; if quant.scheme == Scheme::Asym { rows * gpr } else { 0 }];
             let z = if quant.scheme == Scheme::Asym { Some(&mut zeros[..]) } else { None };
-            quantize_rows(quant, &x, cols, &mut words, &mut scales, z);
+            quantize_rows(quant, &x, cols, None, &mut words, &mut scales, z);
             assert_eq!((m.words, m.scales, m.zeros), (words, scales, zeros), "{}", quant.name());
         }
     }

@@ -5,6 +5,8 @@ mod backend;
 #[cfg(not(target_arch = "wasm32"))]
 mod bench;
 #[cfg(not(target_arch = "wasm32"))]
+mod calibrate;
+#[cfg(not(target_arch = "wasm32"))]
 mod caps;
 #[cfg(not(target_arch = "wasm32"))]
 mod dequantize;
@@ -128,11 +130,22 @@ mod cli {
             /// Quantize every matrix at --bits: no default keep rules.
             #[arg(long)]
             no_default_keep: bool,
-            /// Pick each matrix's bits (2, 3, 4, 8) to fit this many MB of tensor data, by measured
-            /// sensitivity; --keep rules still fix the tensors they match.
+            /// Pick each matrix's format to fit this many MB of tensor data, by measured
+            /// sensitivity; --keep rules given still fix the tensors they match (the default ones
+            /// do not apply).
             #[arg(long)]
             budget_mb: Option<f64>,
+            /// Input statistics from `weft calibrate`: rounding error weighted by each column's
+            /// input mean square.
+            #[arg(long)]
+            calibration: Option<String>,
+            /// With --calibration: nudge levels so each row's error along the mean input cancels.
+            #[arg(long)]
+            compensate: bool,
         },
+        /// Run a model over a calibration text (CPU backend) and store each matrix's input
+        /// column statistics for `weft quantize --calibration`.
+        Calibrate(crate::calibrate::Args),
         /// Decode every tensor of a model file to f32 into a safetensors file (original names,
         /// model config and tokenizer kept).
         Dequantize { input: String, output: String },
@@ -288,7 +301,8 @@ mod cli {
             Command::Dequantize { input, output } => crate::dequantize::run(&input, &output),
             Command::Tokenize { model, text, json } => crate::tokenize::run(&model, &text, json),
             Command::DumpActivations { model, ids, out, backend, cpu } => crate::dump::run(&model, &ids, &out, backend, &cpu),
-            Command::Quantize { input, output, bits, group, scheme, keep, no_default_keep, budget_mb } => {
+            Command::Calibrate(args) => crate::calibrate::run(&args),
+            Command::Quantize { input, output, bits, group, scheme, keep, no_default_keep, budget_mb, calibration, compensate } => {
                 crate::quantize::run(crate::quantize::Args {
                     input,
                     output,
@@ -298,6 +312,8 @@ mod cli {
                     keep,
                     no_default_keep,
                     budget_mb,
+                    calibration,
+                    compensate,
                 })
             }
             Command::Bench { model, prompt_len, gen, reps, quantize, kv, json, profile, no_fuse, no_tune, no_fuse_glu, no_pipeline, int8_activations, backend, cpu } => {

@@ -1,6 +1,7 @@
 //! `weft quantize IN OUT --bits B`: a GGUF file or Hugging Face folder to a self-contained weft
 //! safetensors file, with a report per tensor. `--budget-mb N` picks each matrix's bit width
-//! to fit N MB (see weft::model::budget) and prints the plan first.
+//! to fit N MB (see weft::model::budget) and prints the plan first; `--calibration FILE`
+//! (from `weft calibrate`) weighs each column's rounding error by its input's mean square.
 
 use std::io::Write;
 use std::path::Path;
@@ -12,17 +13,11 @@ use weft::format::ModelHeader;
 use weft::loader::native::{FileReader, NativeSource};
 use weft::loader::{read_header, RangeReader};
 use weft::model::budget::plan_budget;
-use weft::model::convert::{budget_choices, quantize_model, KeepRule, QuantizePlan};
+use weft::model::convert::{budget_choices, keep_rules, quantize_model, KeepRule, QuantizePlan};
 use weft::model::LlamaConfig;
+use weft::quant::calibration::Calibration;
 use weft::quant::weft::{Scheme, WeftQuant};
 use weft::tokenizer::Tokenizer;
-
-/// Keep rules used when none are given: the token embedding (and an untied Hugging Face output
-/// head) at 8 bits. On SmolLM2-135M at q4_g32_asym this cut the mean KLD from 0.069 to 0.00025
-/// for 14 MB more; attention values at 8 bits changed nothing (docs/QUALITY.md, "Default keep
-/// rules"). Patterns are substrings, so a GGUF's untied `output.weight` is not named here: the
-/// pattern would also match every `attn_output.weight`.
-pub const DEFAULT_KEEP: &[&str] = &["token_embd=8", "embed_tokens=8", "lm_head=8"];
 
 pub struct Args {
     pub input: String,
@@ -33,6 +28,8 @@ pub struct Args {
     pub keep: Vec<String>,
     pub no_default_keep: bool,
     pub budget_mb: Option<f64>,
+    pub calibration: Option<String>,
+    pub compensate: bool,
 }
 
 pub fn progress_bar(what: &str) -> ProgressBar {
@@ -62,15 +59,19 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         "asym" => Scheme::Asym,
         other => anyhow::bail!("--scheme {other}: use sym or asym"),
     };
-    let rules: Vec<String> = if a.keep.is_empty() && !a.no_default_keep {
-        DEFAULT_KEEP.iter().map(|s| s.to_string()).collect()
-    } else {
-        a.keep.clone()
-    };
-    let mut plan = QuantizePlan {
-        default: WeftQuant::new(a.bits, a.group, scheme)?,
-        keep: rules.iter().map(|k| KeepRule::parse(k)).collect::<Result<_, _>>()?,
-    };
+    let rules = keep_rules(&a.keep, a.no_default_keep, a.budget_mb.is_some());
+    let mut plan = QuantizePlan::new(
+        WeftQuant::new(a.bits, a.group, scheme)?,
+        rules.iter().map(|k| KeepRule::parse(k)).collect::<Result<_, _>>()?,
+    );
+    if let Some(path) = &a.calibration {
+        let cal = Calibration::from_bytes(&std::fs::read(path).with_context(|| path.clone())?).with_context(|| path.clone())?;
+        eprintln!("calibration: {} matrices from {} tokens of {}", cal.matrices.len(), cal.tokens, cal.text);
+        plan.calibration = Some(cal);
+        plan.compensate = a.compensate;
+    } else if a.compensate {
+        anyhow::bail!("--compensate needs --calibration");
+    }
     if !plan.keep.is_empty() {
         let list: Vec<String> = plan.keep.iter().map(|r| format!("{}={}", r.pattern, r.bits)).collect();
         eprintln!("keep rules: {}", list.join(" "));
@@ -142,23 +143,23 @@ fn apply_budget<R: RangeReader>(reader: &R, header: &ModelHeader, plan: &mut Qua
     // The file's header (names, shapes, metadata with the tokenizer) is outside the plan.
     let budget = (mb * 1e6) as u64;
     let assigned = plan_budget(&choices, fixed, budget)?;
-    println!("budget plan (bits 2/3/4/8, group {}, {:?}):", plan.default.group, plan.default.scheme);
-    println!("{:<34} {:>4} {:>12} {:>14}", "tensor", "bits", "bytes", "predicted KLD");
+    println!("budget plan:");
+    println!("{:<34} {:>12} {:>12} {:>14}", "tensor", "format", "bytes", "predicted KLD");
     for a in &assigned {
-        println!("{:<34} {:>4} {:>12} {:>14.3e}", a.name, a.bits, a.bytes, a.error);
+        println!("{:<34} {:>12} {:>12} {:>14.3e}", a.name, a.format.name(), a.bytes, a.error);
     }
     let mut counts = std::collections::BTreeMap::new();
     for a in &assigned {
-        *counts.entry(a.bits).or_insert(0usize) += 1;
+        *counts.entry(a.format.name()).or_insert(0usize) += 1;
     }
     let bytes: u64 = assigned.iter().map(|a| a.bytes).sum::<u64>() + fixed;
     println!(
-        "plan: {counts:?} tensors by bits; {:.2} MB of tensor data (budget {mb} MB, {:.2} MB fixed); predicted KLD {:.4}",
+        "plan: {counts:?} tensors by format; {:.2} MB of tensor data (budget {mb} MB, {:.2} MB fixed); predicted KLD {:.4}",
         bytes as f64 / 1e6,
         fixed as f64 / 1e6,
         assigned.iter().map(|a| a.error).sum::<f64>()
     );
-    let mut keep: Vec<KeepRule> = assigned.into_iter().map(|a| KeepRule { pattern: a.name, bits: a.bits }).collect();
+    let mut keep: Vec<KeepRule> = assigned.into_iter().map(|a| KeepRule::format(&a.name, a.format)).collect();
     keep.append(&mut plan.keep);
     plan.keep = keep;
     Ok(())

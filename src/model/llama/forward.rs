@@ -16,6 +16,7 @@ fn linear(w: Weight, x: Act, out: Act) -> Op {
 /// One pass of the model over `pass.n_tokens` tokens.
 pub fn forward(c: &LlamaConfig, pass: Pass) -> Graph {
     let mut g = Graph::new(pass.capture);
+    g.inputs = pass.inputs;
     let gemma = c.arch.is_gemma();
 
     let ids = if pass.sampled_ids { Ids::Sampled } else { Ids::Input };
@@ -62,6 +63,8 @@ fn attention(g: &mut Graph, c: &LlamaConfig, l: usize) {
     let bias = |part: L| c.attn_bias.then_some(w(part));
     // Qwen3 normalises each query and key head before rotating it.
     let (q, k) = if c.qk_norm { (Act::QProj, Act::KProj) } else { (Act::Q, Act::K) };
+    // The projections' inputs are captured for calibration statistics (quant::calibration).
+    g.capture_input(format!("blk.{l}.attn_in"), Act::H);
     g.push(Op::Linear { w: w(L::Q), bias: bias(L::QBias), x: Act::H, out: q });
     g.push(Op::Linear { w: w(L::K), bias: bias(L::KBias), x: Act::H, out: k });
     g.push(Op::Linear { w: w(L::V), bias: bias(L::VBias), x: Act::H, out: Act::V });
@@ -72,6 +75,7 @@ fn attention(g: &mut Graph, c: &LlamaConfig, l: usize) {
     }
     g.push(Op::RopeStore { layer: l, q: Act::Q, k: Act::K, v: Act::V });
     g.push(Op::Attention { layer: l, q: Act::Q, out: Act::Attn });
+    g.capture_input(format!("blk.{l}.attn_mix"), Act::Attn);
     g.push(linear(w(L::O), Act::Attn, Act::O));
     g.capture(format!("blk.{l}.attn_out"), Act::O);
 }
@@ -79,9 +83,11 @@ fn attention(g: &mut Graph, c: &LlamaConfig, l: usize) {
 /// `act(w_gate · h) * (w_up · h)`, projected back into `Act::Down`.
 fn mlp(g: &mut Graph, l: usize, act: Activation) {
     let w = |part: L| Weight::Layer(l, part);
+    g.capture_input(format!("blk.{l}.ffn_in"), Act::H);
     g.push(linear(w(L::Gate), Act::H, Act::Gate));
     g.push(linear(w(L::Up), Act::H, Act::Up));
     g.push(Op::Glu { act, gate: Act::Gate, up: Act::Up, out: Act::Act });
+    g.capture_input(format!("blk.{l}.ffn_act"), Act::Act);
     g.push(linear(w(L::Down), Act::Act, Act::Down));
     g.capture(format!("blk.{l}.mlp_out"), Act::Down);
 }
