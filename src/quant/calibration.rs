@@ -135,7 +135,9 @@ impl Calibration {
             text: meta["text"].as_str().unwrap_or("").to_string(),
             matrices: BTreeMap::new(),
         };
-        let mut halves: BTreeMap<String, (Option<Vec<f32>>, Option<Vec<f32>>)> = BTreeMap::new();
+        // Per matrix: (mean square, mean), each read from its own tensor.
+        type Halves = (Option<Vec<f32>>, Option<Vec<f32>>);
+        let mut halves: BTreeMap<String, Halves> = BTreeMap::new();
         for t in &header.tensors {
             let data = &bytes[t.range.start as usize..t.range.end as usize];
             let values: Vec<f32> = data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
