@@ -25,8 +25,8 @@ struct Params {
     chunk_len: u32, // SPLIT: context positions per workgroup, a multiple of WG
     window: u32,    // 0: none
     softcap: f32,   // 0: none
-    _pad0: u32,
-    _pad1: u32,
+    rot_dims: u32,  // ROPE: dimensions rotated, as shaders/rope_store.wgsl
+    sinks: u32,     // ROPE: positions that keep their cache slots
 }
 
 struct Step {
@@ -46,6 +46,22 @@ alias Word = f32;
 #endif
 #endif
 
+#ifdef ROPE
+// Decode (one token) with the RoPE + KV store of shaders/rope_store.wgsl folded in: q is the
+// stacked Q/K/V projection's row [n_heads + 2 * n_kv_heads, head_dim], rotated here, and the
+// caches take the new K/V row. Always VEC4 and SPLIT; the last workgroup of a head to finish
+// merges the chunks, so there is no combine dispatch.
+@group(0) @binding(0) var<storage, read> q: array<f32>;
+@group(0) @binding(1) var<storage, read_write> k_cache: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> v_cache: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> partials: array<f32>; // [1, n_heads, chunks, head_dim + 2]
+@group(0) @binding(4) var<storage, read> cos_sin: array<f32>;          // [max_seq, rot_dims / 2, 2]
+// Workgroups of each head that have written their chunk; the last one sets it back to 0.
+@group(0) @binding(5) var<storage, read_write> arrivals: array<atomic<u32>>; // [n_heads]
+@group(0) @binding(6) var<storage, read_write> out: array<f32>;      // [1, n_heads, head_dim]
+@group(0) @binding(7) var<uniform> p: Params;
+@group(0) @binding(8) var<uniform> step: Step;
+#else
 @group(0) @binding(0) var<storage, read> q: array<f32>;          // [n_tokens, n_heads, head_dim]
 #ifdef VEC4
 @group(0) @binding(1) var<storage, read> k_cache: array<vec4<f32>>; // [n_kv_heads, max_seq, head_dim / 4]
@@ -63,6 +79,7 @@ alias Word = f32;
 #endif
 @group(0) @binding(4) var<uniform> p: Params;
 @group(0) @binding(5) var<uniform> step: Step;
+#endif
 
 const WG: u32 = 64u;
 // Dimensions each invocation accumulates: head_dim <= WG * DIMS.
@@ -281,6 +298,88 @@ fn k_dot4(row: u32, n4: u32) -> f32 {
     return (s0 + s1) + (s2 + s3);
 }
 
+#ifdef ROPE
+// The new token's rotated K row and its V row, read from the projection, not the cache: the
+// cache slot is written in this same dispatch by one workgroup of the KV head.
+var<workgroup> k_new: array<vec4<f32>, MAX_HEAD_DIM / 4u>;
+var<workgroup> v_new: array<vec4<f32>, MAX_HEAD_DIM / 4u>;
+var<workgroup> arrived: u32;
+
+// As shaders/rope_store.wgsl: the first `sinks` positions keep their slots, the rest share
+// the others as a ring.
+fn ring_slot(pos: u32) -> u32 {
+    if (pos < p.sinks) {
+        return pos;
+    }
+    return p.sinks + (pos - p.sinks) % (p.max_seq - p.sinks);
+}
+
+// Dimension d of the head starting at `src` in the projection, rotated with table row `slot`
+// (NORM pairs (2i, 2i + 1), NEOX pairs (i, i + rot/2), dimensions past rot_dims unrotated):
+// the same arithmetic as rope_store.wgsl.
+fn rotated(src: u32, d: u32, slot: u32) -> f32 {
+    let half_rot = p.rot_dims / 2u;
+    if (d >= p.rot_dims) {
+        return q[src + d];
+    }
+#ifdef NEOX
+    let i = d % half_rot;
+    let dims = vec2<u32>(i, i + half_rot);
+#else
+    let i = d / 2u;
+    let dims = vec2<u32>(2u * i, 2u * i + 1u);
+#endif
+    let at = (slot * half_rot + i) * 2u;
+    let c = cos_sin[at];
+    let s = cos_sin[at + 1u];
+    let x0 = q[src + dims.x];
+    let x1 = q[src + dims.y];
+    if (d == dims.x) {
+        return x0 * c - x1 * s;
+    }
+    return x0 * s + x1 * c;
+}
+
+fn rotated4(src: u32, w: u32, slot: u32) -> vec4<f32> {
+    let d = 4u * w;
+    return vec4<f32>(rotated(src, d, slot), rotated(src, d + 1u, slot), rotated(src, d + 2u, slot), rotated(src, d + 3u, slot));
+}
+
+fn k_dot_new(n4: u32) -> f32 {
+    var s0 = 0.0;
+    var s1 = 0.0;
+    var s2 = 0.0;
+    var s3 = 0.0;
+    for (var w = 0u; w < n4; w += 4u) {
+        s0 += dot(qs4[w], k_new[w]);
+        s1 += dot(qs4[w + 1u], k_new[w + 1u]);
+        s2 += dot(qs4[w + 2u], k_new[w + 2u]);
+        s3 += dot(qs4[w + 3u], k_new[w + 3u]);
+    }
+    return (s0 + s1) + (s2 + s3);
+}
+#endif
+
+// The score of context slot j (its K row starts at `row`).
+fn score4(j: u32, row: u32, n4: u32, fresh: u32) -> f32 {
+#ifdef ROPE
+    if (j == fresh) {
+        return capped(k_dot_new(n4));
+    }
+#endif
+    return capped(k_dot4(row, n4));
+}
+
+// Column group c of context slot j's V row (starting at `row`).
+fn value4(j: u32, row: u32, c: u32, fresh: u32) -> vec4<f32> {
+#ifdef ROPE
+    if (j == fresh) {
+        return v_new[c];
+    }
+#endif
+    return v_cache[row + c];
+}
+
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let h = wid.x;
@@ -290,12 +389,33 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     }
     let lane = lid.x;
     let n4 = p.head_dim / 4u;
-    let kvh = h / (p.n_heads / p.n_kv_heads);
+    let group = p.n_heads / p.n_kv_heads;
+    let kvh = h / group;
     let q_base = (t * p.n_heads + h) * p.head_dim;
+    let kv_base = kvh * p.max_seq * n4;
+#ifdef ROPE
+    // The slot the new position takes; no other slot is read from the projection.
+    let fresh = ring_slot(step.pos);
+    if (lane < n4) {
+        qs4[lane] = rotated4(h * p.head_dim, lane, fresh) * p.scale;
+        k_new[lane] = rotated4((p.n_heads + kvh) * p.head_dim, lane, fresh);
+        let v_at = (p.n_heads + p.n_kv_heads + kvh) * p.head_dim + 4u * lane;
+        v_new[lane] = vec4<f32>(q[v_at], q[v_at + 1u], q[v_at + 2u], q[v_at + 3u]);
+        // The first workgroup of the KV head stores its row; the others read it from k_new /
+        // v_new, so no workgroup reads the slot while it is written.
+        if (wid.z == 0u && h % group == 0u) {
+            k_cache[kv_base + fresh * n4 + lane] = k_new[lane];
+            v_cache[kv_base + fresh * n4 + lane] = v_new[lane];
+        }
+    }
+#else
+    // No slot is fresh: max_seq is past every slot index.
+    let fresh = p.max_seq;
     if (lane < n4) {
         let at = q_base + 4u * lane;
         qs4[lane] = vec4<f32>(q[at], q[at + 1u], q[at + 2u], q[at + 3u]) * p.scale;
     }
+#endif
     workgroupBarrier();
 
     // This lane's V columns 4c..4c+3 and its position group g (lanes past groups * n4 idle).
@@ -305,7 +425,6 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     var m = LOWEST;
     var l = 0.0;
     var acc = vec4<f32>(0.0);
-    let kv_base = kvh * p.max_seq * n4;
     let range = context_range(t, wid.z);
     let first = range.x;
     let limit = range.y;
@@ -315,7 +434,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         let seen = j < limit && in_window(t, j);
         var s = LOWEST;
         if (seen) {
-            s = capped(k_dot4(kv_base + j * n4, n4));
+            s = score4(j, kv_base + j * n4, n4, fresh);
         }
         probs[lane] = s;
         workgroupBarrier();
@@ -342,11 +461,13 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         if (g < groups) {
             var jj = g;
             for (; jj + groups < count; jj += 2u * groups) {
-                a0 += probs[jj] * v_cache[kv_base + (start + jj) * n4 + c];
-                a1 += probs[jj + groups] * v_cache[kv_base + (start + jj + groups) * n4 + c];
+                let j0 = start + jj;
+                let j1 = j0 + groups;
+                a0 += probs[jj] * value4(j0, kv_base + j0 * n4, c, fresh);
+                a1 += probs[jj + groups] * value4(j1, kv_base + j1 * n4, c, fresh);
             }
             if (jj < count) {
-                a0 += probs[jj] * v_cache[kv_base + (start + jj) * n4 + c];
+                a0 += probs[jj] * value4(start + jj, kv_base + (start + jj) * n4, c, fresh);
             }
         }
         acc = a0 + a1;
@@ -355,12 +476,12 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     }
     merged[lane] = acc;
     workgroupBarrier();
-    if (lane >= n4) {
-        return;
-    }
-    var sum = merged[lane];
-    for (var gg = 1u; gg < groups; gg++) {
-        sum += merged[gg * n4 + lane];
+    var sum = vec4<f32>(0.0);
+    if (lane < n4) {
+        sum = merged[lane];
+        for (var gg = 1u; gg < groups; gg++) {
+            sum += merged[gg * n4 + lane];
+        }
     }
 #ifdef SPLIT
     let at = partials_at(t, h, wid.z);
@@ -368,16 +489,39 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         partials[at] = m;
         partials[at + 1u] = l;
     }
-    partials[at + 2u + 4u * lane] = sum.x;
-    partials[at + 3u + 4u * lane] = sum.y;
-    partials[at + 4u + 4u * lane] = sum.z;
-    partials[at + 5u + 4u * lane] = sum.w;
+    if (lane < n4) {
+        partials[at + 2u + 4u * lane] = sum.x;
+        partials[at + 3u + 4u * lane] = sum.y;
+        partials[at + 4u + 4u * lane] = sum.z;
+        partials[at + 5u + 4u * lane] = sum.w;
+    }
+#ifdef ROPE
+    // The last of the head's workgroups to get here merges every chunk. storageBarrier is a
+    // device-scope release here and an acquire after the count (naga emits Device scope for
+    // it), so the last one reads what every other one wrote before counting itself in.
+    storageBarrier();
+    if (lane == 0u) {
+        arrived = atomicAdd(&arrivals[t * p.n_heads + h], 1u);
+    }
+    let before = workgroupUniformLoad(&arrived);
+    let chunks = (p.max_seq + p.chunk_len - 1u) / p.chunk_len;
+    if (before + 1u < chunks) {
+        return;
+    }
+    storageBarrier();
+    if (lane == 0u) {
+        atomicStore(&arrivals[t * p.n_heads + h], 0u);
+    }
+    merge_chunks(partials_at(t, h, 0u), chunks, p.head_dim, lane, q_base);
+#endif
 #else
-    let inv = 1.0 / l;
-    out[q_base + 4u * lane] = sum.x * inv;
-    out[q_base + 4u * lane + 1u] = sum.y * inv;
-    out[q_base + 4u * lane + 2u] = sum.z * inv;
-    out[q_base + 4u * lane + 3u] = sum.w * inv;
+    if (lane < n4) {
+        let inv = 1.0 / l;
+        out[q_base + 4u * lane] = sum.x * inv;
+        out[q_base + 4u * lane + 1u] = sum.y * inv;
+        out[q_base + 4u * lane + 2u] = sum.z * inv;
+        out[q_base + 4u * lane + 3u] = sum.w * inv;
+    }
 #endif
 }
 #endif

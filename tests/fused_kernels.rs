@@ -1,9 +1,14 @@
 //! The fused forms the engine uses to cut dispatches per token: residual add + RMSNorm, the
 //! stacked Q/K/V and gate/up projections, RoPE + KV store reading the stacked Q/K/V, and SwiGLU
-//! over the stacked gate/up output. Each must give what its unfused form gives: the same bits
-//! where the arithmetic is the same, else its CPU reference's tolerance.
+//! over the stacked gate/up output, and decode attention with the RoPE + KV store folded in.
+//! Each must give what its unfused form gives: the same bits where the arithmetic is the same,
+//! else its CPU reference's tolerance.
 
 use weft::gpu::DType;
+use weft::ops::attention::{
+    attention_rope_split, attention_split_masked, partials_shape, AttentionMask, AttentionShape, ATTENTION_TOLERANCE,
+    SPLIT_CHUNK,
+};
 use weft::ops::elementwise::{silu_mul_cpu, silu_mul_pairs, SILU_MUL_TOLERANCE};
 use weft::ops::kv::KvFormat;
 use weft::ops::norm::{add_rms_norm, rms_norm_cpu, RMSNORM_TOLERANCE};
@@ -288,5 +293,79 @@ fn gemv_with_swiglu_staging_equals_swiglu_then_gemv() -> anyhow::Result<()> {
     let gu = ctx.zeros("gu", &[1, 128], DType::F32)?;
     let blocks = GemvConfig { wg: 64, rows: 1, lanes: 1 };
     assert!(pollster::block_on(gemv_fused_tuned(ctx, &w, &gu, &y, glu, blocks)).is_err(), "the block kernel has no SwiGLU staging");
+    Ok(())
+}
+
+/// Decode attention that rotates the query and the new key itself, stores the new K/V row and
+/// merges its chunks in the last workgroup of each head, against RoPE + KV store, split
+/// attention and the combine dispatch: the same cache bits, the same output within the
+/// attention tolerance, the arrival counters back at zero. Partial rotation, both pair
+/// layouts, GQA, a context over several chunks, a ring past max_seq with sinks, a window and
+/// soft-capping.
+#[test]
+fn attention_with_rope_folded_in_equals_rope_store_then_split_attention() -> anyhow::Result<()> {
+    let ctx = ctx();
+    let none = AttentionMask::default();
+    for (case, (style, n_heads, n_kv_heads, head_dim, rot_dims, max_seq, sinks, pos, mask)) in [
+        (RopeStyle::Norm, 6, 2, 64, 64, 200, 0, 130, none),
+        (RopeStyle::Neox, 4, 4, 64, 32, 128, 0, 5, none),
+        (RopeStyle::Neox, 8, 2, 128, 128, 128, 4, 300, none),
+        (RopeStyle::Norm, 4, 1, 32, 32, 256, 0, 190, AttentionMask { window: Some(70), softcap: Some(20.0) }),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let seed = 900 + 10 * case as u64;
+        let rs = RopeShape { n_tokens: 1, n_heads, n_kv_heads, head_dim, max_seq, rot_dims, style, kv: KvFormat::F32, sinks };
+        let s = AttentionShape { n_tokens: 1, n_heads, n_kv_heads, head_dim, max_seq, kv: KvFormat::F32 };
+        let qkv = random_f32(seed, (n_heads + 2 * n_kv_heads) * head_dim);
+        let tqkv = ctx.upload_f32("qkv", &[1, n_heads + 2 * n_kv_heads, head_dim], &qkv)?;
+        let table = ctx.upload_f32("rope", &[max_seq, rot_dims / 2, 2], &rope_table(max_seq, rot_dims, 10000.0, &RopeScaling::None))?;
+        let step = ctx.uniform_block("step", 16);
+        ctx.write_uniform(&step, &step_bytes(pos as u32, 1));
+        let cache = [n_kv_heads, max_seq, head_dim];
+        let fill = random_f32(seed + 1, n_kv_heads * max_seq * head_dim);
+        let fill_v = random_f32(seed + 2, n_kv_heads * max_seq * head_dim);
+        let heads = [1, n_heads, head_dim];
+        let scale = 1.0 / (head_dim as f32).sqrt();
+
+        // Unfused: rotate and store, attend in chunks, combine.
+        let (kc1, vc1) = (ctx.upload_f32("kc", &cache, &fill)?, ctx.upload_f32("vc", &cache, &fill_v)?);
+        let q = ctx.zeros("q", &heads, DType::F32)?;
+        let partials1 = ctx.zeros("partials", &partials_shape(&s, SPLIT_CHUNK), DType::F32)?;
+        let out1 = ctx.zeros("out", &heads, DType::F32)?;
+        let store = pollster::block_on(rope_store_qkv(ctx, rs, &tqkv, &q, &kc1, &vc1, &table, &step))?;
+        let [split, combine] =
+            pollster::block_on(attention_split_masked(ctx, s, mask, &q, &kc1, &vc1, &partials1, &out1, scale, &step, SPLIT_CHUNK))?;
+        ctx.run(&[&store, &split, &combine]);
+
+        // Fused, twice: the counters must be ready for the next step.
+        let (kc2, vc2) = (ctx.upload_f32("kc", &cache, &fill)?, ctx.upload_f32("vc", &cache, &fill_v)?);
+        let partials2 = ctx.zeros("partials", &partials_shape(&s, SPLIT_CHUNK), DType::F32)?;
+        let arrivals = ctx.zeros("arrivals", &[n_heads], DType::U32)?;
+        let out2 = ctx.zeros("out", &heads, DType::F32)?;
+        let fused = pollster::block_on(attention_rope_split(
+            ctx,
+            rs,
+            mask,
+            &tqkv,
+            [&kc2, &vc2],
+            &table,
+            [&partials2, &arrivals],
+            &out2,
+            scale,
+            &step,
+        ))?;
+        let what = format!("case {case}: {style:?} heads {n_heads}/{n_kv_heads} dim {head_dim} rot {rot_dims} pos {pos}");
+        for run in 0..2 {
+            ctx.run(&[&fused]);
+            assert_eq!(bits(&pollster::block_on(ctx.read_f32(&kc2))?), bits(&pollster::block_on(ctx.read_f32(&kc1))?), "{what}: k cache");
+            assert_eq!(bits(&pollster::block_on(ctx.read_f32(&vc2))?), bits(&pollster::block_on(ctx.read_f32(&vc1))?), "{what}: v cache");
+            assert_eq!(pollster::block_on(ctx.read_u32(&arrivals))?, vec![0; n_heads], "{what}: arrivals after run {run}");
+            let want: Vec<f64> = pollster::block_on(ctx.read_f32(&out1))?.iter().map(|&w| w as f64).collect();
+            let dev = ATTENTION_TOLERANCE.compare(&pollster::block_on(ctx.read_f32(&out2))?, &want);
+            assert!(dev.within, "{what}, run {run}: {dev:?}");
+        }
+    }
     Ok(())
 }

@@ -156,8 +156,9 @@ fn fused_and_separate_dispatches_agree() -> anyhow::Result<()> {
 
 /// The decode step on a GPU's launch shapes (forced here on any adapter) with weft weights, so
 /// that the GPU GEMV kernel runs: the SwiGLU folded into the down projection's staging (one
-/// dispatch a block fewer) and steps queued one ahead give the greedy ids of the step with
-/// neither, and a generation stopped with a step still queued leaves nothing behind. The tiny
+/// dispatch a block fewer), steps queued one ahead and split attention with the RoPE + KV store
+/// folded in give the greedy ids of the step with none of them, and a generation stopped with
+/// a step still queued leaves nothing behind. The tiny
 /// Qwen2 fixture (F32 weights, quantized at load; widths multiples of 32).
 #[test]
 fn swiglu_in_the_down_gemv_and_queued_steps_keep_the_ids() -> anyhow::Result<()> {
@@ -170,7 +171,8 @@ fn swiglu_in_the_down_gemv_and_queued_steps_keep_the_ids() -> anyhow::Result<()>
     let config = std::fs::read_to_string(format!("{dir}/config.json"))?;
     let prompt = [5, 77, 301, 12, 650, 9, 42];
     let mut runs = Vec::new();
-    for (fuse_glu, pipeline, int8_activations) in [(false, false, false), (true, false, false), (true, true, false), (true, true, true)] {
+    let configs = [(false, false, false, true), (true, false, false, true), (true, true, false, true), (true, true, true, true), (false, false, false, false)];
+    for (fuse_glu, pipeline, int8_activations, split) in configs {
         let engine = EngineOptions {
             max_seq: 64,
             max_batch: 16,
@@ -178,6 +180,7 @@ fn swiglu_in_the_down_gemv_and_queued_steps_keep_the_ids() -> anyhow::Result<()>
             fuse_glu,
             pipeline,
             int8_activations,
+            split_attention: Some(split),
             tune: false,
             ..Default::default()
         };
@@ -198,8 +201,13 @@ fn swiglu_in_the_down_gemv_and_queued_steps_keep_the_ids() -> anyhow::Result<()>
         assert_eq!(with("GLU=1"), if fuse_glu { 2 } else { 0 }, "{kernels:?}");
         // Every GEMV of the step (Q/K/V, O, gate/up, down a block, and the head).
         assert_eq!(with("DP4=1"), if int8_activations { 4 * 2 + 1 } else { 0 }, "{kernels:?}");
+        // Split attention takes the RoPE + KV store into it (one dispatch a block, not three).
+        assert_eq!(with("ROPE=1"), if split { 2 } else { 0 }, "{kernels:?}");
         runs.push((ids, llama.decode_dispatches()));
     }
+    assert_eq!(runs[4].0, runs[0].0, "attention with the RoPE + KV store in it changed the ids");
+    // Unsplit, the RoPE + KV store is a dispatch of its own: one more a block.
+    assert_eq!(runs[4].1, runs[0].1 + 2, "dispatches of the unsplit step");
     assert_eq!(runs[0].0, runs[1].0, "the SwiGLU in the down GEMV changed the ids");
     assert_eq!(runs[1].0, runs[2].0, "queueing steps ahead changed the ids");
     assert_eq!(runs[0].1 - runs[1].1, 2, "one dispatch fewer a block");

@@ -5,12 +5,24 @@ use crate::gpu::shader::{Defines, ShaderSource};
 use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor, Uniform};
 
 use super::kv::{all_defines, KvFormat};
+use super::rope::{RopeShape, RopeStyle};
 use super::Tolerance;
 
-pub const ATTENTION_SHADER: ShaderSource =
-    ShaderSource { name: "attention", source: include_str!("../../shaders/attention.wgsl") };
-pub const ATTENTION_COMBINE_SHADER: ShaderSource =
-    ShaderSource { name: "attention_combine", source: include_str!("../../shaders/attention_combine.wgsl") };
+// The chunk merge (attention_merge.wgsl) is shared: the combine dispatch runs it, and with ROPE
+// the last workgroup of each head.
+pub const ATTENTION_SHADER: ShaderSource = ShaderSource {
+    name: "attention",
+    source: concat!(
+        include_str!("../../shaders/attention.wgsl"),
+        "#ifdef ROPE\n",
+        include_str!("../../shaders/attention_merge.wgsl"),
+        "#endif\n"
+    ),
+};
+pub const ATTENTION_COMBINE_SHADER: ShaderSource = ShaderSource {
+    name: "attention_combine",
+    source: concat!(include_str!("../../shaders/attention_combine.wgsl"), include_str!("../../shaders/attention_merge.wgsl")),
+};
 
 /// Context positions one workgroup of split attention covers: one 64-position tile, so a
 /// decode step at context n runs n / 64 workgroups per head instead of one.
@@ -26,6 +38,9 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
     v.extend(all_defines(Defines::new().set("SPLIT", 1)).into_iter().map(|d| (ATTENTION_SHADER, d)));
     v.push((ATTENTION_SHADER, KvFormat::F32.defines(Defines::new().set("VEC4", 1))));
     v.push((ATTENTION_SHADER, KvFormat::F32.defines(Defines::new().set("VEC4", 1).set("SPLIT", 1))));
+    for style in [Defines::new(), Defines::new().set("NEOX", 1)] {
+        v.push((ATTENTION_SHADER, KvFormat::F32.defines(style.set("VEC4", 1).set("SPLIT", 1).set("ROPE", 1))));
+    }
     v.push((ATTENTION_COMBINE_SHADER, Defines::new()));
     v
 }
@@ -176,6 +191,79 @@ pub async fn attention_split_masked(
     Ok([split, merge])
 }
 
+/// Whether [`attention_rope_split`] runs this step: one token, an f32 cache and head_dim a
+/// multiple of 16 (the VEC4 path).
+pub fn rope_fuses(r: &RopeShape) -> bool {
+    r.n_tokens == 1 && r.kv == KvFormat::F32 && r.head_dim.is_multiple_of(16)
+}
+
+/// Decode attention with the RoPE + KV store folded in, one dispatch for what
+/// `rope_store_qkv` + [`attention_split_masked`] do in three. `qkv` is the stacked projection
+/// [1, n_heads + 2 * n_kv_heads, head_dim]: every workgroup rotates its query and the new key
+/// with `table` (as `rope_store` does), the first workgroup of each KV head stores the new K/V
+/// row, and the last workgroup of each head to finish merges the chunks into `out`.
+/// `arrivals` ([n_heads] words, zero) counts them and is zero again afterwards.
+#[allow(clippy::too_many_arguments)]
+pub async fn attention_rope_split(
+    ctx: &GpuContext,
+    r: RopeShape,
+    mask: AttentionMask,
+    qkv: &GpuTensor,
+    [k_cache, v_cache]: [&GpuTensor; 2],
+    table: &GpuTensor,
+    [partials, arrivals]: [&GpuTensor; 2],
+    out: &GpuTensor,
+    scale: f32,
+    step: &Uniform,
+) -> Result<Dispatch> {
+    let s = AttentionShape {
+        n_tokens: r.n_tokens,
+        n_heads: r.n_heads,
+        n_kv_heads: r.n_kv_heads,
+        head_dim: r.head_dim,
+        max_seq: r.max_seq,
+        kv: r.kv,
+    };
+    // `out` has the shape a separate query tensor would have.
+    check(&s, out, k_cache, v_cache, out)?;
+    let shape = partials_shape(&s, SPLIT_CHUNK);
+    let ok = rope_fuses(&r)
+        && qkv.shape == [1, r.n_heads + 2 * r.n_kv_heads, r.head_dim]
+        && qkv.dtype == DType::F32
+        && table.shape == [r.max_seq, r.rot_dims / 2, 2]
+        && r.rot_dims.is_multiple_of(2)
+        && r.rot_dims <= r.head_dim
+        && r.sinks < r.max_seq
+        && partials.shape == shape
+        && partials.dtype == DType::F32
+        && arrivals.shape == [r.n_heads]
+        && arrivals.dtype == DType::U32;
+    if !ok {
+        return Err(Error::Shape {
+            op: "attention_rope_split",
+            message: format!(
+                "{r:?} (one token, f32 cache, head_dim a multiple of 16) does not fit qkv {:?}, table {:?}, partials {:?}, arrivals {:?}",
+                qkv.shape, table.shape, partials.shape, arrivals.shape
+            ),
+        });
+    }
+    let style = match r.style {
+        RopeStyle::Norm => Defines::new(),
+        RopeStyle::Neox => Defines::new().set("NEOX", 1),
+    };
+    let pipeline = ctx.pipeline(&ATTENTION_SHADER, &defines(&s, style.set("SPLIT", 1).set("ROPE", 1))).await?;
+    let mut p = params(&s, mask, scale, SPLIT_CHUNK as u32);
+    p[10] = r.rot_dims as u32;
+    p[11] = r.sinks as u32;
+    ctx.dispatch_with(
+        &pipeline,
+        &[qkv, k_cache, v_cache, partials, table, arrivals, out],
+        Some(bytemuck::cast_slice(&p)),
+        &[step],
+        [s.n_heads as u32, 1, shape[2] as u32],
+    )
+}
+
 fn params(s: &AttentionShape, mask: AttentionMask, scale: f32, chunk_len: u32) -> [u32; 12] {
     [
         s.n_tokens as u32,
@@ -188,7 +276,7 @@ fn params(s: &AttentionShape, mask: AttentionMask, scale: f32, chunk_len: u32) -
         chunk_len,
         mask.window.map_or(0, |w| w.min(u32::MAX as usize) as u32),
         mask.softcap.unwrap_or(0.0).to_bits(),
-        0,
+        0, // rot_dims and sinks: set by attention_rope_split
         0,
     ]
 }

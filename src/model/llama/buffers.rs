@@ -36,6 +36,9 @@ pub(super) struct Buffers {
     pub ids: GpuTensor,
     /// [1, n_heads, chunks, head_dim + 2]: split decode attention's partial results.
     pub partials: GpuTensor,
+    /// [n_heads] u32: workgroups of each head done with decode attention fused with RoPE (zero
+    /// between dispatches).
+    pub arrivals: GpuTensor,
 }
 
 fn zeros(ctx: &GpuContext, label: &str, shape: &[usize]) -> Result<GpuTensor> {
@@ -68,6 +71,7 @@ impl Buffers {
             gate_up: zeros(ctx, "gate_up", &[b, 2 * c.ffn_dim])?,
             ids: ctx.zeros("ids", &[b], DType::U32)?,
             partials: zeros(ctx, "attention partials", &partials_shape(decode, SPLIT_CHUNK))?,
+            arrivals: ctx.zeros("attention arrivals", &[decode.n_heads], DType::U32)?,
         })
     }
 

@@ -5,6 +5,9 @@
 //! - Q/K/V stacked at load: the three projections and the RoPE + KV store become one matrix
 //!   product into `qkv` and the store reading from it; gate/up stacked: the two projections and
 //!   the SwiGLU become one product into `gate_up` and the pairwise SwiGLU.
+//! - With `fuse`, in one-token passes with split attention and an f32 cache, the RoPE + KV
+//!   store of a stacked Q/K/V product and the attention after it are one kernel that rotates
+//!   and stores as it attends and merges its chunks in the last workgroup (`attention_rope_split`).
 //! - With `fuse`, a residual add followed by an RMSNorm of the sum (captures between them
 //!   allowed) is one `add_rms_norm`; in a one-token pass the last row is the stream itself.
 //! - In one-token passes (the decode step) with `fuse_norms`, an RMSNorm followed by the projection that reads it
@@ -16,7 +19,9 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor};
-use crate::ops::attention::{attention_masked, attention_split_masked, AttentionMask, AttentionShape, SPLIT_CHUNK};
+use crate::ops::attention::{
+    attention_masked, attention_rope_split, attention_split_masked, rope_fuses, AttentionMask, AttentionShape, SPLIT_CHUNK,
+};
 use crate::ops::elementwise::{
     add_inplace, bias_add, copy, copy_row, gelu_mul, glu_pairs, scale_inplace, silu_mul, softcap_inplace,
 };
@@ -182,6 +187,11 @@ impl<'a> Lower<'a> {
         }
     }
 
+    /// Whether this pass's attention is split over the context (decode steps, where it pays).
+    fn split(&self) -> bool {
+        self.t == 1 && self.m.options.split_attention == Some(true)
+    }
+
     /// `act` at this pass's size.
     fn at(&self, act: Act) -> Result<GpuTensor> {
         self.view(act, act.rows(self.t))
@@ -274,8 +284,16 @@ impl<'a> Lower<'a> {
         }
     }
 
-    /// Emits a projection group reading `x` (the stream itself when a norm is folded in).
-    async fn project(&self, proj: &Projection<'_>, x: Act, fusion: Option<GemvFusion<'_>>, d: &mut Vec<Dispatch>) -> Result<()> {
+    /// Emits a projection group reading `x` (the stream itself when a norm is folded in);
+    /// returns how many ops of `rest` (the ops after the group) it lowered too.
+    async fn project(
+        &self,
+        proj: &Projection<'_>,
+        x: Act,
+        fusion: Option<GemvFusion<'_>>,
+        rest: &[Op],
+        d: &mut Vec<Dispatch>,
+    ) -> Result<usize> {
         let (c, b, ctx) = (self.c(), &self.m.buffers, self.ctx);
         let xv = self.at(x)?;
         match proj {
@@ -289,6 +307,17 @@ impl<'a> Lower<'a> {
                 let (kc, vc) = (&self.m.k_cache[*layer], &self.m.v_cache[*layer]);
                 let rs = rope_shape(c, &self.m.options, self.t);
                 let table = self.rope_table(*layer);
+                if let Some(Op::Attention { layer: al, q: aq, out }) = rest.first() {
+                    if (al, aq) == (layer, q) && self.split() && self.fuse && rope_fuses(&rs) {
+                        let mask = AttentionMask { window: c.window(*layer), softcap: c.attn_softcap };
+                        let (caches, scratch) = ([kc, vc], [&b.partials, &b.arrivals]);
+                        let out = self.heads(*out, c.n_heads)?;
+                        let scale = c.attention_scale();
+                        let step = &self.m.step;
+                        d.push(attention_rope_split(ctx, rs, mask, &qkv3, caches, table, scratch, &out, scale, step).await?);
+                        return Ok(1);
+                    }
+                }
                 d.push(rope_store_qkv(ctx, rs, &qkv3, &self.heads(*q, c.n_heads)?, kc, vc, table, &self.m.step).await?);
             }
             Projection::GateUp { w, gelu, out, .. } => {
@@ -304,7 +333,7 @@ impl<'a> Lower<'a> {
                 }
             }
         }
-        Ok(())
+        Ok(0)
     }
 
     /// The stacked gate/up GEMV followed by the down projection and its residual add (`rest`
@@ -353,8 +382,8 @@ impl<'a> Lower<'a> {
                     if let Some(n) = self.gate_up_into_down(&p, *x, fusion, &ops[1 + p.ops()..], d).await? {
                         return Ok(1 + p.ops() + n);
                     }
-                    self.project(&p, *x, Some(fusion), d).await?;
-                    return Ok(1 + p.ops());
+                    let more = self.project(&p, *x, Some(fusion), &ops[1 + p.ops()..], d).await?;
+                    return Ok(1 + p.ops() + more);
                 }
             }
             // A projection + the residual add of its output: the GEMV adds into the stream.
@@ -368,8 +397,8 @@ impl<'a> Lower<'a> {
             }
         }
         if let Some(p) = self.projection(ops) {
-            self.project(&p, p.input(), None, d).await?;
-            return Ok(p.ops());
+            let more = self.project(&p, p.input(), None, &ops[p.ops()..], d).await?;
+            return Ok(p.ops() + more);
         }
         if self.fuse {
             // A residual add + the norm of the sum.
@@ -413,7 +442,7 @@ impl<'a> Lower<'a> {
             }
             Op::Linear { w, bias, x, out } => {
                 let p = Projection::One { x: *x, w: self.matrix(*w)?, bias: bias.map(|b| self.vector(b)).transpose()?, out: *out };
-                self.project(&p, *x, None, d).await?;
+                self.project(&p, *x, None, &[], d).await?;
             }
             Op::RopeStore { layer, q, k, v } => {
                 let rs = rope_shape(c, &m.options, self.t);
@@ -427,7 +456,7 @@ impl<'a> Lower<'a> {
                 let mask = AttentionMask { window: c.window(*layer), softcap: c.attn_softcap };
                 let (q3, a3) = (self.heads(*q, c.n_heads)?, self.heads(*out, c.n_heads)?);
                 let (kc, vc) = (&m.k_cache[*layer], &m.v_cache[*layer]);
-                if self.t == 1 && m.options.split_attention == Some(true) {
+                if self.split() {
                     let b = &m.buffers.partials;
                     d.extend(attention_split_masked(ctx, shape, mask, &q3, kc, vc, b, &a3, scale, &m.step, SPLIT_CHUNK).await?);
                 } else {
