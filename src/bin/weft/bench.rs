@@ -26,6 +26,7 @@ pub struct Args {
     pub fuse: bool,
     pub tune: bool,
     pub fuse_glu: bool,
+    pub fuse_attention: bool,
     pub pipeline: bool,
     pub int8_activations: bool,
     pub backend: crate::backend::Backend,
@@ -54,6 +55,7 @@ struct Report {
     kv_bytes_per_token: u64,
     fuse: bool,
     fuse_glu: bool,
+    fuse_attention: bool,
     pipeline: bool,
     int8_activations: bool,
     /// GEMV launch shapes timed at load: every candidate's median µs and the one chosen.
@@ -88,7 +90,7 @@ fn open(ctx: &GpuContext, location: &str, engine: EngineOptions, weights: Weight
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let quantize = a.quantize.as_deref().map(WeftQuant::parse).transpose()?;
-    let engine = EngineOptions { max_seq: a.prompt_len + a.gen + 1, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, fuse_glu: a.fuse_glu, pipeline: a.pipeline, int8_activations: a.int8_activations, ..Default::default() };
+    let engine = EngineOptions { max_seq: a.prompt_len + a.gen + 1, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, fuse_glu: a.fuse_glu, fuse_attention: a.fuse_attention, pipeline: a.pipeline, int8_activations: a.int8_activations, ..Default::default() };
     let started = Instant::now();
     let mut llama = match a.backend {
         Backend::Gpu => {
@@ -150,6 +152,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         kv_bytes_per_token: llama.kv_bytes_per_token(),
         fuse: a.fuse,
         fuse_glu: a.fuse_glu,
+        fuse_attention: a.fuse_attention,
         pipeline: a.pipeline,
         int8_activations: a.int8_activations,
         gemv_tuning,

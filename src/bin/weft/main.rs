@@ -194,6 +194,10 @@ mod cli {
             /// into the down projection buys).
             #[arg(long)]
             no_fuse_glu: bool,
+            /// Keep the RoPE + KV store and the chunk merge of decode attention dispatches of
+            /// their own (to measure what folding them into the attention kernel buys).
+            #[arg(long)]
+            no_fuse_attention: bool,
             /// Wait for each decode step's token before queueing the next (to measure what
             /// queueing one step ahead buys).
             #[arg(long)]
@@ -316,10 +320,10 @@ mod cli {
                     compensate,
                 })
             }
-            Command::Bench { model, prompt_len, gen, reps, quantize, kv, json, profile, no_fuse, no_tune, no_fuse_glu, no_pipeline, int8_activations, backend, cpu } => {
+            Command::Bench { model, prompt_len, gen, reps, quantize, kv, json, profile, no_fuse, no_tune, no_fuse_glu, no_fuse_attention, no_pipeline, int8_activations, backend, cpu } => {
                 let (fuse, tune) = (!no_fuse, !no_tune);
                 let (fuse_glu, pipeline) = (!no_fuse_glu, !no_pipeline);
-                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, kv, json, profile, fuse, tune, fuse_glu, pipeline, int8_activations, backend, cpu })
+                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, kv, json, profile, fuse, tune, fuse_glu, fuse_attention: !no_fuse_attention, pipeline, int8_activations, backend, cpu })
             }
             Command::Generate {
                 model,

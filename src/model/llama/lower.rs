@@ -308,7 +308,7 @@ impl<'a> Lower<'a> {
                 let rs = rope_shape(c, &self.m.options, self.t);
                 let table = self.rope_table(*layer);
                 if let Some(Op::Attention { layer: al, q: aq, out }) = rest.first() {
-                    if (al, aq) == (layer, q) && self.split() && self.fuse && rope_fuses(&rs) {
+                    if (al, aq) == (layer, q) && self.split() && self.fuse && self.m.options.fuse_attention && rope_fuses(&rs) {
                         let mask = AttentionMask { window: c.window(*layer), softcap: c.attn_softcap };
                         let (caches, scratch) = ([kc, vc], [&b.partials, &b.arrivals]);
                         let out = self.heads(*out, c.n_heads)?;

@@ -37,6 +37,10 @@ pub struct EngineOptions {
     /// With `fuse_norms`, the SwiGLU taken by the down projection's GEMV while it stages the
     /// gate/up product (one dispatch a block fewer; the same bits). Off only to measure it.
     pub fuse_glu: bool,
+    /// With `fuse` and split attention, the RoPE + KV store of the decode step done by the
+    /// attention kernel, which also merges its chunks (two dispatches a block fewer; the same
+    /// cache bits). Off only to measure it.
+    pub fuse_attention: bool,
     /// Decode steps queued one ahead: the next step reads the sampled token on the GPU, so it
     /// is submitted before this one's token is read back, and the GPU does not wait for the
     /// CPU between steps. Any other call drops the step queued ahead. Off only to measure it.
@@ -63,6 +67,7 @@ impl Default for EngineOptions {
             fuse: true,
             fuse_norms: None,
             fuse_glu: true,
+            fuse_attention: true,
             pipeline: true,
             int8_activations: false,
             tune: true,
