@@ -24,6 +24,20 @@ out=${1:?output folder}
 steps=${2:-copy tests gemv models}
 mkdir -p "$out"
 log() { echo "== $*" | tee -a "$out/session.log"; }
+# The rows of a qmatmul_bench JSON file, into the log: GB/s for GEMVs, with "gemm" GFLOP/s.
+show_rows() {
+  python3 - "$1" "${2:-gemv}" <<'EOF' | tee -a "$out/session.log"
+import json, sys
+d = json.load(open(sys.argv[1]))
+gemm = sys.argv[2] == "gemm"
+for r in d["rows"]:
+    rate = f'{r["gflop_per_s"]:8.0f} GFLOP/s' if gemm else f'{r["gb_per_s"]:7.0f} GB/s'
+    tokens = f' t={r["tokens"]:<4}' if gemm else ""
+    print(f'{r["format"]:>12} {r["n"]:>6}x{r["k"]:<6}{tokens} {r["us_per_call"]:9.1f} us {rate}')
+for s in d.get("skipped", []):
+    print("skipped:", s)
+EOF
+}
 
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
@@ -86,14 +100,7 @@ if [[ $steps == *gemv* ]]; then
     # shellcheck disable=SC2086
     "$bin/qmatmul_bench" --formats "$formats" --shapes ${QSHAPES:-8192x8192,14336x4096,4096x14336,16384x16384} \
       --seconds 0.4 --json --wg "$wg" --rows "$rows" --lanes "$lanes" $int8 2>>"$out/qmatmul.err" >"$out/$name.json"
-    python3 - "$out/$name.json" <<'EOF' | tee -a "$out/session.log"
-import json, sys
-d = json.load(open(sys.argv[1]))
-for r in d["rows"]:
-    print(f'{r["format"]:>12} {r["n"]:>6}x{r["k"]:<6} {r["us_per_call"]:9.1f} us {r["gb_per_s"]:7.0f} GB/s')
-for s in d.get("skipped", []):
-    print("skipped:", s)
-EOF
+    show_rows "$out/$name.json"
    done
   done
 fi
@@ -108,14 +115,7 @@ if [[ $steps == *gemm* ]]; then
       "$bin/qmatmul_bench" --formats "${GEMM_FORMATS:-Q4_0,Q8_0,Q4_K,q4_g32_asym}" --tokens "$t" --gemm "$kernel" ${rows:+--rows "$rows"} ${tt:+--tt "$tt"} \
         --shapes "${GEMM_SHAPES:-2048x2048,5632x2048,2048x5632,4096x4096,14336x4096,4096x14336}" --seconds 0.4 --json \
         2>>"$out/qmatmul.err" >"$out/$name.json"
-      python3 - "$out/$name.json" <<'EOF' | tee -a "$out/session.log"
-import json, sys
-d = json.load(open(sys.argv[1]))
-for r in d["rows"]:
-    print(f'{r["format"]:>12} {r["n"]:>6}x{r["k"]:<6} t={r["tokens"]:<4} {r["us_per_call"]:9.1f} us {r["gflop_per_s"]:8.0f} GFLOP/s')
-for s in d.get("skipped", []):
-    print("skipped:", s)
-EOF
+      show_rows "$out/$name.json" gemm
     done
   done
 fi
@@ -157,6 +157,17 @@ if [ -n "${building:-}" ]; then
   log "waiting for the llama-bench build"
   wait "$building"
   tail -1 /tmp/l/build.log | tee -a "$out/session.log"
+  # The binary comes back (xz, under the 16 MB a file that returns) for the next session to
+  # carry as .dev/llama-bench.xz instead of building it again.
+  built=/tmp/l/llama.cpp/build/bin/llama-bench
+  if [ -x "$built" ]; then
+    xz -T0 -c "$built" >"$out/llama-bench.xz"
+    ldd "$built" | tee -a "$out/session.log"
+    if [ "$(stat -c %s "$out/llama-bench.xz")" -gt 16000000 ]; then
+      log "llama-bench.xz is over 16 MB: not kept"
+      rm "$out/llama-bench.xz"
+    fi
+  fi
   for f in /tmp/weft-models/*.gguf; do
     log "llama-bench $(basename "$f" .gguf)"
     /tmp/l/llama.cpp/build/bin/llama-bench -m "$f" -p 128 -n 128 -r 3 -ngl 99 -o md 2>>"$out/llama.err" | tee -a "$out/session.log"
