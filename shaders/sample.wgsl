@@ -89,6 +89,15 @@ fn reduce_count(lane: u32, v: u32) -> u32 {
     return r;
 }
 
+// Greedy's step over one logit: a larger one, or the first one seen, replaces the best (so a
+// lane visiting rising indices keeps its lowest tied index).
+fn consider(v: f32, i: u32, best: ptr<function, f32>, best_i: ptr<function, u32>) {
+    if (v > *best || *best_i == NONE) {
+        *best = v;
+        *best_i = i;
+    }
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
     let lane = lid.x;
@@ -119,13 +128,32 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
         // logit, so each load of the workgroup reads one contiguous run (a lane's own chunk
         // made each load touch WG cache lines); a lane's indices rise, so it keeps its lowest
         // tied index, and the lowest of those wins below.
+        // Eight loads are issued before the first comparison waits on one: a loop that loads
+        // one logit and compares it waits a memory round trip per iteration, which over a
+        // 50k vocabulary was the slowest dispatch of a small model's step.
         var best = LOWEST;
         var best_i = NONE;
-        for (var i = lane; i < p.vocab; i += WG) {
-            if (logits[i] > best || best_i == NONE) {
-                best = logits[i];
-                best_i = i;
-            }
+        var i = lane;
+        for (; i + 7u * WG < p.vocab; i += 8u * WG) {
+            let v0 = logits[i];
+            let v1 = logits[i + WG];
+            let v2 = logits[i + 2u * WG];
+            let v3 = logits[i + 3u * WG];
+            let v4 = logits[i + 4u * WG];
+            let v5 = logits[i + 5u * WG];
+            let v6 = logits[i + 6u * WG];
+            let v7 = logits[i + 7u * WG];
+            consider(v0, i, &best, &best_i);
+            consider(v1, i + WG, &best, &best_i);
+            consider(v2, i + 2u * WG, &best, &best_i);
+            consider(v3, i + 3u * WG, &best, &best_i);
+            consider(v4, i + 4u * WG, &best, &best_i);
+            consider(v5, i + 5u * WG, &best, &best_i);
+            consider(v6, i + 6u * WG, &best, &best_i);
+            consider(v7, i + 7u * WG, &best, &best_i);
+        }
+        for (; i < p.vocab; i += WG) {
+            consider(logits[i], i, &best, &best_i);
         }
         let m = reduce_max(lane, best);
         var cand = NONE;

@@ -49,8 +49,18 @@ fn greedy_picks_the_argmax_and_records_it() -> anyhow::Result<()> {
     let (id, _) = gpu_sample(&[0.0, 5.0, 1.0, 5.0], &[0], &SampleParams::default())?;
     assert_eq!(id, 1);
     // Also when one lane of the workgroup meets several of them, a workgroup's width apart.
-    for (tied, lowest) in [([260, 4, 900], 4), ([700, 444, 300], 300), ([999, 743, 487], 487)] {
-        let mut l = vec![0.0f32; 1000];
+    // In 5000 logits a lane takes eight at a time: ties inside one such round (3 + 6 · 256 and
+    // 3 + 2 · 256), across rounds and in the tail past the last whole round.
+    let cases = [
+        (1000, [260, 4, 900], 4),
+        (1000, [700, 444, 300], 300),
+        (1000, [999, 743, 487], 487),
+        (5000, [1539, 515, 4000], 515),
+        (5000, [4099, 2051, 4865], 2051),
+        (5000, [4999, 4865, 4610], 4610),
+    ];
+    for (vocab, tied, lowest) in cases {
+        let mut l = vec![0.0f32; vocab];
         for i in tied {
             l[i] = 5.0;
         }
