@@ -5,11 +5,15 @@
 // page's worker runs, minus the worker's messages (Node has no Web Worker). Models are served over
 // HTTP by scripts/serve.mjs (Range, strong ETags), so the loader reads them as a page does.
 //
-//   node bench/dawn/run.mjs [--webgpu DIR] [--prompt-len 128] [--gen 128] [--reps 3]
+//   node bench/dawn/run.mjs [--webgpu DIR] [--dawn-icd JSON] [--prompt-len 128] [--gen 128] [--reps 3]
 //       [--native WEFT] [--check 16] [--check-prompt TEXT] [--check-only] [--port 4391] MODEL.gguf...
 //
 //   --webgpu DIR  the package's index.js, package.json and dist/linux-x64/dawn.node
 //                 (default: target/dawn/webgpu, where bench/dawn/fetch-webgpu.sh puts them)
+//   --dawn-icd JSON  the Vulkan driver Dawn alone uses (VK_DRIVER_FILES in this process only;
+//                 the native binary keeps the environment's). Without a GPU: Debian chromium's
+//                 SwiftShader, /usr/lib/chromium/vk_swiftshader_icd.json (Dawn refuses lavapipe:
+//                 "Vulkan shaderUniform*ArrayDynamicIndexing required").
 //   --native WEFT a native weft binary: `WEFT generate MODEL --ids` gives the greedy ids the
 //                 JS API's must equal for the first --check tokens (0: print both, assert nothing)
 //   --check-only  the id check only, no timing
@@ -38,7 +42,7 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 function parseArgs(argv) {
   const o = {
-    webgpu: join(ROOT, 'target', 'dawn', 'webgpu'), promptLen: 128, gen: 128, reps: 3, native: null,
+    webgpu: join(ROOT, 'target', 'dawn', 'webgpu'), icd: null, promptLen: 128, gen: 128, reps: 3, native: null,
     check: 16, checkPrompt: 'The capital of France is', checkOnly: false, port: 4391, models: [],
   };
   const numbers = { '--prompt-len': 'promptLen', '--gen': 'gen', '--reps': 'reps', '--check': 'check', '--port': 'port' };
@@ -47,6 +51,7 @@ function parseArgs(argv) {
     if (numbers[a]) o[numbers[a]] = Number(argv[++i]);
     else if (a === '--webgpu') o.webgpu = resolve(argv[++i]);
     else if (a === '--native') o.native = resolve(argv[++i]);
+    else if (a === '--dawn-icd') o.icd = resolve(argv[++i]);
     else if (a === '--check-prompt') o.checkPrompt = argv[++i];
     else if (a === '--check-only') o.checkOnly = true;
     else if (a.startsWith('--')) throw new Error(`unknown option ${a}`);
@@ -169,7 +174,8 @@ async function jsIds(m, text, count) {
 
 /** Greedy ids of `text` from the native binary (`weft generate --ids`). */
 function nativeIds(weft, model, text, count) {
-  const r = spawnSync(weft, ['generate', model, '--prompt', text, '--max-tokens', String(count), '--ids'], { encoding: 'utf8' });
+  const r = spawnSync(weft, ['generate', model, '--prompt', text, '--max-tokens', String(count), '--ids'],
+    { encoding: 'utf8', env: nativeEnv });
   if (r.status !== 0) throw new Error(`${weft} generate failed (status ${r.status}): ${(r.stderr || '').trim().slice(-2000)}`);
   return r.stdout.trim().split(',').filter(Boolean).map(Number);
 }
@@ -218,8 +224,9 @@ async function bench(api, o, file, url, adapter) {
         const same = dawn.findIndex((id, i) => id !== native[i]);
         out.ids_native = native;
         out.ids_equal_first = same < 0 ? Math.min(dawn.length, native.length) : same;
-        if (o.check > 0 && out.ids_equal_first < Math.min(o.check, native.length, dawn.length)) {
-          problems.push(`greedy ids differ from native at position ${out.ids_equal_first}`);
+        // Both stop at the same count (the maximum, or an end-of-sequence token they agree on).
+        if (o.check > 0 && (!dawn.length || dawn.length !== native.length || out.ids_equal_first < Math.min(o.check, dawn.length))) {
+          problems.push(`greedy ids differ from native at position ${out.ids_equal_first} (${dawn.length} ids, native ${native.length})`);
         }
       }
     }
@@ -264,8 +271,12 @@ async function bench(api, o, file, url, adapter) {
   return out;
 }
 
+// The environment as it was before --dawn-icd, for the native binary.
+const nativeEnv = { ...process.env };
+
 async function main() {
   const o = parseArgs(process.argv.slice(2));
+  if (o.icd) process.env.VK_DRIVER_FILES = o.icd;
   const gpu = await installDawn(o.webgpu);
   const dir = stage();
   let server = null;
