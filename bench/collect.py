@@ -10,6 +10,8 @@ Inputs:
   bench/results/local/      bench/local/run.sh: weft-native.json (weft bench --json on the native
                             Vulkan adapter), llama-cpp.json (bench/native/llama_cpp_bench.py),
                             browser.json (bench/browser/run.mjs), machine.json (CPU and protocol)
+  bench/results/h100/*/     bench/gpu/session.sh's dawn step: dawn.jsonl, a record a model file with
+                            weft bench --json and bench/dawn/run.mjs's line, from one call
   bench/results/embed/      bench/embed_compare.py: <machine>.jsonl, weft bench-embed and
                             sentence-transformers runs interleaved (rows of the embedding table)
 Missing inputs leave their rows out; so does a browser engine that reported a problem.
@@ -305,6 +307,41 @@ def gemm_markdown(s: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def dawn() -> list:
+    """weft's JS API on Dawn (bench/dawn/run.mjs) beside a native `weft bench` of the same file run
+    right before it (bench/gpu/session.sh's dawn step, dawn.jsonl): a row per model file of every
+    folder that has them, both figures from one call."""
+    rows = []
+    for path in sorted(RESULTS.glob("h100/**/dawn.jsonl")):
+        for rec in load_jsonl(path):
+            rows.append({"dir": str(path.parent.relative_to(ROOT.parent)), **rec})
+    return rows
+
+
+def dawn_markdown(rows: list) -> str:
+    if not rows:
+        return ""
+    out = ["\n## H100: weft's JS API on Dawn beside native wgpu (bench/gpu/session.sh dawn step, one call)\n",
+           "`bench/dawn/run.mjs`: js/direct.js's loadModel / generate over the wasm build in Node, Dawn from the npm "
+           "package `webgpu` as navigator.gpu, the GGUF served over HTTP with Range; prompt 128 + 128 generated, greedy, "
+           "median of 3 after one untimed run, timed around the async iterator. Native: `weft bench --prompt-len 128 "
+           "--gen 128 --reps 3` on the same file right before.\n",
+           "| folder | model | native decode | Dawn decode | Dawn / native | native prefill | Dawn prefill | Dawn / native "
+           "| greedy ids equal | problems |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        n, d = r["native"], r["dawn"]
+        errors = "; ".join(f"{k}: {x['error']}" for k, x in (("native", n), ("Dawn", d)) if "error" in x)
+        if errors:
+            out.append(f"| {r['dir']} | {r['model']} | | | | | | | | {errors} |")
+            continue
+        out.append(f"| {r['dir']} | {r['model']} | {n['decode_tok_s_median']:.1f} | {d['decode_tok_s_median']:.1f} "
+                   f"| {d['decode_tok_s_median'] / n['decode_tok_s_median']:.2f} | {n['prefill_tok_s_median']:.0f} "
+                   f"| {d['prefill_tok_s_median']:.0f} | {d['prefill_tok_s_median'] / n['prefill_tok_s_median']:.2f} "
+                   f"| {d.get('ids_equal_first', '')} of {len(d.get('ids_dawn', []))} | {'; '.join(d.get('problems', []))} |")
+    adapters = sorted({f"{k}: {r[k]['adapter']}" for r in rows for k in ("native", "dawn") if "adapter" in r[k]})
+    return "\n".join(out + [""] + [f"- {a}" for a in adapters]) + "\n"
+
+
 def embed_table() -> str:
     """Best and median sentences/s per engine, weights and device of each machine's interleaved
     runs (bench/embed_compare.py), with the load average they ran under."""
@@ -327,10 +364,10 @@ def embed_table() -> str:
 
 
 def main() -> None:
-    data = {"h100": h100(), "local": local(), "session": session(), "gemv_session": session("session6")}
+    data = {"h100": h100(), "local": local(), "session": session(), "gemv_session": session("session6"), "dawn": dawn()}
     (ROOT / "results.json").write_text(json.dumps(data, indent=2) + "\n")
     chart(data, ROOT / "chart.svg")
-    table = markdown(data)
+    table = markdown(data) + dawn_markdown(data["dawn"])
     # Sentence-embedding figures are measured by hand (their commands are in the file).
     embed = ROOT / "results" / "embed.md"
     if embed.exists():

@@ -46,4 +46,6 @@ fi
 bash scripts/fetch-model.sh
 bash scripts/fetch-embed-model.sh
 bash scripts/fetch-tokenizers.sh
+# Dawn for Node (npm `webgpu`): the JS API's check in scripts/test.sh and bench/dawn.
+bash bench/dawn/fetch-webgpu.sh
 say "ready"

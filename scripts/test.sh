@@ -20,6 +20,10 @@ WEFT_BACKEND=gl cargo test --test gpu_kernels 2>&1 | tee -a "$logs/cargo.log"
 echo "== wasm build"
 bash scripts/build-wasm.sh
 
+echo "== the JS API on Dawn under Node (SwiftShader's Vulkan driver from Debian's chromium): greedy ids against native"
+node bench/dawn/run.mjs --dawn-icd /usr/lib/chromium/vk_swiftshader_icd.json --check-only --check 16 \
+  --native target/debug/weft tests/fixtures/llama3-tiny/model.gguf
+
 echo "== browser tests (Playwright, headless Chromium)"
 npx playwright test 2>&1 | tee "$logs/playwright.log"
 

@@ -19,6 +19,8 @@
 #           with CUDA from the llama.cpp source in the llama-cpp-python sdist)
 #   llama   build llama-bench (CUDA, sm_90) from .llama/llama.tar.xz (the llama.cpp source of the
 #           llama-cpp-python sdist) while the other steps run, then run it on every model file
+#   dawn    weft's JS API on Dawn (bench/dawn/run.mjs, carried as .dev/weft-dawn.txz) beside a
+#           native weft bench of each model file (after `models` in the same call)
 set -uo pipefail
 out=${1:?output folder}
 steps=${2:-copy tests gemv models}
@@ -151,6 +153,63 @@ tinyllama Q8_0 2048 5632 22 32 4 32000
       "$bin/llama-bench" -m "$f" -p 128 -n 128 -r 3 -ngl 99 -o md 2>>"$out/llama.err" | tee -a "$out/session.log"
     fi
   done <<<"$specs"
+fi
+
+if [[ $steps == *dawn* ]]; then
+  # The JS API on Dawn (bench/dawn/run.mjs from .dev/weft-dawn.txz, bench/dawn/pack.sh) beside a
+  # native `weft bench` of the same file right before it, on the GGUFs the models step wrote
+  # (DAWN_MODELS: names such as "tinyllama-Q4_0 7b-Q4_0"; default every one). A failure prints
+  # its error text and the next model goes on. DAWN_ICD: a Vulkan driver for Dawn alone (on a
+  # machine without a GPU, /usr/lib/chromium/vk_swiftshader_icd.json).
+  log dawn
+  if [ ! -f .dev/weft-dawn.txz ]; then
+    echo "dawn: no .dev/weft-dawn.txz (bash bench/dawn/pack.sh)" | tee -a "$out/session.log"
+  elif ! tar -xJf .dev/weft-dawn.txz -C /tmp; then
+    echo "dawn: .dev/weft-dawn.txz did not unpack" | tee -a "$out/session.log"
+  else
+    dawn=/tmp/weft-dawn
+    log "dawn: greedy ids of the JS API on Dawn against native weft generate, tiny fixture"
+    "$dawn/node" "$dawn/bench/dawn/run.mjs" --webgpu "$dawn/target/dawn/webgpu" ${DAWN_ICD:+--dawn-icd "$DAWN_ICD"} \
+      --native "$bin/weft" --check 16 --check-only "$dawn/tests/fixtures/llama3-tiny/model.gguf" 2>&1 | sed 's/^/dawn: /' | tee -a "$out/session.log"
+    names=${DAWN_MODELS:-$(cd /tmp/weft-models 2>/dev/null && ls ./*.gguf 2>/dev/null | sed 's|^\./||; s|\.gguf$||')}
+    [ -n "$names" ] || echo "dawn: no models in /tmp/weft-models: run the models step first in this call" | tee -a "$out/session.log"
+    tmp=/tmp/weft-dawn-run
+    mkdir -p "$tmp"
+    for name in $names; do
+      f=/tmp/weft-models/$name.gguf
+      log "dawn $name: native weft bench"
+      "$bin/weft" bench "$f" --prompt-len 128 --gen 128 --reps 3 --json >"$tmp/native.json" 2>"$tmp/native.err"
+      log "dawn $name: JS API on Dawn"
+      timeout "${DAWN_TIMEOUT:-300}" "$dawn/node" "$dawn/bench/dawn/run.mjs" --webgpu "$dawn/target/dawn/webgpu" \
+        ${DAWN_ICD:+--dawn-icd "$DAWN_ICD"} --native "$bin/weft" --check 0 "$f" >"$tmp/js.json" 2>"$tmp/js.err"
+      # One record a model in dawn.jsonl (a failure keeps its error text there and in the log).
+      python3 - "$name" "$tmp" "$?" "$out/dawn.jsonl" <<'EOF' 2>&1 | sed 's/^/dawn: /' | tee -a "$out/session.log"
+import json, sys
+name, tmp, status, path = sys.argv[1:]
+def read(what):
+    try:
+        return json.loads(open(f"{tmp}/{what}.json").read())
+    except (OSError, ValueError):
+        err = open(f"{tmp}/{what}.err", errors="replace").read().strip().splitlines()
+        return {"error": " | ".join(err[-5:]) or "no output"}
+n, d = read("native"), read("js")
+with open(path, "a") as f:
+    f.write(json.dumps({"model": name, "native": n, "dawn": d, "dawn_status": int(status)}) + "\n")
+for what, r in (("native", n), ("dawn-js", d)):
+    if "error" in r:
+        print(f"{what}: {r['error']}")
+    else:
+        print(f"{what}: {r['adapter']}: prefill {r['prefill_tok_s_median']:.1f} tok/s, decode {r['decode_tok_s_median']:.1f} tok/s"
+              + (f", problems: {'; '.join(r['problems'])}" if r.get("problems") else ""))
+if "error" not in n and "error" not in d:
+    print(f"dawn-js / native: decode {d['decode_tok_s_median'] / n['decode_tok_s_median']:.2f}, "
+          f"prefill {d['prefill_tok_s_median'] / n['prefill_tok_s_median']:.2f}; greedy ids equal for the first "
+          f"{d.get('ids_equal_first')} of {len(d.get('ids_dawn', []))}")
+if status != "0":
+    print(f"run.mjs exit status {status}")
+EOF
+    done
+  fi
 fi
 
 if [ -n "${building:-}" ]; then
