@@ -19,6 +19,10 @@
 #           with CUDA from the llama.cpp source in the llama-cpp-python sdist)
 #   llama   build llama-bench (CUDA, sm_90) from .llama/llama.tar.xz (the llama.cpp source of the
 #           llama-cpp-python sdist) while the other steps run, then run it on every model file
+#   embed   sentence embeddings: a random-weight all-MiniLM-L6-v2-shape BertModel made with the
+#           device's transformers; weft bench-embed --backend gpu (EMBED_WEIGHTS, default f32,q8)
+#           beside PyTorch f32 and fp16 on the GPU, 256 sentences, batch 32, tokenization
+#           included (bench/embed_gpu.py); JSON lines in OUT_DIR/embed.jsonl for bench/collect.py
 set -uo pipefail
 out=${1:?output folder}
 steps=${2:-copy tests gemv models}
@@ -151,6 +155,13 @@ tinyllama Q8_0 2048 5632 22 32 4 32000
       "$bin/llama-bench" -m "$f" -p 128 -n 128 -r 3 -ngl 99 -o md 2>>"$out/llama.err" | tee -a "$out/session.log"
     fi
   done <<<"$specs"
+fi
+
+if [[ $steps == *embed* ]]; then
+  log embed
+  python3 bench/embed_gpu.py --weft "$bin/weft" --device cuda --weights "${EMBED_WEIGHTS:-f32,q8}" \
+    --out "$out/embed.jsonl" 2>>"$out/embed.err" | tee -a "$out/session.log"
+  tail -4 "$out/embed.err" | tee -a "$out/session.log"
 fi
 
 if [ -n "${building:-}" ]; then
