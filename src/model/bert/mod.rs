@@ -74,7 +74,7 @@ pub enum TokenizerFile<'a> {
 
 /// Where the encoder's weights live, and so which backend runs its passes.
 pub enum Weights {
-    Cpu(BertWeights),
+    Cpu(Box<BertWeights>),
     Gpu { ctx: Rc<GpuContext>, bert: Box<GpuBert> },
 }
 
@@ -110,7 +110,7 @@ impl Encoder {
         let weights = weights::load(reader, &config, options.quantize, &options.keep, progress).await?;
         let max_tokens = options.max_tokens.clamp(2, config.max_positions);
         let options = EncoderOptions { max_tokens, ..options };
-        Ok(Self { config, tokenizer, weights: Weights::Cpu(weights), options, isa: Isa::detect() })
+        Ok(Self { config, tokenizer, weights: Weights::Cpu(Box::new(weights)), options, isa: Isa::detect() })
     }
 
     /// Moves the weights to `ctx`'s GPU (in their format: f32, or weft's packed levels), so
