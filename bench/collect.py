@@ -14,6 +14,8 @@ Inputs:
                             weft bench --json and bench/dawn/run.mjs's line, from one call
   bench/results/embed/      bench/embed_compare.py: <machine>.jsonl, weft bench-embed and
                             sentence-transformers runs interleaved (rows of the embedding table)
+  bench/results/h100/<session>/embed.jsonl  session.sh's embed step (bench/embed_gpu.py): weft's GPU
+                            encoder and PyTorch f32/fp16 on one GPU (rows of the embedding table)
 Missing inputs leave their rows out; so does a browser engine that reported a problem.
 """
 import json
@@ -344,8 +346,9 @@ def dawn_markdown(rows: list) -> str:
 
 def embed_table() -> str:
     """Best and median sentences/s per engine, weights and device of each machine's interleaved
-    runs (bench/embed_compare.py), with the load average they ran under."""
-    files = sorted((RESULTS / "embed").glob("*.jsonl"))
+    runs (bench/embed_compare.py; on the GPU machine, bench/gpu/session.sh's embed step), with the
+    load average they ran under."""
+    files = sorted((RESULTS / "embed").glob("*.jsonl")) + sorted((RESULTS / "h100").glob("*/embed.jsonl"))
     if not files:
         return ""
     out = ["", "Interleaved runs (`bench/embed_compare.py`; best and median of the runs, the 1-minute load "
@@ -358,7 +361,8 @@ def embed_table() -> str:
             sel = [r for r in rows if (r["engine"], r["device"], r["weights"], r["threads"]) == key]
             rates = sorted(r["sentences_per_s"] for r in sel)
             loads = [r["load_1min"] for r in sel]
-            out.append(f"| {f.stem} | {key[0]} | {key[1]} | {key[2]} | {key[3]} | {len(sel)} | {rates[-1]:.1f} "
+            machine = f"h100 {f.parent.name}" if f.name == "embed.jsonl" else f.stem
+            out.append(f"| {machine} | {key[0]} | {key[1]} | {key[2]} | {key[3]} | {len(sel)} | {rates[-1]:.1f} "
                        f"| {rates[len(rates) // 2]:.1f} | {min(loads):.1f}-{max(loads):.1f} |")
     return "\n".join(out) + "\n"
 

@@ -58,6 +58,11 @@ export class EmbedModel {
     return this.#alive().dim;
   }
 
+  /** 'gpu' or 'cpu': where the passes run (loadModel's `backend`: 'gpu', 'cpu' or 'auto'). */
+  get backend() {
+    return this.#alive().backend;
+  }
+
   /** One Float32Array per text, `batchSize` texts per pass; the event loop runs between passes. */
   async embed(texts, options = {}) {
     const [list, { pooling = 'mean', normalize = true, batchSize = 32, onProgress }] = embedArgs(texts, options);
@@ -65,7 +70,7 @@ export class EmbedModel {
     for (let i = 0; i < list.length; i += batchSize) {
       const batch = list.slice(i, i + batchSize);
       try {
-        out.push(...this.#alive().embed(batch, { pooling, normalize, batchSize }));
+        out.push(...(await this.#alive().embed(batch, { pooling, normalize, batchSize })));
       } catch (e) {
         throw toWeftError(e);
       }
@@ -90,11 +95,13 @@ export class WorkerEmbedModel {
   #handle;
   #send;
   #dim;
+  #backend;
 
-  constructor(handle, dim, send) {
+  constructor(handle, dim, send, backend) {
     this.#handle = handle;
     this.#dim = dim;
     this.#send = send;
+    this.#backend = backend;
   }
 
   #args(extra = {}) {
@@ -108,6 +115,10 @@ export class WorkerEmbedModel {
 
   get dim() {
     return this.#dim;
+  }
+
+  get backend() {
+    return this.#backend;
   }
 
   async embed(texts, options = {}) {

@@ -301,6 +301,9 @@ export interface EmbedLoadOptions {
   quantize?: string;
   /** Ids per text, [CLS] and [SEP] included (default 256); longer texts are truncated. */
   maxTokens?: number;
+  /** 'gpu': WebGPU (UNSUPPORTED without it); 'cpu'; 'auto': the GPU when it is a hardware
+   * adapter, else the CPU. Default: init()'s backend ('auto' unless set). */
+  backend?: 'gpu' | 'cpu' | 'auto';
 }
 
 export interface EmbedOptions {
@@ -318,6 +321,8 @@ export declare class EmbedModel {
   readonly task: 'embed';
   /** Dimensions of an embedding. */
   readonly dim: number;
+  /** Where the passes run. */
+  readonly backend: 'gpu' | 'cpu';
   /** One vector per text, in order. */
   embed(texts: string[], options?: EmbedOptions): Promise<Float32Array[]>;
   /** The ids the encoder reads for `text`: [CLS] … [SEP], truncated. */

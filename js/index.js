@@ -149,7 +149,7 @@ export async function loadModel(url, options = {}) {
   const detach = forwardAbort(signal, id);
   try {
     const handle = await promise;
-    if (rest.task === 'embed') return new WorkerEmbedModel(handle.model, handle.dim, send);
+    if (rest.task === 'embed') return new WorkerEmbedModel(handle.model, handle.dim, send, handle.backend);
     return new Model(handle);
   } finally {
     detach();

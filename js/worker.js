@@ -44,7 +44,7 @@ const ops = {
     const m = await weft.loadModel(url, opts);
     const handle = nextModel++;
     models.set(handle, m);
-    if (opts.task === 'embed') return { model: handle, dim: m.dim };
+    if (opts.task === 'embed') return { model: handle, dim: m.dim, backend: m.backend };
     m.addEventListener('devicelost', (e) => postMessage({ id: null, event: 'devicelost', model: handle, error: errorData(e.error) }));
     return handle;
   },

@@ -21,6 +21,10 @@
 #           llama-cpp-python sdist) while the other steps run, then run it on every model file
 #   dawn    weft's JS API on Dawn (bench/dawn/run.mjs, carried as .dev/weft-dawn.txz) beside a
 #           native weft bench of each model file (after `models` in the same call)
+#   embed   sentence embeddings: a random-weight all-MiniLM-L6-v2-shape BertModel made with the
+#           device's transformers; weft bench-embed --backend gpu (EMBED_WEIGHTS, default f32,q8)
+#           beside PyTorch f32 and fp16 on the GPU, 256 sentences, batch 32, tokenization
+#           included (bench/embed_gpu.py); JSON lines in OUT_DIR/embed.jsonl for bench/collect.py
 set -uo pipefail
 out=${1:?output folder}
 steps=${2:-copy tests gemv models}
@@ -210,6 +214,13 @@ if status != "0":
 EOF
     done
   fi
+fi
+
+if [[ $steps == *embed* ]]; then
+  log embed
+  python3 bench/embed_gpu.py --weft "$bin/weft" --device cuda --weights "${EMBED_WEIGHTS:-f32,q8}" \
+    --out "$out/embed.jsonl" 2>>"$out/embed.err" | tee -a "$out/session.log"
+  tail -4 "$out/embed.err" | tee -a "$out/session.log"
 fi
 
 if [ -n "${building:-}" ]; then

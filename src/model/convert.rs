@@ -68,7 +68,7 @@ impl KeepRule {
     }
 
     /// The weft format this rule gives a matrix (None: a float rule).
-    fn quant(&self, default: WeftQuant) -> Result<Option<WeftQuant>> {
+    pub fn quant(&self, default: WeftQuant) -> Result<Option<WeftQuant>> {
         match (self.format, self.bits) {
             (Some(f), _) => Ok(Some(f)),
             (None, bits @ (2 | 3 | 4 | 8)) => Ok(Some(WeftQuant::new(bits, default.group, default.scheme)?)),

@@ -5,9 +5,13 @@ pub mod attention;
 pub mod conv;
 pub mod dequant;
 pub mod elementwise;
+pub mod encoder_attention;
+pub mod gelu;
 pub mod kv;
+pub mod layernorm;
 pub mod matmul;
 pub mod norm;
+pub mod pool;
 pub mod qmatmul;
 pub mod rope;
 pub mod sample;
@@ -29,6 +33,10 @@ pub fn shader_variants() -> Vec<(ShaderSource, Defines)> {
     all.extend(attention::variants());
     all.extend(sample::variants());
     all.extend(conv::variants());
+    all.extend(layernorm::variants());
+    all.extend(gelu::variants());
+    all.extend(encoder_attention::variants());
+    all.extend(pool::variants());
     all
 }
 

@@ -1,6 +1,7 @@
 //! `loadEncoder` and the `Encoder` class behind `loadModel(url, { task: 'embed' })`: a
 //! BERT-family model folder (config.json, tokenizer.json or vocab.txt, model.safetensors) read
-//! through the browser's range reader and its cache, run by the CPU encoder in this thread.
+//! through the browser's range reader and its cache, run by the CPU encoder in this thread or
+//! on the shared WebGPU device (`backend`).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -8,6 +9,7 @@ use std::rc::Rc;
 use js_sys::{Array, Float32Array, Function, Reflect};
 use wasm_bindgen::prelude::*;
 
+use super::backend::{resolve, Choice, Target};
 use super::error::{js_error, to_js};
 use crate::loader::web::{WebOptions, WebReader};
 use crate::loader::RangeReader;
@@ -44,7 +46,9 @@ pub struct SentenceEncoder {
 }
 
 /// Loads the model folder at `url` (options: onProgress, cache, quantize 'q8' | 'q4' or a weft
-/// format name, maxTokens).
+/// format name, maxTokens, backend 'gpu' | 'cpu' | 'auto': the GPU, failing with UNSUPPORTED
+/// without one; the CPU; the GPU when it is a hardware one, as for the LLMs. Without the option,
+/// the backend `init()` chose.
 #[wasm_bindgen(js_name = loadEncoder)]
 pub async fn load_encoder(url: String, options: JsValue) -> Result<SentenceEncoder, JsValue> {
     let base = url.trim_end_matches('/').to_string();
@@ -72,6 +76,15 @@ pub async fn load_encoder(url: String, options: JsValue) -> Result<SentenceEncod
     }
     let on_progress = field(&options, "onProgress").map(|f| f.dyn_into::<Function>()).transpose()
         .map_err(|_| invalid("option 'onProgress' must be a function"))?;
+    let choice = match field(&options, "backend").map(|v| v.as_string()) {
+        None => super::backend::chosen(),
+        Some(Some(b)) if b == "gpu" || b == "webgpu" => Choice::WebGpu,
+        Some(Some(b)) if b == "cpu" => Choice::Cpu,
+        Some(Some(b)) if b == "auto" => Choice::Auto,
+        _ => return Err(invalid("option 'backend' must be 'gpu', 'cpu' or 'auto'")),
+    };
+    // Before any model byte: a missing GPU fails the load at once.
+    let target = resolve(choice).await.map_err(|e| to_js(&e))?;
 
     let config = text(&base, "config.json", &web).await?.ok_or_else(|| js_error("FORMAT", &format!("{base}/config.json not found")))?;
     let json = text(&base, "tokenizer.json", &web).await?;
@@ -94,7 +107,10 @@ pub async fn load_encoder(url: String, options: JsValue) -> Result<SentenceEncod
             let _ = f.call1(&JsValue::NULL, &event);
         }
     };
-    let encoder = Encoder::open(&reader, &config, tokenizer, options_out, &mut progress).await.map_err(|e| to_js(&e))?;
+    let mut encoder = Encoder::open(&reader, &config, tokenizer, options_out, &mut progress).await.map_err(|e| to_js(&e))?;
+    if let Target::Gpu(ctx) = target {
+        encoder.upload(ctx).map_err(|e| to_js(&e))?;
+    }
     Ok(SentenceEncoder { inner: Rc::new(RefCell::new(encoder)) })
 }
 
@@ -106,9 +122,15 @@ impl SentenceEncoder {
         self.inner.borrow().dim()
     }
 
+    /// "gpu" or "cpu": where the passes run.
+    #[wasm_bindgen(getter)]
+    pub fn backend(&self) -> String {
+        self.inner.borrow().backend().to_string()
+    }
+
     /// One `Float32Array` per text (options: pooling 'mean' | 'cls', normalize, batchSize,
-    /// onProgress({ done, total }) after each batch).
-    pub fn embed(&self, texts: Vec<String>, options: JsValue) -> Result<Array, JsValue> {
+    /// onProgress({ done, total }) after each batch); a promise.
+    pub fn embed(&self, texts: Vec<String>, options: JsValue) -> Result<js_sys::Promise, JsValue> {
         let pooling = match field(&options, "pooling").map(|v| v.as_string()) {
             None => Pooling::Mean,
             Some(Some(p)) if p == "mean" => Pooling::Mean,
@@ -126,22 +148,32 @@ impl SentenceEncoder {
         };
         let on_progress = field(&options, "onProgress").map(|f| f.dyn_into::<Function>()).transpose()
             .map_err(|_| invalid("option 'onProgress' must be a function"))?;
-        let encoder = self.inner.try_borrow().map_err(|_| js_error("BUSY", "the encoder is already running a call"))?;
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let mut progress = |done: usize, total: usize| {
-            if let Some(f) = &on_progress {
-                let event = js_sys::Object::new();
-                let _ = Reflect::set(&event, &"done".into(), &JsValue::from_f64(done as f64));
-                let _ = Reflect::set(&event, &"total".into(), &JsValue::from_f64(total as f64));
-                let _ = f.call1(&JsValue::NULL, &event);
-            }
-        };
-        let vectors = encoder.embed(&refs, EmbedOptions { pooling, normalize, batch_size }, &mut progress).map_err(|e| to_js(&e))?;
-        Ok(vectors.iter().map(|v| Float32Array::from(&v[..])).collect())
+        let inner = self.inner.clone();
+        Ok(wasm_bindgen_futures::future_to_promise(async move {
+            let options = EmbedOptions { pooling, normalize, batch_size };
+            run_embed(&inner, &texts, options, on_progress.as_ref()).await
+        }))
     }
 
     /// The ids the encoder reads for `text` (`[CLS]` … `[SEP]`, truncated).
     pub fn tokenize(&self, text: String) -> Vec<u32> {
         self.inner.borrow().tokenize(&text)
     }
+}
+
+/// One `embed()` call: passes one after another, awaiting the GPU's readback between them.
+async fn run_embed(inner: &RefCell<Encoder>, texts: &[String], options: EmbedOptions, on_progress: Option<&Function>) -> Result<JsValue, JsValue> {
+    // A shared borrow: passes of two calls may interleave (each has its own buffers).
+    let encoder = inner.try_borrow().map_err(|_| js_error("BUSY", "the encoder is already running a call"))?;
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let mut progress = |done: usize, total: usize| {
+        if let Some(f) = on_progress {
+            let event = js_sys::Object::new();
+            let _ = Reflect::set(&event, &"done".into(), &JsValue::from_f64(done as f64));
+            let _ = Reflect::set(&event, &"total".into(), &JsValue::from_f64(total as f64));
+            let _ = f.call1(&JsValue::NULL, &event);
+        }
+    };
+    let vectors = encoder.embed_async(&refs, options, &mut progress).await.map_err(|e| to_js(&e))?;
+    Ok(vectors.iter().map(|v| Float32Array::from(&v[..])).collect::<Array>().into())
 }

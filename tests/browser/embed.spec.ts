@@ -1,6 +1,7 @@
 import { test, expect } from '@playwright/test';
 
-// Sentence embeddings in Chromium through the worker API: loadModel(folder, { task: 'embed' })
+// Sentence embeddings in Chromium through the worker API: loadModel(folder, { task: 'embed' }),
+// on the CPU and on WebGPU (backend: 'gpu'),
 // against the sentence-transformers fixture (tests/fixtures/embed), option errors with codes,
 // and the throughput of 256 sentences of ~30 tokens in batches of 32 (tokenization included).
 
@@ -65,4 +66,49 @@ test('embeddings equal sentence-transformers in the browser', async ({ page }) =
   expect(r.minCosine).toBeGreaterThanOrEqual(0.99999);
   expect(r.ids).toEqual(r.refIds);
   expect(r.benchSentences).toBe(256);
+});
+
+test("backend: 'gpu' runs the encoder on WebGPU (SwiftShader) with the same embeddings", async ({ page }) => {
+  test.setTimeout(600_000);
+  await page.goto('/harness.html');
+  const r = await page.evaluate(async (model) => {
+    const weft = await import('/js/index.js');
+    await weft.init();
+    const fx = await (await fetch('/fixtures/embed/sentences.json')).json();
+    const caught = async (p: Promise<unknown>) => {
+      try {
+        await p;
+        return null;
+      } catch (e) {
+        return (e as { code: string }).code;
+      }
+    };
+    const badBackend = await caught(weft.loadModel(model, { task: 'embed', backend: 'tpu' }));
+    // SwiftShader is a software adapter: 'auto' keeps the CPU, as for the LLMs.
+    const auto = await weft.loadModel(model, { task: 'embed', backend: 'auto' });
+    const autoBackend = auto.backend;
+    await auto.dispose();
+    const m = await weft.loadModel(model, { task: 'embed', backend: 'gpu' });
+    const texts = fx.sentences.map((s: { text: string }) => s.text);
+    const vectors = await m.embed(texts, { batchSize: 8 });
+    const cosine = (a: ArrayLike<number>, b: ArrayLike<number>) => {
+      let d = 0, na = 0, nb = 0;
+      for (let i = 0; i < a.length; i++) {
+        d += a[i] * b[i];
+        na += a[i] * a[i];
+        nb += b[i] * b[i];
+      }
+      return d / Math.sqrt(na * nb);
+    };
+    const cosines = vectors.map((v: Float32Array, i: number) => cosine(v, fx.sentences[i].embedding));
+    const backend = m.backend;
+    await m.dispose();
+    return { badBackend, autoBackend, backend, n: vectors.length, minCosine: Math.min(...cosines) };
+  }, MODEL);
+  console.log(`GPU (SwiftShader): min cosine ${r.minCosine.toFixed(8)} over ${r.n} texts`);
+  expect(r.badBackend).toBe('INVALID_ARGUMENT');
+  expect(r.autoBackend).toBe('cpu');
+  expect(r.backend).toBe('gpu');
+  expect(r.n).toBe(24);
+  expect(r.minCosine).toBeGreaterThanOrEqual(0.99999);
 });

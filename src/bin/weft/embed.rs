@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use anyhow::Context;
+use weft::model::convert::KeepRule;
 use weft::model::bert::{open_native, EmbedOptions, Encoder, EncoderOptions, Pooling};
 use weft::quant::weft::WeftQuant;
 
@@ -15,9 +16,16 @@ pub struct ModelArgs {
     /// Quantize the block matrices at load: q8, q4 or a weft format such as q4_g32_asym.
     #[arg(long)]
     quantize: Option<String>,
+    /// With --quantize: PATTERN=BITS or PATTERN=FORMAT for matrices whose name contains
+    /// PATTERN (e.g. output.dense=8), repeatable.
+    #[arg(long)]
+    keep: Vec<String>,
     /// Threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// cpu, or gpu (the native adapter WEFT_BACKEND picks).
+    #[arg(long, default_value = "cpu")]
+    backend: String,
 }
 
 #[derive(clap::Args)]
@@ -64,8 +72,18 @@ pub fn parse_quant(name: &str) -> anyhow::Result<WeftQuant> {
 
 fn open(m: &ModelArgs) -> anyhow::Result<Encoder> {
     let quantize = m.quantize.as_deref().map(parse_quant).transpose()?;
-    let options = EncoderOptions { quantize, threads: m.threads, ..Default::default() };
-    open_native(&m.model, options).with_context(|| format!("opening {}", m.model))
+    let keep = m.keep.iter().map(|k| KeepRule::parse(k)).collect::<Result<Vec<_>, _>>()?;
+    let options = EncoderOptions { quantize, keep, threads: m.threads, ..Default::default() };
+    let mut enc = open_native(&m.model, options).with_context(|| format!("opening {}", m.model))?;
+    match m.backend.as_str() {
+        "cpu" => {}
+        "gpu" => {
+            let ctx = pollster::block_on(weft::gpu::GpuContext::new(weft::gpu::BackendChoice::from_env()?))?;
+            enc.upload(std::rc::Rc::new(ctx))?;
+        }
+        other => anyhow::bail!("unknown backend '{other}': cpu or gpu"),
+    }
+    Ok(enc)
 }
 
 pub fn run(a: &Args) -> anyhow::Result<()> {
@@ -108,15 +126,16 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
     if a.json {
         println!(
             "{}",
-            serde_json::json!({ "sentences": sentences.len(), "tokens": tokens, "batch_size": a.batch_size,
+            serde_json::json!({ "sentences": sentences.len(), "tokens": tokens, "batch_size": a.batch_size, "backend": enc.backend(),
                 "quantize": a.model.quantize, "threads": threads, "seconds": best, "sentences_per_s": rate })
         );
     } else {
         println!(
-            "{} sentences ({:.1} tokens each), batch {}, {} threads, weights {}: {:.3} s, {:.1} sentences/s",
+            "{} sentences ({:.1} tokens each), batch {}, {}, {} threads, weights {}: {:.3} s, {:.1} sentences/s",
             sentences.len(),
             tokens as f64 / sentences.len() as f64,
             a.batch_size,
+            enc.backend(),
             threads,
             a.model.quantize.as_deref().unwrap_or("f32"),
             best,

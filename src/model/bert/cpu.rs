@@ -22,6 +22,28 @@ pub struct Batch<'a> {
     pub starts: &'a [usize],
 }
 
+impl Batch<'_> {
+    /// The longest sequence's length, after checking that the starts cover the ids in
+    /// non-empty sequences no longer than the position table, and every id is in the vocabulary.
+    pub fn check(&self, c: &BertConfig) -> Result<usize> {
+        let t = self.ids.len();
+        if self.starts.first() != Some(&0) || self.starts.last() != Some(&t) || self.starts.windows(2).any(|p| p[0] >= p[1]) {
+            return Err(Error::Shape {
+                op: "encode",
+                message: format!("sequence starts {:?} over {t} tokens", self.starts),
+            });
+        }
+        let longest = self.starts.windows(2).map(|p| p[1] - p[0]).max().unwrap_or(0);
+        if longest > c.max_positions {
+            return Err(Error::ContextFull { tokens: longest, context: c.max_positions });
+        }
+        if let Some(id) = self.ids.iter().find(|&&id| id as usize >= c.vocab) {
+            return Err(Error::Model(format!("token id {id} is outside the vocabulary of {}", c.vocab)));
+        }
+        Ok(longest)
+    }
+}
+
 struct Exec<'a> {
     c: &'a BertConfig,
     w: &'a BertWeights,
@@ -58,19 +80,7 @@ pub fn execute(
 ) -> Result<(Vec<f32>, Vec<Checkpoint>)> {
     let t = batch.ids.len();
     let n_seq = batch.starts.len().saturating_sub(1);
-    if batch.starts.first() != Some(&0) || batch.starts.last() != Some(&t) || batch.starts.windows(2).any(|p| p[0] >= p[1]) {
-        return Err(Error::Shape {
-            op: "encode",
-            message: format!("sequence starts {:?} over {t} tokens", batch.starts),
-        });
-    }
-    let longest = batch.starts.windows(2).map(|p| p[1] - p[0]).max().unwrap_or(0);
-    if longest > c.max_positions {
-        return Err(Error::ContextFull {
-            tokens: longest,
-            context: c.max_positions,
-        });
-    }
+    batch.check(c)?;
     let mut bufs: Vec<Vec<f32>> = ACTS
         .iter()
         .map(|&a| vec![0f32; if a == Act::Pooled { n_seq } else { t } * a.width(c)])
@@ -144,13 +154,8 @@ impl Exec<'_> {
             Op::Embed { out } => {
                 let o = self.buf(*out);
                 for tok in share(t, tid, n) {
+                    // In the vocabulary: `Batch::check`.
                     let id = self.batch.ids[tok] as usize;
-                    if id >= self.w.word.rows {
-                        return Err(Error::Model(format!(
-                            "token id {id} is outside the vocabulary of {}",
-                            c.vocab
-                        )));
-                    }
                     let pos = tok - self.batch.starts[self.sequence_of(tok)];
                     let row = unsafe { o.get_mut(tok * d..(tok + 1) * d) };
                     self.w.word.decode_row(id, row)?;

@@ -1,23 +1,29 @@
 //! BERT-family sentence encoders (all-MiniLM-L6-v2 and its kin): WordPiece ids, the encoder
-//! graph (`forward.rs`) run by the CPU backend's pieces (`cpu.rs`), mean or CLS pooling and L2
-//! normalisation, batched over sequences of different lengths.
+//! graph (`forward.rs`) run by the CPU backend's pieces (`cpu.rs`) or on the GPU (`gpu.rs`),
+//! mean or CLS pooling and L2 normalisation, batched over sequences of different lengths.
 
 pub mod config;
 pub mod cpu;
 pub mod forward;
+pub mod gpu;
 pub mod weights;
 
 pub use config::BertConfig;
 pub use forward::Pooling;
 
+use std::rc::Rc;
+
 use crate::cpu::kernels::Isa;
+use crate::gpu::GpuContext;
 use crate::error::{Error, Result};
 use crate::loader::RangeReader;
+use crate::model::convert::KeepRule;
 use crate::model::graph::Checkpoint;
 use crate::quant::weft::WeftQuant;
 use crate::tokenizer::wordpiece::WordPiece;
 
 use forward::EncodePass;
+use gpu::GpuBert;
 use weights::BertWeights;
 
 /// The longest input sentence-transformers gives this family (its `max_seq_length`) when the
@@ -25,10 +31,14 @@ use weights::BertWeights;
 pub const DEFAULT_MAX_TOKENS: usize = 256;
 
 /// Options fixed at load.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct EncoderOptions {
     /// Quantize the block matrices to this weft format while loading (q8, q4); None keeps f32.
     pub quantize: Option<WeftQuant>,
+    /// With `quantize`: matrices whose Hugging Face name (`encoder.layer.3.output.dense`)
+    /// contains a rule's pattern take its format instead (the first rule that matches; 16 or 32
+    /// bits keep f32).
+    pub keep: Vec<KeepRule>,
     /// Threads per pass; 0: one per available core.
     pub threads: usize,
     /// Ids per text, `[CLS]` and `[SEP]` included; longer texts are truncated.
@@ -37,7 +47,7 @@ pub struct EncoderOptions {
 
 impl Default for EncoderOptions {
     fn default() -> Self {
-        Self { quantize: None, threads: 0, max_tokens: DEFAULT_MAX_TOKENS }
+        Self { quantize: None, keep: Vec::new(), threads: 0, max_tokens: DEFAULT_MAX_TOKENS }
     }
 }
 
@@ -62,10 +72,16 @@ pub enum TokenizerFile<'a> {
     VocabTxt { text: &'a str, lowercase: bool },
 }
 
+/// Where the encoder's weights live, and so which backend runs its passes.
+pub enum Weights {
+    Cpu(Box<BertWeights>),
+    Gpu { ctx: Rc<GpuContext>, bert: Box<GpuBert> },
+}
+
 pub struct Encoder {
     pub config: BertConfig,
     pub tokenizer: WordPiece,
-    pub weights: BertWeights,
+    pub weights: Weights,
     pub options: EncoderOptions,
     isa: Isa,
 }
@@ -91,9 +107,36 @@ impl Encoder {
                 problem: format!("is {} but the tokenizer has {} tokens", config.vocab, tokenizer.vocab_size()),
             });
         }
-        let weights = weights::load(reader, &config, options.quantize, progress).await?;
+        let weights = weights::load(reader, &config, options.quantize, &options.keep, progress).await?;
         let max_tokens = options.max_tokens.clamp(2, config.max_positions);
-        Ok(Self { config, tokenizer, weights, options: EncoderOptions { max_tokens, ..options }, isa: Isa::detect() })
+        let options = EncoderOptions { max_tokens, ..options };
+        Ok(Self { config, tokenizer, weights: Weights::Cpu(Box::new(weights)), options, isa: Isa::detect() })
+    }
+
+    /// Moves the weights to `ctx`'s GPU (in their format: f32, or weft's packed levels), so
+    /// passes run there from now on. On an error the encoder keeps its CPU weights.
+    pub fn upload(&mut self, ctx: Rc<GpuContext>) -> Result<()> {
+        let Weights::Cpu(w) = &self.weights else { return Ok(()) };
+        let bert = Box::new(GpuBert::upload(&ctx, &self.config, w)?);
+        ctx.check()?;
+        self.weights = Weights::Gpu { ctx, bert };
+        Ok(())
+    }
+
+    /// "gpu" or "cpu".
+    pub fn backend(&self) -> &'static str {
+        match self.weights {
+            Weights::Cpu(_) => "cpu",
+            Weights::Gpu { .. } => "gpu",
+        }
+    }
+
+    /// Bytes the weights take on their device.
+    pub fn bytes(&self) -> u64 {
+        match &self.weights {
+            Weights::Cpu(w) => w.bytes(),
+            Weights::Gpu { bert, .. } => bert.bytes(),
+        }
     }
 
     pub fn dim(&self) -> usize {
@@ -113,16 +156,16 @@ impl Encoder {
     }
 
     /// One pass over already tokenized sequences: one pooled row each, [n, dim] row-major.
-    pub fn encode_ids(&self, seqs: &[Vec<u32>], pooling: Pooling, normalize: bool) -> Result<Vec<f32>> {
-        self.run(seqs, EncodePass { pooling, normalize, capture: false }).map(|r| r.0)
+    pub async fn encode_ids_async(&self, seqs: &[Vec<u32>], pooling: Pooling, normalize: bool) -> Result<Vec<f32>> {
+        self.run(seqs, EncodePass { pooling, normalize, capture: false }).await.map(|r| r.0)
     }
 
     /// One embedding per text, `batch_size` texts per pass; `progress(done, total)` after each.
-    pub fn embed(&self, texts: &[&str], opts: EmbedOptions, progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<Vec<f32>>> {
+    pub async fn embed_async(&self, texts: &[&str], opts: EmbedOptions, progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<Vec<f32>>> {
         let mut out = Vec::with_capacity(texts.len());
         for chunk in texts.chunks(opts.batch_size.max(1)) {
             let seqs: Vec<Vec<u32>> = chunk.iter().map(|t| self.tokenize(t)).collect();
-            let pooled = self.encode_ids(&seqs, opts.pooling, opts.normalize)?;
+            let pooled = self.encode_ids_async(&seqs, opts.pooling, opts.normalize).await?;
             out.extend(pooled.chunks_exact(self.config.dim).map(<[f32]>::to_vec));
             progress(out.len(), texts.len());
         }
@@ -131,12 +174,30 @@ impl Encoder {
 
     /// Every hidden state of one text (`hidden.0` the embeddings' output, `hidden.{l}` after
     /// block l), [tokens, dim] each.
-    pub fn hidden_states(&self, text: &str) -> Result<Vec<Checkpoint>> {
+    pub async fn hidden_states_async(&self, text: &str) -> Result<Vec<Checkpoint>> {
         let pass = EncodePass { pooling: Pooling::Mean, normalize: false, capture: true };
-        self.run(&[self.tokenize(text)], pass).map(|r| r.1)
+        self.run(&[self.tokenize(text)], pass).await.map(|r| r.1)
     }
 
-    fn run(&self, seqs: &[Vec<u32>], pass: EncodePass) -> Result<(Vec<f32>, Vec<Checkpoint>)> {
+    /// [`Encoder::encode_ids_async`], waited for.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn encode_ids(&self, seqs: &[Vec<u32>], pooling: Pooling, normalize: bool) -> Result<Vec<f32>> {
+        pollster::block_on(self.encode_ids_async(seqs, pooling, normalize))
+    }
+
+    /// [`Encoder::embed_async`], waited for.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn embed(&self, texts: &[&str], opts: EmbedOptions, progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<Vec<f32>>> {
+        pollster::block_on(self.embed_async(texts, opts, progress))
+    }
+
+    /// [`Encoder::hidden_states_async`], waited for.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn hidden_states(&self, text: &str) -> Result<Vec<Checkpoint>> {
+        pollster::block_on(self.hidden_states_async(text))
+    }
+
+    async fn run(&self, seqs: &[Vec<u32>], pass: EncodePass) -> Result<(Vec<f32>, Vec<Checkpoint>)> {
         if seqs.is_empty() {
             return Ok((Vec::new(), Vec::new()));
         }
@@ -146,9 +207,14 @@ impl Encoder {
             ids.extend_from_slice(s);
             starts.push(ids.len());
         }
-        let ops = forward::forward(&self.config, pass);
         let batch = cpu::Batch { ids: &ids, starts: &starts };
-        cpu::execute(&self.config, &self.weights, self.isa, self.threads(), &ops, &batch)
+        match &self.weights {
+            Weights::Cpu(w) => {
+                let ops = forward::forward(&self.config, pass);
+                cpu::execute(&self.config, w, self.isa, self.threads(), &ops, &batch)
+            }
+            Weights::Gpu { ctx, bert } => bert.run(ctx, &self.config, &batch, pass).await,
+        }
     }
 }
 

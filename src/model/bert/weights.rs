@@ -9,6 +9,7 @@ use crate::cpu::matrix::CpuMatrix;
 use crate::error::{Error, Result};
 use crate::format::{ModelHeader, TensorInfo};
 use crate::loader::{read_header, RangeReader};
+use crate::model::convert::KeepRule;
 use crate::quant::decode_to_f32;
 use crate::quant::weft::{quantize, WeftQuant};
 
@@ -37,6 +38,13 @@ impl BertWeights {
 
     pub fn linear(&self, w: Weight) -> Result<&Affine<CpuMatrix>> {
         self.linears.get(&w).ok_or_else(|| Error::Model(format!("no matrix {w:?}")))
+    }
+
+    /// Bits a weight of the block matrices take in their formats (32 for f32).
+    pub fn matrix_bits(&self) -> f64 {
+        let weights: usize = self.linears.values().map(|a| a.w.rows * a.w.cols).sum();
+        let bytes: u64 = self.linears.values().map(|a| a.w.bytes()).sum();
+        8.0 * bytes as f64 / weights.max(1) as f64
     }
 
     /// Bytes held.
@@ -68,6 +76,7 @@ pub async fn load<R: RangeReader>(
     reader: &R,
     c: &BertConfig,
     quant: Option<WeftQuant>,
+    keep: &[KeepRule],
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<BertWeights> {
     let header = read_header(reader).await?.header;
@@ -111,7 +120,11 @@ pub async fn load<R: RangeReader>(
             let name = layer_name(l, part);
             let w = read(&format!("{name}.weight"), &[rows, cols]).await?;
             let b = read(&format!("{name}.bias"), &[rows]).await?;
-            let w = match quant {
+            let format = match (quant, keep.iter().find(|r| name.contains(&r.pattern))) {
+                (Some(q), Some(rule)) => rule.quant(q)?,
+                (q, _) => q,
+            };
+            let w = match format {
                 Some(q) => CpuMatrix::from_weft(quantize(q, &w, rows, cols)?),
                 None => CpuMatrix::from_f32(rows, cols, &w),
             };
