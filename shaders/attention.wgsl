@@ -284,14 +284,36 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
 var<workgroup> qs4: array<vec4<f32>, MAX_HEAD_DIM / 4u>;
 var<workgroup> merged: array<vec4<f32>, WG>;
 
-// Eight loads a round (head_dim 64: all of the row at once), so a lane waits on memory
-// n4 / 8 times rather than n4 / 4.
+// Sixteen loads a round (head_dim 64: the whole row at once), so a lane waits on memory
+// n4 / 16 times rather than n4 / 4.
 fn k_dot4(row: u32, n4: u32) -> f32 {
     var s0 = 0.0;
     var s1 = 0.0;
     var s2 = 0.0;
     var s3 = 0.0;
     var w = 0u;
+    for (; w + 16u <= n4; w += 16u) {
+        let k0 = k_cache[row + w];
+        let k1 = k_cache[row + w + 1u];
+        let k2 = k_cache[row + w + 2u];
+        let k3 = k_cache[row + w + 3u];
+        let k4 = k_cache[row + w + 4u];
+        let k5 = k_cache[row + w + 5u];
+        let k6 = k_cache[row + w + 6u];
+        let k7 = k_cache[row + w + 7u];
+        let k8 = k_cache[row + w + 8u];
+        let k9 = k_cache[row + w + 9u];
+        let k10 = k_cache[row + w + 10u];
+        let k11 = k_cache[row + w + 11u];
+        let k12 = k_cache[row + w + 12u];
+        let k13 = k_cache[row + w + 13u];
+        let k14 = k_cache[row + w + 14u];
+        let k15 = k_cache[row + w + 15u];
+        s0 += (dot(qs4[w], k0) + dot(qs4[w + 4u], k4)) + (dot(qs4[w + 8u], k8) + dot(qs4[w + 12u], k12));
+        s1 += (dot(qs4[w + 1u], k1) + dot(qs4[w + 5u], k5)) + (dot(qs4[w + 9u], k9) + dot(qs4[w + 13u], k13));
+        s2 += (dot(qs4[w + 2u], k2) + dot(qs4[w + 6u], k6)) + (dot(qs4[w + 10u], k10) + dot(qs4[w + 14u], k14));
+        s3 += (dot(qs4[w + 3u], k3) + dot(qs4[w + 7u], k7)) + (dot(qs4[w + 11u], k11) + dot(qs4[w + 15u], k15));
+    }
     for (; w + 8u <= n4; w += 8u) {
         let k0 = k_cache[row + w];
         let k1 = k_cache[row + w + 1u];
@@ -476,16 +498,22 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         var a0 = acc * correction;
         var a1 = vec4<f32>(0.0);
         if (g < groups) {
-            // Four positions a round, their loads issued together.
+            // Eight positions a round, their loads issued together (head_dim 128 leaves two
+            // position groups, so a lane takes 32 positions of a full tile: four rounds).
             var jj = g;
-            for (; jj + 3u * groups < count; jj += 4u * groups) {
+            for (; jj + 7u * groups < count; jj += 8u * groups) {
                 let j0 = start + jj;
                 let v0 = value4(j0, kv_base + j0 * n4, c, fresh);
                 let v1 = value4(j0 + groups, kv_base + (j0 + groups) * n4, c, fresh);
                 let v2 = value4(j0 + 2u * groups, kv_base + (j0 + 2u * groups) * n4, c, fresh);
                 let v3 = value4(j0 + 3u * groups, kv_base + (j0 + 3u * groups) * n4, c, fresh);
-                a0 += probs[jj] * v0 + probs[jj + 2u * groups] * v2;
-                a1 += probs[jj + groups] * v1 + probs[jj + 3u * groups] * v3;
+                let v4 = value4(j0 + 4u * groups, kv_base + (j0 + 4u * groups) * n4, c, fresh);
+                let v5 = value4(j0 + 5u * groups, kv_base + (j0 + 5u * groups) * n4, c, fresh);
+                let v6 = value4(j0 + 6u * groups, kv_base + (j0 + 6u * groups) * n4, c, fresh);
+                let v7 = value4(j0 + 7u * groups, kv_base + (j0 + 7u * groups) * n4, c, fresh);
+                a0 += (probs[jj] * v0 + probs[jj + groups] * v1) + (probs[jj + 2u * groups] * v2 + probs[jj + 3u * groups] * v3);
+                a1 += (probs[jj + 4u * groups] * v4 + probs[jj + 5u * groups] * v5)
+                    + (probs[jj + 6u * groups] * v6 + probs[jj + 7u * groups] * v7);
             }
             for (; jj < count; jj += groups) {
                 a0 += probs[jj] * value4(start + jj, kv_base + (start + jj) * n4, c, fresh);
