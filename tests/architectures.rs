@@ -224,3 +224,30 @@ fn phi3_matches_transformers_on_the_gpu() -> anyhow::Result<()> {
 fn phi3_matches_transformers_on_the_cpu() -> anyhow::Result<()> {
     on_cpu(PHI3)
 }
+
+/// `logits` on a sequence that crosses Phi-3's original context mid-way computes it with the
+/// long factors throughout, as `prefill` and `step` do: the prompt's logits first (short
+/// factors, 20 < 24 positions), then the continuation's past position 24 equal the same rows of
+/// one pass over the whole sequence (long factors from the start, as transformers computes it).
+#[test]
+fn phi3_logits_mid_sequence_redo_the_cache_with_the_long_factors() -> anyhow::Result<()> {
+    let r = reference(PHI3)?;
+    let ctx = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
+    let mut llama = open_hf(&ctx, PHI3)?;
+    let vocab = llama.config.vocab;
+    let all: Vec<u32> = r.prompt_ids.iter().chain(&r.greedy).copied().collect();
+    let whole = pollster::block_on(llama.logits(&ctx, &all, None))?;
+    llama.reset();
+    let prompt = pollster::block_on(llama.logits(&ctx, &r.prompt_ids, None))?;
+    let rest = pollster::block_on(llama.logits(&ctx, &r.greedy, None))?;
+    assert_eq!((prompt.len(), rest.len()), (r.prompt_ids.len() * vocab, r.greedy.len() * vocab));
+    let expected = &whole[r.prompt_ids.len() * vocab..];
+    let scale = expected.iter().map(|v| v.abs() as f64).fold(0.0, f64::max);
+    let max_err = rest.iter().zip(expected).map(|(a, b)| (a - b).abs() as f64).fold(0.0, f64::max);
+    println!("continuation logits: max |err| {max_err:.3e} of {scale:.3e}");
+    assert!(max_err / scale <= F32_TOLERANCE, "relative error {:.2e}", max_err / scale);
+    // The prompt alone stays within the original context: short factors, not the whole pass's.
+    let short_vs_long = prompt.iter().zip(&whole).map(|(a, b)| (a - b).abs() as f64).fold(0.0, f64::max);
+    assert!(short_vs_long / scale > 1e-3, "the prompt's logits should differ from the long-factor pass");
+    Ok(())
+}
