@@ -75,6 +75,59 @@ pub struct FetchStats {
     pub warnings: Vec<String>,
 }
 
+impl FetchStats {
+    /// Adds the counts of another file's reader (a folder's shards).
+    pub fn add(&mut self, other: &FetchStats) {
+        self.requests += other.requests;
+        self.bytes_fetched += other.bytes_fetched;
+        self.cache_hits += other.cache_hits;
+        self.cache_misses += other.cache_misses;
+        self.cache_rejected += other.cache_rejected;
+        self.retries += other.retries;
+        self.streamed_whole_body |= other.streamed_whole_body;
+        for w in &other.warnings {
+            if !self.warnings.contains(w) {
+                self.warnings.push(w.clone());
+            }
+        }
+    }
+}
+
+/// A model folder served over HTTP (a Hugging Face repo's `resolve/main/`, a local folder):
+/// each file read by its own [`WebReader`], a 404 meaning the folder lacks it.
+pub struct WebFolder {
+    /// The folder's URL without the trailing slash.
+    pub base: String,
+    /// The URL's query, if any (`?...`), repeated on every file's URL.
+    pub query: String,
+    pub options: WebOptions,
+}
+
+impl WebFolder {
+    /// The folder at `url` when its path ends in `/`; None for a file's URL.
+    pub fn parse(url: &str, options: WebOptions) -> Option<Self> {
+        let url = url.split('#').next().unwrap_or(url);
+        let (path, query) = url.split_once('?').map_or((url, String::new()), |(p, q)| (p, format!("?{q}")));
+        path.ends_with('/').then(|| Self { base: path.trim_end_matches('/').to_string(), query, options })
+    }
+}
+
+impl crate::model::folder::FolderSource for WebFolder {
+    type Reader = WebReader;
+
+    fn name(&self) -> &str {
+        &self.base
+    }
+
+    async fn open(&self, name: &str) -> Result<Option<WebReader>> {
+        match WebReader::open(&format!("{}/{name}{}", self.base, self.query), self.options.clone()).await {
+            Ok(r) => Ok(Some(r)),
+            Err(crate::Error::Load(LoadError::Http { status: Some(404), .. })) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 /// Warning code: no strong ETag, so the file is streamed in one GET and not cached.
 pub const NO_STRONG_VALIDATOR: &str = "NO_STRONG_VALIDATOR";
 
