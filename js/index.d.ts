@@ -336,3 +336,69 @@ export declare class EmbedModel {
   tokenize(text: string): Promise<number[]>;
   dispose(): Promise<void>;
 }
+
+/** An OpenAI-style client over a loaded model (`js/openai.js`, re-exported here). */
+export declare function openai(model: Model, options?: { name?: string }): OpenAIClient;
+
+export interface ChatCompletionRequest {
+  messages: { role: 'system' | 'user' | 'assistant'; content: string }[];
+  /** Ignored: the client runs the model it was made with. */
+  model?: string;
+  stream?: boolean;
+  max_tokens?: number;
+  max_completion_tokens?: number;
+  /** Default 1, as OpenAI's; 0 is greedy. */
+  temperature?: number;
+  top_p?: number;
+  seed?: number;
+  /** Up to 4 strings; the reply ends before the first one that appears (finish_reason 'stop'). */
+  stop?: string | string[];
+  /** Must be 1. */
+  n?: 1;
+  signal?: AbortSignal;
+}
+
+export interface ChatCompletionUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export interface ChatCompletion {
+  id: string;
+  object: 'chat.completion';
+  /** Seconds since the epoch. */
+  created: number;
+  model: string;
+  choices: {
+    index: 0;
+    message: { role: 'assistant'; content: string };
+    logprobs: null;
+    finish_reason: 'stop' | 'length';
+  }[];
+  usage: ChatCompletionUsage;
+}
+
+export interface ChatCompletionChunk {
+  id: string;
+  object: 'chat.completion.chunk';
+  created: number;
+  model: string;
+  /** The first chunk's delta opens the assistant's message; the last one is empty and carries
+   * the finish reason. */
+  choices: {
+    index: 0;
+    delta: { role?: 'assistant'; content?: string };
+    logprobs: null;
+    finish_reason: 'stop' | 'length' | null;
+  }[];
+}
+
+export interface OpenAIClient {
+  chat: {
+    completions: {
+      create(request: ChatCompletionRequest & { stream: true }): Promise<AsyncIterable<ChatCompletionChunk>>;
+      create(request: ChatCompletionRequest & { stream?: false }): Promise<ChatCompletion>;
+    };
+  };
+}

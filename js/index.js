@@ -4,6 +4,7 @@ import { WeftError, absoluteUrl, generateOptions, promptInput, requestPersistenc
 import { WorkerEmbedModel } from './embed.js';
 
 export { WeftError, requestPersistence };
+export { openai } from './openai.js';
 
 let worker = null;
 let started = null;
