@@ -1,6 +1,7 @@
 //! Loading a model's weights onto the GPU one layer at a time: read the layer's byte range,
 //! upload its tensors in their stored formats, drop the bytes, report progress.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
 
@@ -392,7 +393,13 @@ fn matrix(
         q => q,
     };
     if let (true, Some(q)) = (float, quant) {
-        let values = decode_to_f32(t.storage, bytes, rows * cols)?;
+        // F32 weights are quantized from the bytes read, where they are aligned: a copy of the
+        // largest layer (the embedding) would double the load's peak memory.
+        let f32_stored = matches!(t.storage, StorageType::Safe(SafeDtype::F32) | StorageType::Ggml(GgmlType::F32));
+        let values = match bytemuck::try_cast_slice::<u8, f32>(bytes) {
+            Ok(v) if f32_stored && cfg!(target_endian = "little") && v.len() == rows * cols => Cow::Borrowed(v),
+            _ => Cow::Owned(decode_to_f32(t.storage, bytes, rows * cols)?),
+        };
         let m = quantize(q, &values, rows, cols)?;
         digests.borrow_mut().push(Quantized { name: t.name.clone(), format: q, digest: quant_digest(&m) });
         return QWeight::from_weft(ctx, &t.name, &m);
