@@ -6,6 +6,11 @@ import { loadEmbedModel } from './embed.js';
 let wasm = null;
 
 /** An error with a stable `code` (see index.d.ts for the list). */
+/** A prompt as `begin` takes it: an array of token ids as it is, anything else as text. */
+export function promptInput(prompt) {
+  return Array.isArray(prompt) ? prompt : String(prompt);
+}
+
 export class WeftError extends Error {
   constructor(code, message, details = {}) {
     super(message);
@@ -267,11 +272,11 @@ export class Model extends EventTarget {
     }
   }
 
-  /** Streams the continuation of `prompt` chunk by chunk: {token, text, done}. Past the
-   * context it goes on over a sliding window; a prompt longer than the context is a
-   * CONTEXT_FULL error. */
+  /** Streams the continuation of `prompt` (text, or an array of token ids) chunk by chunk:
+   * {token, text, done}. Past the context it goes on over a sliding window; a prompt longer
+   * than the context is a CONTEXT_FULL error. */
   async *generate(prompt, options = {}) {
-    yield* this.#generate((m, sampling) => m.begin(String(prompt), sampling), options);
+    yield* this.#generate((m, sampling) => m.begin(promptInput(prompt), sampling), options);
   }
 
   /** A generation whose first call is `begin(inner, sampling)`. */

@@ -162,6 +162,11 @@ export interface LoadOptions {
   memoryBudgetMB?: number;
   /** This load's backend, overriding init's (see InitOptions.backend). */
   backend?: 'auto' | 'webgpu' | 'cpu';
+  /** Float matrices (F32, F16, BF16) quantized as their layer arrives, under `weft quantize`'s
+   * default keep rules (the embedding and an untied head at 8 bits): 'q4' (q4_g32_asym), 'q8'
+   * (q8_g32_asym), 'q3' (q3_g32_asym), a weft format name, or 'none' (default). WebGPU only.
+   * `stats().load.quantized` lists each matrix with its format and digest. */
+  quantize?: 'q4' | 'q8' | 'q3' | 'none' | string;
 }
 
 /** Unknown keys and values out of range are INVALID_ARGUMENT errors naming the option. */
@@ -221,12 +226,18 @@ export interface LoadStats {
   /** The file changed on the server mid-load and was loaded again from the start. */
   reloadedAfterChange: boolean;
   peakWasmMemoryBytes: number;
+  /** The matrices `quantize` quantized while loading: the name in the file, the weft format,
+   * and the FNV-1a 64 (16 hex digits) of the packed words, scales and zero points as a weft
+   * file made by `weft quantize` stores them. Empty without `quantize`. */
+  quantized: { name: string; format: string; digest: string }[];
 }
 
 export interface Stats {
   load: LoadStats;
   /** Where the model runs. */
   backend: 'webgpu' | 'cpu';
+  /** The model's architecture: 'llama', 'qwen2', 'qwen3', 'gemma2', 'gemma3', 'phi3'. */
+  architecture: string;
   promptTokens: number;
   /** Prompt tokens the last generation's prompt pass ran: the prompt less the prefix the KV
    * cache already held from the previous generation (a chat turn extending the last one). */
@@ -243,11 +254,12 @@ export interface Stats {
 }
 
 export declare class Model extends EventTarget {
-  /** Streams the continuation of `prompt` (special tokens such as <|im_start|> are parsed).
+  /** Streams the continuation of `prompt` (special tokens such as <|im_start|> are parsed;
+   * an array of token ids runs as it is).
    * Past the context it goes on over a sliding window; a prompt longer than the context is
    * CONTEXT_FULL. A new generate() (or dispose()) ends one still running or left unfinished
    * (by `break`, or an iterator dropped): that one then rejects with ABORTED. */
-  generate(prompt: string, options?: GenerateOptions): AsyncGenerator<Chunk, void, void>;
+  generate(prompt: string | number[], options?: GenerateOptions): AsyncGenerator<Chunk, void, void>;
   /** The assistant's reply to `messages`, with the model's chat template applied: the
    * template's special tokens are control tokens, message content is encoded as text (a
    * `<|im_start|>` written in a message stays text and cannot open a turn). */
@@ -328,4 +340,70 @@ export declare class EmbedModel {
   /** The ids the encoder reads for `text`: [CLS] … [SEP], truncated. */
   tokenize(text: string): Promise<number[]>;
   dispose(): Promise<void>;
+}
+
+/** An OpenAI-style client over a loaded model (`js/openai.js`, re-exported here). */
+export declare function openai(model: Model, options?: { name?: string }): OpenAIClient;
+
+export interface ChatCompletionRequest {
+  messages: { role: 'system' | 'user' | 'assistant'; content: string }[];
+  /** Ignored: the client runs the model it was made with. */
+  model?: string;
+  stream?: boolean;
+  max_tokens?: number;
+  max_completion_tokens?: number;
+  /** Default 1, as OpenAI's; 0 is greedy. */
+  temperature?: number;
+  top_p?: number;
+  seed?: number;
+  /** Up to 4 strings; the reply ends before the first one that appears (finish_reason 'stop'). */
+  stop?: string | string[];
+  /** Must be 1. */
+  n?: 1;
+  signal?: AbortSignal;
+}
+
+export interface ChatCompletionUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export interface ChatCompletion {
+  id: string;
+  object: 'chat.completion';
+  /** Seconds since the epoch. */
+  created: number;
+  model: string;
+  choices: {
+    index: 0;
+    message: { role: 'assistant'; content: string };
+    logprobs: null;
+    finish_reason: 'stop' | 'length';
+  }[];
+  usage: ChatCompletionUsage;
+}
+
+export interface ChatCompletionChunk {
+  id: string;
+  object: 'chat.completion.chunk';
+  created: number;
+  model: string;
+  /** The first chunk's delta opens the assistant's message; the last one is empty and carries
+   * the finish reason. */
+  choices: {
+    index: 0;
+    delta: { role?: 'assistant'; content?: string };
+    logprobs: null;
+    finish_reason: 'stop' | 'length' | null;
+  }[];
+}
+
+export interface OpenAIClient {
+  chat: {
+    completions: {
+      create(request: ChatCompletionRequest & { stream: true }): Promise<AsyncIterable<ChatCompletionChunk>>;
+      create(request: ChatCompletionRequest & { stream?: false }): Promise<ChatCompletion>;
+    };
+  };
 }

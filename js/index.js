@@ -1,9 +1,10 @@
 // weft's JavaScript API for pages: the model runs in a Web Worker (worker.js), so the page never
 // blocks on the GPU. The API matches direct.js, which runs in the calling thread instead.
-import { WeftError, absoluteUrl, generateOptions, requestPersistence } from './direct.js';
+import { WeftError, absoluteUrl, generateOptions, promptInput, requestPersistence } from './direct.js';
 import { WorkerEmbedModel } from './embed.js';
 
 export { WeftError, requestPersistence };
+export { openai } from './openai.js';
 
 let worker = null;
 let started = null;
@@ -172,7 +173,7 @@ export class Model extends EventTarget {
   }
 
   async *generate(prompt, options = {}) {
-    yield* this.#generate({ prompt: String(prompt) }, options);
+    yield* this.#generate({ prompt: promptInput(prompt) }, options);
   }
 
   /** A generation in the worker on `input`: `{ prompt }` or `{ messages }`. */

@@ -5,11 +5,11 @@ as Llama 3's 525 MB embedding is under a 128 MiB limit.
 
     python scripts/make_vocab_fixture.py tests/fixtures/vocab128k-tiny
 
-Writes config.json and model.safetensors (f16, 2 MB), reference.json (the prompt, the greedy ids
-of transformers' generate for 16 tokens and their margins) and last_logits.npy (the logits of the
-prompt's last position, f32).
+Writes config.json and model.safetensors (f16, 2 MB), model.gguf (the same weights with
+llama.cpp's names, the shared tokenizer's tokens followed by reserved control tokens up to
+128,256), reference.json (the prompt, the greedy ids of transformers' generate for 16 tokens and
+their margins) and last_logits.npy (the logits of the prompt's last position, f32).
 """
-import json
 import os
 import sys
 
@@ -18,7 +18,7 @@ import torch
 import transformers
 
 sys.path.insert(0, os.path.dirname(__file__))
-from make_arch_fixture import NEW_TOKENS, randomize  # noqa: E402
+from tiny_models import greedy_reference, randomize, save_folder, write_gguf  # noqa: E402
 
 # Ids from all over the vocabulary, so that the embedding rows come from every part.
 PROMPT = [5, 128255, 64000, 99999, 33333, 120000, 7, 81234, 1000, 127000, 45678, 110000]
@@ -45,24 +45,10 @@ def main(out):
     randomize(model)
     with torch.no_grad():
         last = model(torch.tensor([PROMPT])).logits[0, -1].float()
-        gen = model.generate(
-            torch.tensor([PROMPT]),
-            max_new_tokens=NEW_TOKENS,
-            min_new_tokens=NEW_TOKENS,
-            do_sample=False,
-            output_scores=True,
-            return_dict_in_generate=True,
-            pad_token_id=0,
-        )
-    greedy = gen.sequences[0, len(PROMPT):].tolist()
-    margins = [float(torch.topk(s[0], 2).values[0] - torch.topk(s[0], 2).values[1]) for s in gen.scores]
-    with open(os.path.join(out, "reference.json"), "w", encoding="utf-8") as f:
-        json.dump({"prompt_ids": PROMPT, "greedy": greedy, "margins": margins}, f, indent=1)
+    greedy, margins = greedy_reference(model, PROMPT, out)
     np.save(os.path.join(out, "last_logits.npy"), last.numpy().astype(np.float32))
-    model.half().save_pretrained(out, safe_serialization=True)
-    extra = os.path.join(out, "generation_config.json")
-    if os.path.exists(extra):
-        os.remove(extra)
+    write_gguf(os.path.join(out, "model.gguf"), "llama", config, model)
+    save_folder(model, out)
     print("greedy", greedy, "min margin", min(margins))
 
 

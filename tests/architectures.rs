@@ -224,3 +224,75 @@ fn phi3_matches_transformers_on_the_gpu() -> anyhow::Result<()> {
 fn phi3_matches_transformers_on_the_cpu() -> anyhow::Result<()> {
     on_cpu(PHI3)
 }
+
+/// `logits` on a sequence that crosses Phi-3's original context mid-way computes it with the
+/// long factors throughout, as `prefill` and `step` do: the prompt's logits first (short
+/// factors, 20 < 24 positions), then the continuation's past position 24 equal the same rows of
+/// one pass over the whole sequence (long factors from the start, as transformers computes it).
+#[test]
+fn phi3_logits_mid_sequence_redo_the_cache_with_the_long_factors() -> anyhow::Result<()> {
+    let r = reference(PHI3)?;
+    let ctx = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
+    let mut llama = open_hf(&ctx, PHI3)?;
+    let vocab = llama.config.vocab;
+    let all: Vec<u32> = r.prompt_ids.iter().chain(&r.greedy).copied().collect();
+    let whole = pollster::block_on(llama.logits(&ctx, &all, None))?;
+    llama.reset();
+    let prompt = pollster::block_on(llama.logits(&ctx, &r.prompt_ids, None))?;
+    let rest = pollster::block_on(llama.logits(&ctx, &r.greedy, None))?;
+    assert_eq!((prompt.len(), rest.len()), (r.prompt_ids.len() * vocab, r.greedy.len() * vocab));
+    let expected = &whole[r.prompt_ids.len() * vocab..];
+    let scale = expected.iter().map(|v| v.abs() as f64).fold(0.0, f64::max);
+    let max_err = rest.iter().zip(expected).map(|(a, b)| (a - b).abs() as f64).fold(0.0, f64::max);
+    println!("continuation logits: max |err| {max_err:.3e} of {scale:.3e}");
+    assert!(max_err / scale <= F32_TOLERANCE, "relative error {:.2e}", max_err / scale);
+    // The prompt alone stays within the original context: short factors, not the whole pass's.
+    let short_vs_long = prompt.iter().zip(&whole).map(|(a, b)| (a - b).abs() as f64).fold(0.0, f64::max);
+    assert!(short_vs_long / scale > 1e-3, "the prompt's logits should differ from the long-factor pass");
+    Ok(())
+}
+
+/// A folder whose weights are in two shards named by `model.safetensors.index.json` (the Llama 3
+/// fixture's tensors split between its layers) opens through `open_folder` like the single
+/// file: the joined header, each layer read from its shard, every checkpoint within tolerance.
+#[test]
+fn a_sharded_folder_opens_like_one_file() -> anyhow::Result<()> {
+    use weft::format::writer::SafetensorsWriter;
+    use weft::format::{ModelHeader, StorageType};
+    use weft::loader::{read_header, RangeReader};
+
+    let dir = std::env::temp_dir().join(format!("weft-sharded-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    for file in ["config.json", "tokenizer.json"] {
+        std::fs::copy(format!("{LLAMA3}/{file}"), dir.join(file))?;
+    }
+    let reader = FileReader::open(format!("{LLAMA3}/model.safetensors"))?;
+    let ModelHeader::Safetensors(header) = pollster::block_on(read_header(&reader))?.header else { panic!("safetensors") };
+    let names = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"];
+    let mut shards = [SafetensorsWriter::default(), SafetensorsWriter::default()];
+    let mut map = serde_json::Map::new();
+    for t in &header.tensors {
+        // Layer 1 and what follows it in the second shard.
+        let second = t.name.starts_with("model.layers.1.") || t.name == "model.norm.weight" || t.name == "lm_head.weight";
+        let StorageType::Safe(dtype) = t.storage else { panic!("{}", t.name) };
+        let bytes = pollster::block_on(reader.read_range(t.range.clone()))?;
+        shards[second as usize].add(&t.name, dtype, &t.shape, bytes)?;
+        map.insert(t.name.clone(), names[second as usize].into());
+    }
+    for (shard, name) in shards.iter().zip(names) {
+        shard.write(&mut std::fs::File::create(dir.join(name))?)?;
+    }
+    std::fs::write(dir.join("model.safetensors.index.json"), serde_json::json!({ "weight_map": map }).to_string())?;
+
+    let ctx = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
+    let folder = model::folder::Directory(dir.clone());
+    let (mut llama, _, weights) = pollster::block_on(model::open_folder(&ctx, &folder, engine(), WeightOptions::default(), &mut |_| {}))?;
+    let sizes: Vec<u64> = weights.readers().map(|r| r.len()).collect();
+    assert_eq!(sizes.len(), 2);
+    assert!(sizes.iter().all(|&s| s > 1000), "{sizes:?}");
+    let input = input_in(LLAMA3)?;
+    let got = pollster::block_on(llama.checkpoints(&ctx, &input.ids))?;
+    check_in(LLAMA3, &input, &got, llama.config.vocab, F32_TOLERANCE)?;
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}

@@ -1,4 +1,5 @@
-// The chat demo: loads a GGUF model through weft's worker-backed API and streams replies.
+// The chat demo: loads a model (a preset, or any GGUF, weft file or Hugging Face folder URL) through
+// weft's worker-backed API and streams replies.
 import * as weft from './js/index.js';
 
 const $ = (id) => document.getElementById(id);
@@ -93,6 +94,30 @@ async function showFigures() {
   return s;
 }
 
+/** The file's name, or a folder's: `…/ORG/NAME/resolve/main/` is NAME. */
+function modelName(url) {
+  const parts = url.split('?')[0].split('/').filter(Boolean);
+  const resolve = parts.lastIndexOf('resolve');
+  return resolve > 0 ? parts[resolve - 1] : parts.pop() ?? url;
+}
+
+/** What quantizing at load chose: matrices per format. */
+function quantText(quantized) {
+  if (!quantized?.length) return 'as stored in the file';
+  const counts = new Map();
+  for (const q of quantized) counts.set(q.format, (counts.get(q.format) ?? 0) + 1);
+  return `quantized at load: ${[...counts].map(([f, n]) => `${n} × ${f}`).join(', ')}`;
+}
+
+/** A preset fills the URL and its quantization; editing the URL picks "another URL". */
+function pickPreset() {
+  const option = $('model-preset').selectedOptions[0];
+  if (!option.value) return;
+  $('model-url').value = option.value;
+  $('quantize').value = option.dataset.quantize;
+  $('model-url').focus();
+}
+
 function onProgress(p) {
   const bar = $('progress');
   const text = $('progress-text');
@@ -148,8 +173,10 @@ async function load(event) {
     setLoadState('Loading…', 'loading');
     const budget = memoryBudgetMB();
     const backend = $('backend').value;
+    const quantize = $('quantize').value;
     const model = await weft.loadModel(url, {
       backend,
+      ...(quantize !== 'none' ? { quantize } : {}),
       kv: $('kv').value,
       maxContext: Number($('max-context').value),
       cache: cacheOn,
@@ -166,7 +193,9 @@ async function load(event) {
     const s = await showFigures();
     state.context = s.contextLength;
     $('cache-state').textContent = cacheText(s.load, cacheOn);
-    $('model-name').textContent = url.split('/').pop().split('?')[0];
+    $('arch-state').textContent = s.architecture;
+    $('quant-state').textContent = quantText(s.load.quantized);
+    $('model-name').textContent = modelName(url);
     const on = s.backend === 'cpu' ? 'the CPU' : 'WebGPU';
     setLoadState(`Ready on ${on}: ${mib(s.load.fileBytes)} file, ${s.contextLength} positions of context.`, 'ready');
     $('empty-hint').textContent = 'Ask something. Replies stream token by token.';
@@ -302,6 +331,11 @@ async function clearCache() {
 
 async function main() {
   $('model-form').addEventListener('submit', load);
+  $('model-preset').addEventListener('change', pickPreset);
+  $('model-url').addEventListener('input', () => {
+    const preset = [...$('model-preset').options].find((o) => o.value === $('model-url').value.trim());
+    $('model-preset').value = preset ? preset.value : '';
+  });
   $('composer').addEventListener('submit', send);
   $('prompt').addEventListener('keydown', (e) => {
     if (e.key === 'Enter' && !e.shiftKey) send(e);

@@ -30,6 +30,9 @@ use super::cache::{self, EntryCheck};
 use super::{check_range, parse_content_range, LoadError, RangeReader};
 use crate::Result;
 
+mod folder;
+pub use folder::WebFolder;
+
 #[wasm_bindgen]
 extern "C" {
     /// The global `fetch`, present in windows and workers alike.
@@ -73,6 +76,24 @@ pub struct FetchStats {
     /// Codes of what made the load slower than it could be: `NO_STRONG_VALIDATOR` (the server
     /// sent no strong ETag: one streamed GET, nothing cached).
     pub warnings: Vec<String>,
+}
+
+impl FetchStats {
+    /// Adds the counts of another file's reader (a folder's shards).
+    pub fn add(&mut self, other: &FetchStats) {
+        self.requests += other.requests;
+        self.bytes_fetched += other.bytes_fetched;
+        self.cache_hits += other.cache_hits;
+        self.cache_misses += other.cache_misses;
+        self.cache_rejected += other.cache_rejected;
+        self.retries += other.retries;
+        self.streamed_whole_body |= other.streamed_whole_body;
+        for w in &other.warnings {
+            if !self.warnings.contains(w) {
+                self.warnings.push(w.clone());
+            }
+        }
+    }
 }
 
 /// Warning code: no strong ETag, so the file is streamed in one GET and not cached.

@@ -35,6 +35,14 @@ pub fn keep_rules(user: &[String], no_default_keep: bool, budgeted: bool) -> Vec
     }
 }
 
+/// The format matrix `name` gets when quantized to `default` under the default keep rules
+/// (what `weft quantize` writes without options); None keeps it in floats.
+pub fn default_keep_format(name: &str, default: WeftQuant) -> Result<Option<WeftQuant>> {
+    let keep = DEFAULT_KEEP.iter().map(|r| KeepRule::parse(r)).collect::<Result<_>>()?;
+    let plan = QuantizePlan::new(default, keep);
+    plan.rule(name).map_or(Ok(Some(default)), |r| r.quant(default))
+}
+
 /// `PATTERN=BITS`: tensors whose name contains PATTERN get BITS (2, 3, 4, 8 in the plan's group
 /// and scheme; 16 or 32 keep them as f16 or f32). `PATTERN=FORMAT` (`q2_g64_sym`) names the
 /// whole format.

@@ -44,7 +44,7 @@ use run::Ahead;
 pub use lower::Checkpoints;
 pub use options::{check_engine, kv_bytes_per_token, EngineOptions};
 pub use profile::StepProfile;
-pub use weights::{GateUp, LayerWeights, Qkv, Weights};
+pub use weights::{GateUp, LayerWeights, Quantized, Qkv, Weights};
 
 pub struct Llama {
     pub config: LlamaConfig,

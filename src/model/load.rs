@@ -1,6 +1,8 @@
 //! Loading a model's weights onto the GPU one layer at a time: read the layer's byte range,
 //! upload its tensors in their stored formats, drop the bytes, report progress.
 
+use std::borrow::Cow;
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 use serde::Serialize;
@@ -8,13 +10,15 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::format::{GgmlType, ModelHeader, SafeDtype, StorageType, TensorInfo};
 use crate::gpu::{GpuContext, GpuTensor};
+use crate::loader::cache::{fnv1a64_update, FNV1A64_START};
 use crate::loader::RangeReader;
 use crate::ops::qmatmul::QWeight;
 use crate::quant::decode_to_f32;
 use crate::quant::weft::{quantize, QuantMatrix, WeftQuant};
 
 use super::config::LlamaConfig;
-use super::llama::{GateUp, LayerWeights, Qkv, Weights};
+use super::convert::default_keep_format;
+use super::llama::{GateUp, LayerWeights, Quantized, Qkv, Weights};
 use super::names::{part_of, part_of_in, tensor_name, LayerPart, Naming, Part};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -48,6 +52,9 @@ pub struct WeightOptions {
     /// and activations before any weight is fetched (`fit::check_memory_fit`). None checks only
     /// the device's buffer limits.
     pub memory_budget_mb: Option<u64>,
+    /// With `quantize`: apply the default keep rules of `weft quantize` (the token embedding and
+    /// an untied head at 8 bits), so that a load quantizes as the command line does.
+    pub default_keep: bool,
 }
 
 /// The bytes of one group: a single covering read, or one read per tensor.
@@ -357,6 +364,14 @@ fn weft_matrix(ctx: &GpuContext, t: &TensorInfo, e: &WeftEntry, reads: &Reads, r
     QWeight::from_weft(ctx, t.name.trim_end_matches(".weft_q"), &m)
 }
 
+/// FNV-1a 64 of a quantized matrix's packed words, then its scales, then its zero points, as
+/// their bytes lie in a weft file: a load's quantization compared with the command line's.
+pub fn quant_digest(m: &QuantMatrix) -> u64 {
+    let h = fnv1a64_update(FNV1A64_START, bytemuck::cast_slice(&m.words));
+    let h = fnv1a64_update(h, bytemuck::cast_slice(&m.scales));
+    fnv1a64_update(h, bytemuck::cast_slice(&m.zeros))
+}
+
 fn matrix(
     ctx: &GpuContext,
     t: &TensorInfo,
@@ -364,6 +379,7 @@ fn matrix(
     rows: usize,
     cols: usize,
     opts: &WeightOptions,
+    digests: &RefCell<Vec<Quantized>>,
 ) -> Result<QWeight> {
     if t.shape != [rows as u64, cols as u64] {
         return Err(Error::Model(format!("{} has shape {:?}, expected [{rows}, {cols}]", t.name, t.shape)));
@@ -372,9 +388,21 @@ fn matrix(
         t.storage,
         StorageType::Safe(_) | StorageType::Ggml(GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
     );
-    if let (true, Some(q)) = (float, opts.quantize) {
-        let values = decode_to_f32(t.storage, bytes, rows * cols)?;
-        return QWeight::from_weft(ctx, &t.name, &quantize(q, &values, rows, cols)?);
+    let quant = match opts.quantize {
+        Some(q) if opts.default_keep => default_keep_format(&t.name, q)?,
+        q => q,
+    };
+    if let (true, Some(q)) = (float, quant) {
+        // F32 weights are quantized from the bytes read, where they are aligned: a copy of the
+        // largest layer (the embedding) would double the load's peak memory.
+        let f32_stored = matches!(t.storage, StorageType::Safe(SafeDtype::F32) | StorageType::Ggml(GgmlType::F32));
+        let values = match bytemuck::try_cast_slice::<u8, f32>(bytes) {
+            Ok(v) if f32_stored && cfg!(target_endian = "little") && v.len() == rows * cols => Cow::Borrowed(v),
+            _ => Cow::Owned(decode_to_f32(t.storage, bytes, rows * cols)?),
+        };
+        let m = quantize(q, &values, rows, cols)?;
+        digests.borrow_mut().push(Quantized { name: t.name.clone(), format: q, digest: quant_digest(&m) });
+        return QWeight::from_weft(ctx, &t.name, &m);
     }
     // safetensors floats share GGML's little-endian layouts.
     let as_ggml = match t.storage {
@@ -410,6 +438,7 @@ pub async fn load_weights<R: RangeReader>(
     let mut out_norm = None;
     let mut output = None;
     let mut layers: Vec<Option<LayerWeights>> = (0..c.n_layers).map(|_| None).collect();
+    let digests = RefCell::new(Vec::new());
     // In file order, so a reader that can only stream the file front to back (a server that
     // ignores Range) never has to go back. GGUF files often store blk.10 before blk.2.
     let mut order: Vec<usize> = (0..steps).collect();
@@ -431,7 +460,7 @@ pub async fn load_weights<R: RangeReader>(
         let mat = |t: &TensorInfo, rows: usize, cols: usize| -> Result<QWeight> {
             match weft.get(&t.name) {
                 Some(e) => weft_matrix(ctx, t, e, &reads, rows, cols),
-                None => matrix(ctx, t, reads.bytes_of(t)?, rows, cols, opts),
+                None => matrix(ctx, t, reads.bytes_of(t)?, rows, cols, opts, &digests),
             }
         };
         let mut parts: HashMap<LayerPart, &TensorInfo> = HashMap::new();
@@ -500,5 +529,6 @@ pub async fn load_weights<R: RangeReader>(
         layers,
         out_norm: out_norm.ok_or_else(|| Error::Model("the file has no output norm".into()))?,
         output,
+        quantized: digests.into_inner(),
     })
 }

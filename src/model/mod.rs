@@ -8,6 +8,7 @@ pub mod config;
 pub mod convert;
 pub mod eval;
 pub mod fit;
+pub mod folder;
 pub mod graph;
 pub mod hf_config;
 pub mod llama;
@@ -129,13 +130,43 @@ pub async fn open_safetensors_weights<R: RangeReader>(
     weights: WeightOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Llama> {
-    let mut header = read_header_reporting(reader, progress).await?;
+    let header = read_header_reporting(reader, progress).await?;
+    open_hf_weights(ctx, reader, header, config_json, engine, weights, progress).await
+}
+
+/// The model of a Hugging Face checkpoint whose safetensors header is read.
+async fn open_hf_weights<R: RangeReader>(
+    ctx: &GpuContext,
+    reader: &R,
+    mut header: ModelHeader,
+    config_json: &str,
+    engine: EngineOptions,
+    weights: WeightOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Llama> {
     let mut config = LlamaConfig::from_hf_json(config_json)?;
     if let ModelHeader::Safetensors(st) = &mut header {
         tie_output(st, config_json);
     }
     load::prepare_header(reader, &mut header, &mut config).await?;
     build(ctx, reader, &header, config, engine, weights, progress).await
+}
+
+/// Opens a Hugging Face model folder (`folder::read_folder`: config.json, the tokenizer files,
+/// model.safetensors or the shards of its index): the model, its tokenizer, and the reader of
+/// its weights, for what the load fetched.
+pub async fn open_folder<S: folder::FolderSource>(
+    ctx: &GpuContext,
+    source: &S,
+    engine: EngineOptions,
+    weights: WeightOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<(Llama, Tokenizer, folder::Shards<S::Reader>)> {
+    let f = folder::read_folder(source).await?;
+    let total = f.reader.len();
+    progress(Progress { phase: Phase::Header, step: 0, steps: 0, bytes_loaded: 0, bytes_total: total });
+    let llama = open_hf_weights(ctx, &f.reader, f.header, &f.config_json, engine, weights, progress).await?;
+    Ok((llama, f.tokenizer, f.reader))
 }
 
 /// Opens a Hugging Face checkpoint: the weights in one safetensors file read through `reader`,

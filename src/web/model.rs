@@ -15,7 +15,7 @@ use super::error::{from_js_error, js_error, to_js};
 use super::options::{self, LoadOptions};
 use crate::cpu::{self, CpuOptions};
 use crate::gpu::GpuContext;
-use crate::loader::web::{FetchStats, WebReader};
+use crate::loader::web::{FetchStats, WebFolder, WebOptions, WebReader};
 use crate::loader::LoadError;
 use crate::model::{self, EngineOptions, Llama, Progress, WeightOptions};
 use crate::ops::sample::SampleParams;
@@ -55,6 +55,18 @@ struct LoadStats {
     reloaded_after_change: bool,
     /// Largest linear memory seen during the load.
     peak_wasm_memory_bytes: f64,
+    /// The matrices quantized while loading (`quantize`), in load order.
+    quantized: Vec<QuantizedTensor>,
+}
+
+/// One matrix quantized while loading: its name in the file, its weft format, and the FNV-1a
+/// 64 of its packed words, scales and zero points (16 hex digits), as they would lie in a weft
+/// file that `weft quantize` writes.
+#[derive(Clone, Debug, Serialize)]
+struct QuantizedTensor {
+    name: String,
+    format: String,
+    digest: String,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -81,6 +93,12 @@ struct Session {
     gen: GenerationStats,
 }
 
+/// What `begin` runs: text to encode, or token ids.
+enum Prompt {
+    Text(String),
+    Ids(Vec<u32>),
+}
+
 /// One generated token: its id, the text it completes, and whether it ended the sequence (a
 /// full context does not: generation goes on over the sliding window).
 #[derive(Serialize)]
@@ -105,7 +123,7 @@ pub async fn load_model(url: String, options: JsValue) -> Result<Model, JsValue>
     let started = now_ms();
     let target = backend::resolve(opts.backend.unwrap_or_else(backend::chosen)).await.map_err(|e| to_js(&e))?;
     let mut changed = 0;
-    let (engine, tok, reader, peak) = loop {
+    let (engine, tok, fetched, peak) = loop {
         let loaded = match &target {
             Target::Gpu(ctx) => load_once(ctx, &url, &opts)
                 .await
@@ -121,11 +139,20 @@ pub async fn load_model(url: String, options: JsValue) -> Result<Model, JsValue>
     engine.check().map_err(|e| to_js(&e))?;
     let load = LoadStats {
         url,
-        file_bytes: crate::loader::RangeReader::len(&reader),
+        file_bytes: fetched.bytes,
         load_ms: now_ms() - started,
-        fetch: reader.stats(),
+        fetch: fetched.stats,
         reloaded_after_change: changed > 0,
         peak_wasm_memory_bytes: peak.max(wasm_memory_bytes()),
+        quantized: match &engine {
+            Engine::Gpu { llama, .. } => llama
+                .weights
+                .quantized
+                .iter()
+                .map(|q| QuantizedTensor { name: q.name.clone(), format: q.format.name(), digest: format!("{:016x}", q.digest) })
+                .collect(),
+            Engine::Cpu(_) => Vec::new(),
+        },
     };
     let session = Session {
         engine,
@@ -139,17 +166,46 @@ pub async fn load_model(url: String, options: JsValue) -> Result<Model, JsValue>
     Ok(Model { inner: Rc::new(RefCell::new(session)) })
 }
 
-/// One load from a fresh HEAD: the model, its tokenizer, the reader (for its stats) and the
-/// peak linear memory seen.
+/// The bytes of the model's weight files and what reading them cost.
+struct Fetched {
+    bytes: u64,
+    stats: FetchStats,
+}
+
+impl Fetched {
+    fn of<'a>(readers: impl IntoIterator<Item = &'a WebReader>) -> Self {
+        let mut out = Fetched { bytes: 0, stats: FetchStats::default() };
+        for r in readers {
+            out.bytes += crate::loader::RangeReader::len(r);
+            out.stats.add(&r.stats());
+        }
+        out
+    }
+}
+
+/// A Hugging Face model folder rather than a model file: a URL whose path ends in `/`
+/// (`https://huggingface.co/ORG/NAME/resolve/main/`, `/models/SmolLM2-135M-Instruct/`).
+fn is_folder(url: &str) -> bool {
+    WebFolder::parse(url, WebOptions::default()).is_some()
+}
+
+/// Room in the browser's storage for what the cache will keep of `reader`'s file.
+async fn ensure_room(reader: &WebReader) -> crate::Result<()> {
+    match reader.cache_validator() {
+        Some(validator) => {
+            super::storage::ensure_room(crate::loader::RangeReader::name(reader), validator, crate::loader::RangeReader::len(reader)).await
+        }
+        None => Ok(()),
+    }
+}
+
+/// One load from a fresh HEAD: the model, its tokenizer, what was fetched and the peak linear
+/// memory seen.
 async fn load_once(
     ctx: &GpuContext,
     url: &str,
     opts: &LoadOptions,
-) -> crate::Result<(Llama, Tokenizer, WebReader, f64)> {
-    let reader = WebReader::open(url, opts.web.clone()).await?;
-    if let Some(validator) = reader.cache_validator() {
-        super::storage::ensure_room(url, validator, crate::loader::RangeReader::len(&reader)).await?;
-    }
+) -> crate::Result<(Llama, Tokenizer, Fetched, f64)> {
     let mut peak = wasm_memory_bytes();
     let mut report = |p: Progress| {
         let memory = wasm_memory_bytes();
@@ -165,24 +221,46 @@ async fn load_once(
     let watch = ctx.watch_out_of_memory();
     // The budget is checked against weights + KV cache + activations after the header, before
     // any weight is fetched: a model over it is GPU_OOM (needed, available) with nothing spent.
-    let weights = WeightOptions { memory_budget_mb: opts.memory_budget_mb, ..WeightOptions::default() };
-    let opened = model::open(ctx, &reader, engine, weights, &mut report).await;
+    // Float matrices are quantized as they arrive, under `weft quantize`'s default keep rules.
+    let weights = WeightOptions {
+        memory_budget_mb: opts.memory_budget_mb,
+        quantize: opts.quantize,
+        default_keep: true,
+    };
+    let (opened, fetched) = if is_folder(url) {
+        let folder = WebFolder::parse(url, opts.web.clone()).expect("a folder URL");
+        match model::open_folder(ctx, &folder, engine, weights, &mut report).await {
+            Ok((llama, tok, shards)) => (Ok((llama, tok)), Some(Fetched::of(shards.readers()))),
+            Err(e) => (Err(e), None),
+        }
+    } else {
+        let reader = WebReader::open(url, opts.web.clone()).await?;
+        ensure_room(&reader).await?;
+        let opened = model::open(ctx, &reader, engine, weights, &mut report).await;
+        (opened, Some(Fetched::of([&reader])))
+    };
     let oom = watch.pop().await;
+    // Before the model is complete, the file's size bounds its weights in the message.
+    let bytes = fetched.as_ref().map_or(0, |f| f.bytes);
     match (opened, oom) {
         (Ok((llama, _)), Some(e)) => Err(Error::OutOfMemory { needed: llama.gpu_bytes(), message: e.to_string() }),
-        (Err(_), Some(e)) => Err(Error::OutOfMemory { needed: reader_weights(&reader), message: e.to_string() }),
+        (Err(_), Some(e)) => Err(Error::OutOfMemory { needed: bytes, message: e.to_string() }),
         (Err(e), None) => Err(e),
-        (Ok((llama, tok)), None) => Ok((llama, tok, reader, peak)),
+        (Ok((llama, tok)), None) => Ok((llama, tok, fetched.unwrap_or(Fetched { bytes, stats: FetchStats::default() }), peak)),
     }
 }
 
 /// One load onto the CPU backend: every weight read into wasm memory in its stored format,
 /// one progress event (phase `ready`) at the end.
-async fn load_cpu(url: &str, opts: &LoadOptions) -> crate::Result<(Engine, Tokenizer, WebReader, f64)> {
-    let reader = WebReader::open(url, opts.web.clone()).await?;
-    if let Some(validator) = reader.cache_validator() {
-        super::storage::ensure_room(url, validator, crate::loader::RangeReader::len(&reader)).await?;
+async fn load_cpu(url: &str, opts: &LoadOptions) -> crate::Result<(Engine, Tokenizer, Fetched, f64)> {
+    if is_folder(url) || opts.quantize.is_some() {
+        return Err(Error::UnsupportedModel {
+            what: "a model folder or quantizing at load on the CPU backend".into(),
+            hint: "load a GGUF or weft file (`weft quantize` makes one from a folder), or use backend 'webgpu'".into(),
+        });
     }
+    let reader = WebReader::open(url, opts.web.clone()).await?;
+    ensure_room(&reader).await?;
     // As many threads as the pool has at each pass (workers may still be joining): every pass
     // takes the ones that have joined.
     let options = CpuOptions { max_seq: opts.max_context, threads: usize::MAX, ..CpuOptions::default() };
@@ -198,13 +276,7 @@ async fn load_cpu(url: &str, opts: &LoadOptions) -> crate::Result<(Engine, Token
         let _ = Reflect::set(&event, &"wasmMemoryBytes".into(), &JsValue::from_f64(wasm_memory_bytes()));
         let _ = f.call1(&JsValue::NULL, &event);
     }
-    Ok((Engine::Cpu(Box::new(llama)), tok, reader, wasm_memory_bytes()))
-}
-
-/// The file's size: an upper bound on its weights, for an out-of-memory message before the
-/// model was complete.
-fn reader_weights(reader: &WebReader) -> u64 {
-    crate::loader::RangeReader::len(reader)
+    Ok((Engine::Cpu(Box::new(llama)), tok, Fetched::of([&reader]), wasm_memory_bytes()))
 }
 
 fn busy() -> JsValue {
@@ -296,12 +368,25 @@ impl Model {
     /// the first chunk. Of the earlier sequence only the prefix it shares with this prompt is
     /// kept (its KV cache is reused; `stats().prefillTokens` counts what ran). A prompt longer than the context is a
     /// CONTEXT_FULL error; generation past the context goes on over the sliding window.
-    pub fn begin(&self, prompt: String, options: JsValue) -> Promise {
+    /// `prompt` may also be an array of token ids, run as they are.
+    pub fn begin(&self, prompt: JsValue, options: JsValue) -> Promise {
         let params = options::sampling(&options);
+        let prompt = match prompt.as_string() {
+            Some(text) => Ok(Prompt::Text(text)),
+            None => serde_wasm_bindgen::from_value::<Vec<u32>>(prompt)
+                .map(Prompt::Ids)
+                .map_err(|_| js_error("INVALID_ARGUMENT", "the prompt must be a string or an array of token ids")),
+        };
         run(&self.inner, move |s| {
             Box::pin(async move {
                 let params = params?;
-                let ids = s.tok.encode(&prompt, true);
+                let ids = match prompt? {
+                    Prompt::Text(text) => s.tok.encode(&text, true),
+                    Prompt::Ids(ids) => ids,
+                };
+                if let Some(&bad) = ids.iter().find(|&&id| id as usize >= s.engine.vocab()) {
+                    return Err(js_error("INVALID_ARGUMENT", &format!("token id {bad} is outside the vocabulary of {}", s.engine.vocab())));
+                }
                 start(s, ids, &params).await
             })
         })
@@ -406,6 +491,10 @@ impl Model {
         let stats = Stats {
             load: s.load.clone(),
             backend: s.engine.name(),
+            architecture: match &s.engine {
+                Engine::Gpu { llama, .. } => llama.config.arch,
+                Engine::Cpu(c) => c.config.arch,
+            },
             prompt_tokens: g.prompt_tokens,
             prefill_tokens: g.prefill_tokens,
             time_to_first_token_ms: g.time_to_first_token_ms,
@@ -448,6 +537,7 @@ struct Stats {
     load: LoadStats,
     /// "webgpu" or "cpu".
     backend: &'static str,
+    architecture: crate::model::Arch,
     prompt_tokens: usize,
     prefill_tokens: usize,
     time_to_first_token_ms: f64,

@@ -10,9 +10,8 @@ use crate::loader::web::WebOptions;
 use crate::model::KvFormat;
 use crate::ops::sample::SampleParams;
 
-/// Keys `loadModel` accepts. `quantize` and `task` belong to
-/// features that read them themselves; here they are only known, so that passing them is not
-/// a mistake.
+/// Keys `loadModel` accepts. `task` belongs to the embedding loader, which reads it itself;
+/// here it is only known, so that passing it is not a mistake.
 pub const LOAD_KEYS: &[&str] = &[
     "onProgress",
     "signal",
@@ -91,6 +90,27 @@ pub struct LoadOptions {
     pub memory_budget_mb: Option<u64>,
     /// This load's backend; None: the one `init()` chose.
     pub backend: Option<super::backend::Choice>,
+    /// Float matrices quantized while loading (`quantize`); None keeps them as stored.
+    pub quantize: Option<crate::quant::weft::WeftQuant>,
+}
+
+/// `quantize` of `loadModel`: 'q4', 'q8', 'q3', 'none', or a weft format name.
+fn quantize(options: &JsValue) -> Result<Option<crate::quant::weft::WeftQuant>, JsValue> {
+    let Some(v) = field(options, "quantize") else { return Ok(None) };
+    let name = v.as_string().unwrap_or_default();
+    let full = match name.as_str() {
+        "none" => return Ok(None),
+        "auto" => {
+            return Err(js_error("UNSUPPORTED", "option 'quantize' 'auto' is not available yet; use 'q4', 'q8', 'q3' or 'none'"))
+        }
+        "q4" => "q4_g32_asym",
+        "q8" => "q8_g32_asym",
+        "q3" => "q3_g32_asym",
+        other => other,
+    };
+    crate::quant::weft::WeftQuant::parse(full).map(Some).map_err(|_| {
+        invalid(&format!("option 'quantize' is {}; use 'q4', 'q8', 'q3', 'none' or a weft format such as 'q4_g64_sym'", describe(&v)))
+    })
 }
 
 impl LoadOptions {
@@ -141,7 +161,8 @@ impl LoadOptions {
                 })?)
             }
         };
-        Ok(Self { on_progress, web, max_context, kv, memory_budget_mb, backend })
+        let quantize = quantize(options)?;
+        Ok(Self { on_progress, web, max_context, kv, memory_budget_mb, backend, quantize })
     }
 }
 

@@ -10,9 +10,10 @@ use std::time::Instant;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use weft::format::ModelHeader;
-use weft::loader::native::{FileReader, NativeSource};
+use weft::loader::native::NativeSource;
 use weft::loader::{read_header, RangeReader};
 use weft::model::budget::plan_budget;
+use weft::model::folder::Directory;
 use weft::model::convert::{budget_choices, keep_rules, quantize_model, KeepRule, QuantizePlan};
 use weft::model::LlamaConfig;
 use weft::quant::calibration::Calibration;
@@ -79,23 +80,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let started = Instant::now();
     let dir = Path::new(&a.input);
     let (writer, reports) = if dir.is_dir() {
-        let config_json = std::fs::read_to_string(dir.join("config.json")).context("config.json")?;
-        let tokenizer_json = std::fs::read_to_string(dir.join("tokenizer.json")).context("tokenizer.json")?;
-        let reader = FileReader::open(dir.join("model.safetensors"))?;
-        let mut header = pollster::block_on(read_header(&reader))?.header;
-        let mut config = LlamaConfig::from_hf_json(&config_json)?;
+        // config.json, the tokenizer files (the chat template, BOS/EOS and the stop tokens travel
+        // with the model) and model.safetensors or the shards of its index.
+        let folder = pollster::block_on(weft::model::folder::read_folder(&Directory(dir.to_path_buf())))?;
+        let (reader, mut header, tokenizer) = (folder.reader, folder.header, folder.tokenizer);
+        let mut config = LlamaConfig::from_hf_json(&folder.config_json)?;
         pollster::block_on(weft::model::load::prepare_header(&reader, &mut header, &mut config))?;
-        // The optional files: the chat template, BOS/EOS and the stop tokens travel with the model.
-        let optional = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
-        let (tokenizer_config, template, generation) =
-            (optional("tokenizer_config.json"), optional("chat_template.jinja"), optional("generation_config.json"));
-        let tokenizer = Tokenizer::from_hf_files(&weft::tokenizer::HfTokenizerFiles {
-            tokenizer_json: &tokenizer_json,
-            tokenizer_config: tokenizer_config.as_deref(),
-            chat_template_jinja: template.as_deref(),
-            generation_config: generation.as_deref(),
-            config: Some(&config_json),
-        })?;
         apply_budget(&reader, &header, &mut plan, a.budget_mb)?;
         with_bar("quantizing", |p| pollster::block_on(quantize_model(&reader, &header, &config, &tokenizer, &plan, p)))?
     } else {

@@ -53,12 +53,17 @@ impl Llama {
 
     /// LongRoPE past the original context: the whole sequence again with the long factors.
     async fn replay_long(&mut self, ctx: &GpuContext, all: &[u32]) -> Result<u32> {
+        self.restart_long();
+        self.run_prompt(ctx, all).await
+    }
+
+    /// An empty sequence whose passes rotate with LongRoPE's long factors.
+    fn restart_long(&mut self) {
         self.reset();
         self.ring.set_long();
         if let Some((_, ring)) = &mut self.rope_local {
             ring.set_long();
         }
-        self.run_prompt(ctx, all).await
     }
 
     async fn run_prompt(&mut self, ctx: &GpuContext, ids: &[u32]) -> Result<u32> {
@@ -152,13 +157,24 @@ impl Llama {
         &mut self,
         ctx: &GpuContext,
         ids: &[u32],
-        mut capture: Option<&mut Checkpoints>,
+        capture: Option<&mut Checkpoints>,
     ) -> Result<Vec<f32>> {
         self.check_position(ids.len())?;
         self.ahead = None;
-        if self.pos == 0 && self.ring.turns_long(ids.len()) {
-            self.ring.set_long();
+        // A sequence that crosses LongRoPE's original context is computed with the long factors
+        // throughout, as `prefill` and `step` do: the tokens already in the cache run again.
+        if self.ring.turns_long(self.pos + ids.len()) {
+            let earlier = self.history[..self.pos.min(self.history.len())].to_vec();
+            self.restart_long();
+            if !earlier.is_empty() {
+                self.score(ctx, &earlier, None).await?;
+            }
         }
+        self.score(ctx, ids, capture).await
+    }
+
+    /// The passes of `logits` from the current position, with the RoPE factors as they are.
+    async fn score(&mut self, ctx: &GpuContext, ids: &[u32], mut capture: Option<&mut Checkpoints>) -> Result<Vec<f32>> {
         let mut out = Vec::with_capacity(ids.len() * self.config.vocab);
         let mut done = 0;
         while done < ids.len() {

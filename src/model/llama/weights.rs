@@ -105,6 +105,17 @@ pub struct Weights {
     pub out_norm: GpuTensor, // [dim]
     /// None: the output head is the embedding (tied).
     pub output: Option<QWeight>, // [vocab, dim]
+    /// Each matrix quantized while loading (empty when nothing was).
+    pub quantized: Vec<Quantized>,
+}
+
+/// A matrix quantized while loading: its file name, the format and `load::quant_digest` of
+/// its packed form.
+#[derive(Clone, Debug)]
+pub struct Quantized {
+    pub name: String,
+    pub format: crate::quant::weft::WeftQuant,
+    pub digest: u64,
 }
 
 impl Weights {
