@@ -173,6 +173,8 @@ fn block_isum(f: BlockFormat, w: (v128, v128), half: [i32; 2], bytes: &(v128, v1
 
 /// `R` packed rows times `T` token rows of 8-bit activations, `[token][row]`: each weight block
 /// is unpacked (and its scales read) once for the `T` tokens.
+// `i` is the block of every row and every token, not an index into one of them.
+#[allow(clippy::needless_range_loop)]
 pub fn dot_q8_tile<const R: usize, const T: usize>(f: BlockFormat, rows: [&[u8]; R], xs: [&[BlockQ8]; T]) -> [[f32; R]; T] {
     let blocks = xs.iter().fold(rows.iter().map(|r| f.blocks_in(r.len())).min().unwrap_or(0), |n, x| n.min(x.len()));
     let mut acc = [[f32x4_splat(0.0); R]; T];
