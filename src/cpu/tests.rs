@@ -97,22 +97,23 @@ fn block_dot_products_match_the_reference_decoder() {
     }
 }
 
-/// A prompt pass's tiles (4 rows by 1, 2 and 4 tokens) on every instruction set equal the scalar
-/// product of each row and token.
+/// A prompt pass's tiles (4 rows by 1, 2, 4 and 8 tokens) on every instruction set equal the
+/// scalar product of each row and token.
 #[test]
 fn tiles_match_the_scalar_reference() {
     let cols = 256 * 3;
-    let x: Vec<Vec<BlockQ8>> = (0..4).map(|t| quantized(&random_f32(200 + t, cols))).collect();
+    let x: Vec<Vec<BlockQ8>> = (0..8).map(|t| quantized(&random_f32(200 + t, cols))).collect();
     for (seed, f) in BlockFormat::ALL.into_iter().enumerate() {
         let rows: Vec<Vec<u8>> = (0..4).map(|r| random_weights(f.ggml(), 300 + 10 * seed as u64 + r, cols).unwrap()).collect();
         let rows: [&[u8]; 4] = std::array::from_fn(|r| rows[r].as_slice());
         let want: Vec<[f32; 4]> = x.iter().map(|x| rows.map(|row| dot_q8_scalar(f, row, x))).collect();
         for isa in Isa::available() {
-            let tile4 = isa.dot_q8_tile(f, rows, [&x[0][..], &x[1], &x[2], &x[3]]);
-            let tile2 = isa.dot_q8_tile(f, rows, [&x[0][..], &x[1]]);
-            let tile1 = isa.dot_q8_tile(f, rows, [&x[0][..]]);
-            let got = tile4.iter().chain(&tile2).chain(&tile1);
-            let want = want.iter().chain(&want[..2]).chain(&want[..1]);
+            let tile8 = isa.dot_q8_tile::<4, 8>(f, rows, std::array::from_fn(|t| &x[t][..]));
+            let tile4 = isa.dot_q8_tile::<4, 4>(f, rows, std::array::from_fn(|t| &x[t][..]));
+            let tile2 = isa.dot_q8_tile::<4, 2>(f, rows, std::array::from_fn(|t| &x[t][..]));
+            let tile1 = isa.dot_q8_tile::<4, 1>(f, rows, [&x[0][..]]);
+            let got = tile8.iter().chain(&tile4).chain(&tile2).chain(&tile1);
+            let want = want.iter().chain(&want[..4]).chain(&want[..2]).chain(&want[..1]);
             for (g, w) in got.zip(want) {
                 for (a, b) in g.iter().zip(w) {
                     assert!((a - b).abs() <= 1e-4 * b.abs().max(1.0), "{f:?} {}: {a} vs {b}", isa.name());
@@ -144,8 +145,8 @@ fn float_dot_and_axpy_match_scalar() {
 /// K-quants and floats decoded per row; a share of the rows computes exactly those rows.
 #[test]
 fn matrix_products_match_the_decoded_matrix() {
-    // Seven tokens: tiles of four, two and one.
-    let (rows, cols, t) = (9, 256, 7);
+    // Fifteen tokens: a tile of each width.
+    let (rows, cols, t) = (9, 256, 15);
     let types = [
         GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K,
         GgmlType::Q6_K, GgmlType::Q3_K, GgmlType::F16,
