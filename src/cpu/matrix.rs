@@ -121,6 +121,7 @@ impl CpuMatrix {
                         #[cfg(not(target_arch = "wasm32"))]
                         8 => emit(out, tok, r, isa.dot_q8_tile::<4, 8>(f, four, std::array::from_fn(|i| x(tok + i)))),
                         4 => emit(out, tok, r, isa.dot_q8_tile::<4, 4>(f, four, std::array::from_fn(|i| x(tok + i)))),
+                        #[cfg(not(target_arch = "wasm32"))]
                         2 => emit(out, tok, r, isa.dot_q8_tile::<4, 2>(f, four, std::array::from_fn(|i| x(tok + i)))),
                         _ => emit(out, tok, r, isa.dot_q8_tile::<4, 1>(f, four, [x(tok)])),
                     });
@@ -156,12 +157,12 @@ impl CpuMatrix {
 /// Tokens per tile of a prompt pass, widest first: each weight block is unpacked once for that
 /// many tokens. Natively up to 8 (on AVX2 a 4 x 8 tile multiplied 1536 x 576 Q4_1 rows by 64
 /// tokens ~20 % faster than 4 x 4, K-quants ~30 %: best of 15 runs each, on a busy 2-core
-/// machine); in wasm up to 4, since each width is one more kernel instance in a module held to
-/// a size budget.
+/// machine); in wasm 4 or 1, since each width is eight more kernel instances (one per format)
+/// in a module held to a size budget.
 #[cfg(not(target_arch = "wasm32"))]
 const TILES: [usize; 4] = [8, 4, 2, 1];
 #[cfg(target_arch = "wasm32")]
-const TILES: [usize; 3] = [4, 2, 1];
+const TILES: [usize; 2] = [4, 1];
 
 /// Splits `t` tokens into tiles of [`TILES`] tokens, widest first: `tile(first token, tokens)`.
 fn tiles(t: usize, mut tile: impl FnMut(usize, usize)) {

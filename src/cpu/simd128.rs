@@ -173,9 +173,36 @@ fn block_isum(f: BlockFormat, w: (v128, v128), half: [i32; 2], bytes: &(v128, v1
 
 /// `R` packed rows times `T` token rows of 8-bit activations, `[token][row]`: each weight block
 /// is unpacked (and its scales read) once for the `T` tokens.
+pub fn dot_q8_tile<const R: usize, const T: usize>(f: BlockFormat, rows: [&[u8]; R], xs: [&[BlockQ8]; T]) -> [[f32; R]; T] {
+    // One instance per format, as in avx2.rs: the format a constant, its unpacking and scales
+    // compile to straight-line code instead of a dispatch per block. A single row (those past a
+    // multiple of four) is rare: one instance for every format keeps the module in its budget.
+    if R == 1 {
+        return tile_of(f, rows, xs);
+    }
+    match f {
+        BlockFormat::Q4_0 => tile::<0, R, T>(rows, xs),
+        BlockFormat::Q4_1 => tile::<1, R, T>(rows, xs),
+        BlockFormat::Q8_0 => tile::<2, R, T>(rows, xs),
+        BlockFormat::Q5_0 => tile::<3, R, T>(rows, xs),
+        BlockFormat::Q5_1 => tile::<4, R, T>(rows, xs),
+        BlockFormat::Q4_K => tile::<5, R, T>(rows, xs),
+        BlockFormat::Q5_K => tile::<6, R, T>(rows, xs),
+        BlockFormat::Q6_K => tile::<7, R, T>(rows, xs),
+    }
+}
+
+/// [`dot_q8_tile`] for `BlockFormat::ALL[F]`.
+#[inline]
+fn tile<const F: usize, const R: usize, const T: usize>(rows: [&[u8]; R], xs: [&[BlockQ8]; T]) -> [[f32; R]; T] {
+    tile_of(BlockFormat::ALL[F], rows, xs)
+}
+
+/// The tile kernel itself, inlined where the format is a constant.
 // `i` is the block of every row and every token, not an index into one of them.
 #[allow(clippy::needless_range_loop)]
-pub fn dot_q8_tile<const R: usize, const T: usize>(f: BlockFormat, rows: [&[u8]; R], xs: [&[BlockQ8]; T]) -> [[f32; R]; T] {
+#[inline(always)]
+fn tile_of<const R: usize, const T: usize>(f: BlockFormat, rows: [&[u8]; R], xs: [&[BlockQ8]; T]) -> [[f32; R]; T] {
     let blocks = xs.iter().fold(rows.iter().map(|r| f.blocks_in(r.len())).min().unwrap_or(0), |n, x| n.min(x.len()));
     let mut acc = [[f32x4_splat(0.0); R]; T];
     let mut offset = [[0f32; R]; T];
