@@ -12,6 +12,8 @@ Inputs:
                             browser.json (bench/browser/run.mjs), machine.json (CPU and protocol)
   bench/results/h100/*/     bench/gpu/session.sh's dawn step: dawn.jsonl, a record a model file with
                             weft bench --json and bench/dawn/run.mjs's line, from one call
+  bench/results/local/cpu-vs-llamacpp.jsonl  bench/native/cpu_vs_llamacpp.sh: weft's CPU backend and
+                            llama.cpp on one GGUF, interleaved rounds (the native CPU table)
   bench/results/embed/      bench/embed_compare.py: <machine>.jsonl, weft bench-embed and
                             sentence-transformers runs interleaved (rows of the embedding table)
   bench/results/h100/<session>/embed.jsonl  session.sh's embed step (bench/embed_gpu.py): weft's GPU
@@ -367,6 +369,45 @@ def embed_table() -> str:
     return "\n".join(out) + "\n"
 
 
+def cpu_vs_llamacpp_table() -> str:
+    """weft's CPU backend beside llama.cpp natively (bench/native/cpu_vs_llamacpp.sh): per engine
+    the best and median of the runs' medians, then weft / llama.cpp of the medians and the range
+    of the per-round ratios, with the load average the runs started under."""
+    rows = load_jsonl(RESULTS / "local" / "cpu-vs-llamacpp.jsonl")
+    if not rows:
+        return ""
+    out = ["", "weft's CPU backend and llama.cpp natively, interleaved rounds (`bench/native/cpu_vs_llamacpp.sh`; "
+           "best and median over the rounds of each run's median, the 1-minute load average before each run):", "",
+           "| model | prompt + gen | threads | engine | runs | prefill best | prefill median | decode best "
+           "| decode median | load |", "|---|---|---|---|---|---|---|---|---|---|"]
+    mid = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+    keys = dict.fromkeys((r["model"].split("/")[-1], r["prompt_len"], r["gen"], r["threads"]) for r in rows)
+    ratios = []
+    for key in keys:
+        sel = [r for r in rows if (r["model"].split("/")[-1], r["prompt_len"], r["gen"], r["threads"]) == key]
+        medians = {}
+        for engine in dict.fromkeys(r["engine"] for r in sel):
+            runs = [r for r in sel if r["engine"] == engine]
+            pre = [r["prefill_tok_s_median"] for r in runs]
+            dec = [r["decode_tok_s_median"] for r in runs]
+            loads = [r["load_1min"] for r in runs]
+            medians[engine] = (mid(pre), mid(dec))
+            out.append(f"| {key[0]} | {key[1]} + {key[2]} | {key[3]} | {engine} | {len(runs)} | {max(pre):.1f} "
+                       f"| {mid(pre):.1f} | {max(dec):.1f} | {mid(dec):.1f} | {min(loads):.1f}-{max(loads):.1f} |")
+        weft, cpp = medians.get("weft cpu"), medians.get("llama.cpp")
+        if weft and cpp:
+            by_round = {}
+            for r in sel:
+                by_round.setdefault(r["round"], {})[r["engine"]] = r
+            pairs = [(p["weft cpu"], p["llama.cpp"]) for p in by_round.values() if len(p) == 2]
+            span = lambda k: (min(w[k] / c[k] for w, c in pairs), max(w[k] / c[k] for w, c in pairs))  # noqa: E731
+            (p0, p1), (d0, d1) = span("prefill_tok_s_median"), span("decode_tok_s_median")
+            ratios.append(f"- {key[0]}, {key[3]} threads: weft / llama.cpp of the medians: prefill "
+                          f"{weft[0] / cpp[0]:.2f}, decode {weft[1] / cpp[1]:.2f}; per round prefill {p0:.2f}-{p1:.2f}, "
+                          f"decode {d0:.2f}-{d1:.2f}")
+    return "\n".join(out + [""] + ratios) + "\n"
+
+
 def main() -> None:
     data = {"h100": h100(), "local": local(), "session": session(), "gemv_session": session("session6"), "dawn": dawn()}
     (ROOT / "results.json").write_text(json.dumps(data, indent=2) + "\n")
@@ -377,6 +418,7 @@ def main() -> None:
     if embed.exists():
         table += "\n" + embed.read_text()
     table += embed_table()
+    table += cpu_vs_llamacpp_table()
     (ROOT / "results.md").write_text(table)
     print(table)
 

@@ -97,6 +97,23 @@ export function init(options = {}) {
   });
 }
 
+let chatRenderer = null;
+
+/** Loads the chat-template renderer (pkg-chat: minijinja, a wasm module of its own so that pages
+ * that never chat do not download it) on the first chat and hands it to the main module. A
+ * failure rejects with `LOAD` and is tried again on the next chat. */
+function loadChatRenderer() {
+  chatRenderer ??= (async () => {
+    const glue = await import('../pkg-chat/weft_chat.js');
+    await glue.default();
+    wasm.setChatRenderer(glue.render);
+  })().catch((e) => {
+    chatRenderer = null;
+    throw new WeftError('LOAD', `the chat template renderer (pkg-chat/weft_chat_bg.wasm) did not load: ${e?.message ?? e}`);
+  });
+  return chatRenderer;
+}
+
 let persistence = null;
 
 /** Asks once per page that the model cache be kept under storage pressure
@@ -313,16 +330,19 @@ export class Model extends EventTarget {
   /** The reply to `messages`, streamed like `generate`. The template's special tokens are
    * control tokens; message content is encoded as text, so it cannot open or close a turn. */
   async *chatStream(messages, options = {}) {
+    await loadChatRenderer();
     yield* this.#generate((m, sampling) => m.beginChat(messages, sampling), options);
   }
 
   /** The prompt `chat` would run for `messages`, as text. */
   async chatPrompt(messages) {
+    await loadChatRenderer();
     return this.#call((m) => m.chatPrompt(messages));
   }
 
   /** The token ids `chat` runs for `messages`. */
   async chatIds(messages) {
+    await loadChatRenderer();
     return this.#call((m) => Array.from(m.chatIds(messages)));
   }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the release wasm and its JS bindings: www/pkg (one thread) and www/pkg-threads (shared
-# memory, for the CPU backend's worker pool in cross-origin isolated pages). `init()` picks one.
-# THREADS=0 builds only the single-thread one.
+# memory, for the CPU backend's worker pool in cross-origin isolated pages), of which `init()`
+# picks one, and www/pkg-chat (the chat-template renderer, crates/weft-chat), which the JS API
+# loads on the first chat. THREADS=0 builds only the single-thread one and the renderer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +23,11 @@ cargo build --release --target wasm32-unknown-unknown --lib
 wasm-bindgen --target web --out-dir www/pkg "$T"/wasm32-unknown-unknown/release/weft.wasm
 opt www/pkg/weft_bg.wasm -o www/pkg/weft_bg.wasm
 size wasm www/pkg/weft_bg.wasm
+
+cargo build --release --target wasm32-unknown-unknown -p weft-chat
+wasm-bindgen --target web --out-dir www/pkg-chat "$T"/wasm32-unknown-unknown/release/weft_chat.wasm
+opt www/pkg-chat/weft_chat_bg.wasm -o www/pkg-chat/weft_chat_bg.wasm
+size "wasm (chat renderer)" www/pkg-chat/weft_chat_bg.wasm
 
 [ "${THREADS:-1}" = 0 ] && exit 0
 # Shared memory needs std built with atomics: -Z build-std, which RUSTC_BOOTSTRAP=1 allows on the

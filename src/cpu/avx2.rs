@@ -4,7 +4,7 @@
 
 use std::arch::x86_64::*;
 
-use super::kernels::{BlockFormat, BlockQ8, BLOCK};
+use super::kernels::{block_scales_with, BlockFormat, BlockQ8, BLOCK};
 
 /// The f16 at `b[at..at + 2]` as f32 in one F16C instruction (a software conversion per block
 /// costs as much as the block's products).
@@ -80,29 +80,73 @@ unsafe fn nibbles(qs: *const u8) -> __m256i {
     _mm256_set_m128i(hi, lo)
 }
 
-/// # Safety
-/// AVX2, FMA and F16C; `row` holds whole blocks of `f`, and `x` at least as many blocks.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_q8(f: BlockFormat, row: &[u8], x: &[BlockQ8]) -> f32 {
-    dot_q8_rows::<1>(f, [row], x)[0]
-}
-
-/// [`dot_q8`] of `R` rows with the same activations: independent accumulators keep the
-/// floating-point units busy where one row's chain of dependent adds would stall them.
-///
-/// # Safety
-/// As [`dot_q8`], for every row; all rows of equal length.
+/// Bit j of the little-endian u32 at `p` as 0x10 in byte j: the fifth bits of a Q5 block.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_q8_rows<const R: usize>(f: BlockFormat, rows: [&[u8]; R], x: &[BlockQ8]) -> [f32; R] {
-    dot_q8_tile::<R, 1>(f, rows, [x])[0]
+unsafe fn fifth_bits(p: *const u8) -> __m256i {
+    let qh = _mm256_set1_epi32(std::ptr::read_unaligned(p as *const i32));
+    // Byte j takes byte j / 8 of qh (each 128-bit lane holds all four), then bit j % 8 of it.
+    let spread = _mm256_shuffle_epi8(
+        qh,
+        _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3),
+    );
+    let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    let set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    _mm256_and_si256(set, _mm256_set1_epi8(0x10))
 }
 
-/// `R` rows times `T` token rows of activations: each weight block is unpacked (and its
-/// scales converted) once for the `T` tokens of a prompt pass.
+/// The 32 bytes at `p`, each shifted right by `shift` (0 or 4) and masked to its low nibble.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn nibble_run(p: *const u8, shift: i32) -> __m256i {
+    let raw = _mm256_loadu_si256(p as *const __m256i);
+    _mm256_and_si256(_mm256_srl_epi16(raw, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(0xF))
+}
+
+/// Block `i`'s 32 integers in element order (`kernels::block_q`).
 ///
 /// # Safety
-/// As [`dot_q8`], for every row and token; all of equal length.
+/// AVX2; block `i` lies within `row`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn unpack(f: BlockFormat, row: &[u8], i: usize) -> __m256i {
+    let sb = f.stored_bytes();
+    let p = row.as_ptr();
+    match f {
+        BlockFormat::Q4_0 | BlockFormat::Q4_1 => nibbles(p.add((i + 1) * sb - 16)),
+        BlockFormat::Q5_0 | BlockFormat::Q5_1 => {
+            let qh = if f == BlockFormat::Q5_0 { 2 } else { 4 };
+            _mm256_or_si256(nibbles(p.add((i + 1) * sb - 16)), fifth_bits(p.add(i * sb + qh)))
+        }
+        BlockFormat::Q8_0 => _mm256_loadu_si256(p.add(i * sb + 2) as *const __m256i),
+        BlockFormat::Q4_K | BlockFormat::Q5_K => {
+            let (b, j) = (p.add((i / 8) * sb), i % 8);
+            let qs = if f == BlockFormat::Q4_K { 16 } else { 48 };
+            let low = nibble_run(b.add(qs + 32 * (j / 2)), 4 * (j as i32 % 2));
+            if f == BlockFormat::Q4_K {
+                return low;
+            }
+            // Bit j of each qh byte, moved to bit 4.
+            let qh = _mm256_loadu_si256(b.add(16) as *const __m256i);
+            let high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(j as i32)), _mm256_set1_epi8(1));
+            _mm256_or_si256(low, _mm256_slli_epi16(high, 4))
+        }
+        BlockFormat::Q6_K => {
+            let (b, n, k) = (p.add((i / 8) * sb), (i % 8) / 4, i % 4);
+            let low = nibble_run(b.add(64 * n + 32 * (k & 1)), 4 * (k as i32 >> 1));
+            let qh = _mm256_loadu_si256(b.add(128 + 32 * n) as *const __m256i);
+            let high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k as i32)), _mm256_set1_epi8(3));
+            _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(high, 4)), _mm256_set1_epi8(32))
+        }
+    }
+}
+
+/// `R` rows times `T` token rows of activations, `[token][row]`: each weight block is unpacked
+/// (and its scales read) once for the `T` tokens of a prompt pass, each activation block loaded
+/// once for the `R` rows.
+///
+/// # Safety
+/// AVX2, FMA and F16C; every row holds whole stored blocks of `f`, all of equal length.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_q8_tile<const R: usize, const T: usize>(
@@ -110,36 +154,57 @@ pub unsafe fn dot_q8_tile<const R: usize, const T: usize>(
     rows: [&[u8]; R],
     xs: [&[BlockQ8]; T],
 ) -> [[f32; R]; T] {
+    // One instance per format: with the format a constant, its unpacking and scales compile to
+    // straight-line code. Dispatching on it per block cost a decode step ~40 % (the loop is not
+    // unswitched over eight formats).
+    match f {
+        BlockFormat::Q4_0 => tile::<0, R, T>(rows, xs),
+        BlockFormat::Q4_1 => tile::<1, R, T>(rows, xs),
+        BlockFormat::Q8_0 => tile::<2, R, T>(rows, xs),
+        BlockFormat::Q5_0 => tile::<3, R, T>(rows, xs),
+        BlockFormat::Q5_1 => tile::<4, R, T>(rows, xs),
+        BlockFormat::Q4_K => tile::<5, R, T>(rows, xs),
+        BlockFormat::Q5_K => tile::<6, R, T>(rows, xs),
+        BlockFormat::Q6_K => tile::<7, R, T>(rows, xs),
+    }
+}
+
+/// [`dot_q8_tile`] for `BlockFormat::ALL[F]`.
+///
+/// # Safety
+/// As [`dot_q8_tile`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tile<const F: usize, const R: usize, const T: usize>(rows: [&[u8]; R], xs: [&[BlockQ8]; T]) -> [[f32; R]; T] {
+    let f = BlockFormat::ALL[F];
     let ones = _mm256_set1_epi16(1);
-    let bb = f.block_bytes();
-    let blocks = xs.iter().fold(rows[0].len() / bb, |n, x| n.min(x.len()));
+    let signed = f.signed_q();
+    let blocks = xs.iter().fold(rows.iter().map(|r| f.blocks_in(r.len())).min().unwrap_or(0), |n, x| n.min(x.len()));
     let mut acc = [[_mm256_setzero_ps(); R]; T];
     let mut offset = [[0f32; R]; T];
     for i in 0..blocks {
         let xb: [&BlockQ8; T] = std::array::from_fn(|t| xs[t].get_unchecked(i));
         let xq: [__m256i; T] = std::array::from_fn(|t| _mm256_loadu_si256(xb[t].q.as_ptr() as *const __m256i));
         for r in 0..R {
-            let b = rows[r].get_unchecked(i * bb..(i + 1) * bb);
-            let d = half_at(b, 0);
-            let w = match f {
-                BlockFormat::Q4_0 | BlockFormat::Q4_1 => nibbles(b.as_ptr().add(bb - 16)),
-                BlockFormat::Q8_0 => _mm256_loadu_si256(b.as_ptr().add(2) as *const __m256i),
-            };
-            let m = match f {
-                BlockFormat::Q4_0 => -8.0 * d,
-                BlockFormat::Q4_1 => half_at(b, 2),
-                BlockFormat::Q8_0 => 0.0,
+            // SAFETY: F16C is enabled here.
+            let s = block_scales_with(f, rows[r], i, |b, at| unsafe { half_at(b, at) });
+            let w = unpack(f, rows[r], i);
+            // maddubs multiplies unsigned by signed: signed weights go in as |w| times x with
+            // w's sign.
+            let magnitude = if signed { _mm256_sign_epi8(w, w) } else { w };
+            // The pairs' sums of each half times its factor (Q6_K's two sub-block scales).
+            let factors = if s.half == [1, 1] {
+                ones
+            } else {
+                _mm256_set_m128i(_mm_set1_epi16(s.half[1] as i16), _mm_set1_epi16(s.half[0] as i16))
             };
             for t in 0..T {
-                let products = match f {
-                    // maddubs multiplies unsigned by signed: for Q8_0, |w| times x with w's sign.
-                    BlockFormat::Q8_0 => _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xq[t], w)),
-                    _ => _mm256_maddubs_epi16(w, xq[t]),
-                };
-                // Q4_0: Σ (q - 8) x = Σ q x - 8 Σ x; Q4_1: Σ (q d + m) x = d Σ q x + m Σ x.
-                offset[t][r] += m * xb[t].s;
-                let sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(products, ones));
-                acc[t][r] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb[t].d), sums, acc[t][r]);
+                let x = if signed { _mm256_sign_epi8(xq[t], w) } else { xq[t] };
+                let products = _mm256_maddubs_epi16(magnitude, x);
+                // Σ (q d + m) x = d Σ q x + m Σ x, with Σ x = s per block.
+                offset[t][r] += s.m * xb[t].s;
+                let sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(products, factors));
+                acc[t][r] = _mm256_fmadd_ps(_mm256_set1_ps(s.d * xb[t].d), sums, acc[t][r]);
             }
         }
     }
@@ -157,7 +222,7 @@ pub unsafe fn dot_q8_tile<const R: usize, const T: usize>(
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_f32(f: BlockFormat, row: &[u8], x: &[f32]) -> f32 {
     let mut acc = _mm256_setzero_ps();
-    for (b, xs) in row.chunks_exact(f.block_bytes()).zip(x.chunks_exact(BLOCK)) {
+    for (b, xs) in row.chunks_exact(f.stored_bytes()).zip(x.chunks_exact(BLOCK)) {
         let d = _mm256_set1_ps(half_at(b, 0));
         let (q, bias) = match f {
             BlockFormat::Q4_0 | BlockFormat::Q4_1 => {
@@ -166,6 +231,7 @@ pub unsafe fn dot_f32(f: BlockFormat, row: &[u8], x: &[f32]) -> f32 {
                 (w, bias)
             }
             BlockFormat::Q8_0 => (_mm256_loadu_si256(b.as_ptr().add(2) as *const __m256i), None),
+            _ => unreachable!("{f:?} has no f32 block kernel"),
         };
         let lanes = [_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)];
         for k in 0..4 {

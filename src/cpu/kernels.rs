@@ -1,22 +1,24 @@
-//! The CPU backend's inner loops: dot products of one packed weight row with one activation
-//! row, per 32-weight block, and the quantization of activations to 8 bits. Each has a scalar
-//! reference here and a SIMD version per instruction set (`avx2.rs` on x86-64, `simd128.rs` in
-//! a wasm build with SIMD128), picked once at run time by [`Isa`].
+//! The CPU backend's inner loops: dot products of packed weight rows with activation rows, per
+//! 32-weight block, and the quantization of activations to 8 bits. Each has a scalar reference
+//! here and a SIMD version per instruction set (`avx2.rs` on x86-64, `simd128.rs` in a wasm
+//! build with SIMD128), picked once at run time by [`Isa`].
 //!
 //! Two arithmetics: `Q8` quantizes each 32-value block of the activations to i8 with an f32
 //! scale and sums integer products (llama.cpp's scheme: about twice the f32 path's speed);
 //! `F32` decodes the weights exactly as the reference decoder does and multiplies in f32
 //! (what the activation fixtures are checked with).
+//!
+//! Every format with a block kernel is read as blocks of 32 weights `w = q · scale + offset`:
+//! integers `q` (at most 6 bits, or Q8_0's i8), one scale per half block (Q6_K's sub-blocks are
+//! 16 weights) or per block, and an offset per block that multiplies Σx. K-quants keep 256
+//! weights a stored block; a 32-weight block is one of its sub-blocks (or two of Q6_K's).
 
 use half::f16;
 
-/// Values per quantization block of every format with a fast path here.
-pub const BLOCK: usize = 32;
+use crate::format::GgmlType;
 
-/// Bytes of one block of each fast-path GGML format.
-pub const Q4_0_BYTES: usize = 18;
-pub const Q4_1_BYTES: usize = 20;
-pub const Q8_0_BYTES: usize = 34;
+/// Values per quantization block of the activations, and per block of the kernels.
+pub const BLOCK: usize = 32;
 
 /// 32 activations quantized to i8: `x ≈ d * q`, with `s = d * Σq` for formats with an offset.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -27,7 +29,8 @@ pub struct BlockQ8 {
     pub q: [i8; BLOCK],
 }
 
-/// The weight formats with block kernels.
+/// The weight formats with block kernels, named as GGML names them.
+#[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BlockFormat {
     /// d f16, 16 bytes of nibbles; w = (q - 8) d. Element j is the low nibble of byte j,
@@ -37,16 +40,168 @@ pub enum BlockFormat {
     Q4_1,
     /// d f16, 32 i8; w = q d.
     Q8_0,
+    /// d f16, qh u32 (the fifth bit of element j is bit j), nibbles as Q4_0; w = (q - 16) d.
+    Q5_0,
+    /// d f16, m f16, qh u32, nibbles; w = q d + m.
+    Q5_1,
+    /// 256 weights: d f16, dmin f16, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles
+    /// (64 weights per 32 bytes: low nibbles, then high ones); w = d·sc q - dmin·m.
+    Q4_K,
+    /// Q4_K with a fifth bit per weight (32 bytes of qh before the nibbles).
+    Q5_K,
+    /// 256 weights: 128 bytes of low nibbles, 64 of high 2-bit pairs, 16 i8 scales (one per 16
+    /// weights), d f16; w = d·sc (q - 32).
+    Q6_K,
 }
 
 impl BlockFormat {
-    pub fn block_bytes(self) -> usize {
+    pub const ALL: [BlockFormat; 8] = [
+        BlockFormat::Q4_0,
+        BlockFormat::Q4_1,
+        BlockFormat::Q8_0,
+        BlockFormat::Q5_0,
+        BlockFormat::Q5_1,
+        BlockFormat::Q4_K,
+        BlockFormat::Q5_K,
+        BlockFormat::Q6_K,
+    ];
+
+    pub fn from_ggml(t: GgmlType) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.ggml() == t)
+    }
+
+    pub fn ggml(self) -> GgmlType {
         match self {
-            BlockFormat::Q4_0 => Q4_0_BYTES,
-            BlockFormat::Q4_1 => Q4_1_BYTES,
-            BlockFormat::Q8_0 => Q8_0_BYTES,
+            BlockFormat::Q4_0 => GgmlType::Q4_0,
+            BlockFormat::Q4_1 => GgmlType::Q4_1,
+            BlockFormat::Q8_0 => GgmlType::Q8_0,
+            BlockFormat::Q5_0 => GgmlType::Q5_0,
+            BlockFormat::Q5_1 => GgmlType::Q5_1,
+            BlockFormat::Q4_K => GgmlType::Q4_K,
+            BlockFormat::Q5_K => GgmlType::Q5_K,
+            BlockFormat::Q6_K => GgmlType::Q6_K,
         }
     }
+
+    /// Bytes of one stored block (32 weights, or 256 for K-quants).
+    pub fn stored_bytes(self) -> usize {
+        self.ggml().block_bytes() as usize
+    }
+
+    /// 32-weight blocks per stored block.
+    fn per_stored(self) -> usize {
+        self.ggml().block_elements() as usize / BLOCK
+    }
+
+    /// 32-weight blocks in a row of `bytes` bytes.
+    pub fn blocks_in(self, bytes: usize) -> usize {
+        bytes / self.stored_bytes() * self.per_stored()
+    }
+
+    /// Whether `q` is signed (Q8_0's i8, Q6_K's q - 32) rather than an unsigned field.
+    pub fn signed_q(self) -> bool {
+        matches!(self, BlockFormat::Q8_0 | BlockFormat::Q6_K)
+    }
+
+    /// Whether [`Isa::dot_f32`] reads this format; the others are decoded a row at a time for
+    /// f32 products.
+    pub fn has_f32_kernel(self) -> bool {
+        matches!(self, BlockFormat::Q4_0 | BlockFormat::Q4_1 | BlockFormat::Q8_0)
+    }
+}
+
+/// The scalars of 32-weight block `i` of a row: `w_j = q_j · d · half[j / 16] + m`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockScales {
+    pub d: f32,
+    /// Integer factors of the two halves (Q6_K's sub-block scales; 1 elsewhere).
+    pub half: [i32; 2],
+    /// Offset per unit of Σx.
+    pub m: f32,
+}
+
+/// Block `i`'s scales. Shared by every instruction set: the vector code only differs in how it
+/// unpacks `q`.
+#[inline]
+pub(crate) fn block_scales(f: BlockFormat, row: &[u8], i: usize) -> BlockScales {
+    block_scales_with(f, row, i, half_at)
+}
+
+/// [`block_scales`] with `half_at` converting the f16 scales (AVX2 has an instruction for it).
+#[inline(always)]
+pub(crate) fn block_scales_with(f: BlockFormat, row: &[u8], i: usize, half_at: impl Fn(&[u8], usize) -> f32) -> BlockScales {
+    let one = |d: f32, m: f32| BlockScales { d, half: [1, 1], m };
+    let sb = f.stored_bytes();
+    match f {
+        BlockFormat::Q4_0 => {
+            let d = half_at(row, i * sb);
+            one(d, -8.0 * d)
+        }
+        BlockFormat::Q5_0 => {
+            let d = half_at(row, i * sb);
+            one(d, -16.0 * d)
+        }
+        BlockFormat::Q4_1 | BlockFormat::Q5_1 => one(half_at(row, i * sb), half_at(row, i * sb + 2)),
+        BlockFormat::Q8_0 => one(half_at(row, i * sb), 0.0),
+        BlockFormat::Q4_K | BlockFormat::Q5_K => {
+            let b = &row[(i / 8) * sb..(i / 8 + 1) * sb];
+            let (sc, m) = crate::quant::k4_scale_min(&b[4..16], i % 8);
+            // d · sc is exact in f32 (11 + 6 bits), as the reference decoder computes it.
+            one(half_at(b, 0) * sc as f32, -(half_at(b, 2) * m as f32))
+        }
+        BlockFormat::Q6_K => {
+            let b = &row[(i / 8) * sb..(i / 8 + 1) * sb];
+            let (n, k) = ((i % 8) / 4, i % 4);
+            let sc = |h: usize| b[192 + 8 * n + 2 * k + h] as i8 as i32;
+            BlockScales { d: half_at(b, 208), half: [sc(0), sc(1)], m: 0.0 }
+        }
+    }
+}
+
+/// Block `i`'s 32 integers in element order (the scalar reference of each SIMD unpacking).
+pub fn block_q(f: BlockFormat, row: &[u8], i: usize) -> [i8; BLOCK] {
+    let sb = f.stored_bytes();
+    let mut q = [0i8; BLOCK];
+    match f {
+        BlockFormat::Q4_0 | BlockFormat::Q4_1 | BlockFormat::Q5_0 | BlockFormat::Q5_1 => {
+            let b = &row[i * sb..(i + 1) * sb];
+            let qh = match f {
+                BlockFormat::Q5_0 => u32::from_le_bytes([b[2], b[3], b[4], b[5]]),
+                BlockFormat::Q5_1 => u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+                _ => 0,
+            };
+            let qs = &b[sb - 16..];
+            for (j, v) in q.iter_mut().enumerate() {
+                let nibble = if j < 16 { qs[j] & 0xF } else { qs[j - 16] >> 4 };
+                *v = (nibble | (((qh >> j) & 1) << 4) as u8) as i8;
+            }
+        }
+        BlockFormat::Q8_0 => {
+            for (v, &b) in q.iter_mut().zip(&row[i * sb + 2..(i + 1) * sb]) {
+                *v = b as i8;
+            }
+        }
+        BlockFormat::Q4_K | BlockFormat::Q5_K => {
+            let b = &row[(i / 8) * sb..(i / 8 + 1) * sb];
+            let j = i % 8;
+            let qs = if f == BlockFormat::Q4_K { 16 } else { 48 };
+            for (l, v) in q.iter_mut().enumerate() {
+                let low = b[qs + 32 * (j / 2) + l] >> (4 * (j % 2)) & 0xF;
+                let high = if f == BlockFormat::Q5_K { (b[16 + l] >> j & 1) << 4 } else { 0 };
+                *v = (low | high) as i8;
+            }
+        }
+        BlockFormat::Q6_K => {
+            let b = &row[(i / 8) * sb..(i / 8 + 1) * sb];
+            let (n, k) = ((i % 8) / 4, i % 4);
+            for (l, v) in q.iter_mut().enumerate() {
+                let low = b[64 * n + 32 * (k & 1) + l] >> (4 * (k >> 1)) & 0xF;
+                let high = (b[128 + 32 * n + l] >> (2 * k) & 3) << 4;
+                *v = (low | high) as i8 - 32;
+            }
+        }
+    }
+    q
 }
 
 /// The instruction set the kernels use.
@@ -107,43 +262,32 @@ impl Isa {
         }
     }
 
-    /// One packed row (`row.len()` = blocks × block bytes) · quantized activations.
+    /// One packed row (whole stored blocks) · quantized activations.
     pub fn dot_q8(self, f: BlockFormat, row: &[u8], x: &[BlockQ8]) -> f32 {
-        match self {
-            Isa::Scalar => dot_q8_scalar(f, row, x),
-            // SAFETY: as in `quantize`.
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { super::avx2::dot_q8(f, row, x) },
-            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            Isa::Simd128 => super::simd128::dot_q8_tile::<1, 1>(f, [row], [x])[0][0],
-        }
+        self.dot_q8_tile::<1, 1>(f, [row], [x])[0][0]
     }
 
-    /// [`Self::dot_q8`] of four rows at once (same length) with the same activations.
-    pub fn dot_q8_4(self, f: BlockFormat, rows: [&[u8]; 4], x: &[BlockQ8]) -> [f32; 4] {
-        match self {
-            Isa::Scalar => rows.map(|row| dot_q8_scalar(f, row, x)),
-            // SAFETY: as in `quantize`.
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { super::avx2::dot_q8_rows::<4>(f, rows, x) },
-            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            Isa::Simd128 => super::simd128::dot_q8_tile::<4, 1>(f, rows, [x])[0],
-        }
-    }
-
-    /// [`Self::dot_q8_4`] for two token rows of activations at once: `[token][row]`.
-    pub fn dot_q8_4x2(self, f: BlockFormat, rows: [&[u8]; 4], xs: [&[BlockQ8]; 2]) -> [[f32; 4]; 2] {
+    /// `R` packed rows (same length) times `T` token rows of quantized activations,
+    /// `[token][row]`: each weight block is unpacked (and its scales read) once for the `T`
+    /// tokens, and each activation block loaded once for the `R` rows.
+    pub fn dot_q8_tile<const R: usize, const T: usize>(
+        self,
+        f: BlockFormat,
+        rows: [&[u8]; R],
+        xs: [&[BlockQ8]; T],
+    ) -> [[f32; R]; T] {
         match self {
             Isa::Scalar => xs.map(|x| rows.map(|row| dot_q8_scalar(f, row, x))),
             // SAFETY: as in `quantize`.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { super::avx2::dot_q8_tile::<4, 2>(f, rows, xs) },
+            Isa::Avx2 => unsafe { super::avx2::dot_q8_tile::<R, T>(f, rows, xs) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            Isa::Simd128 => super::simd128::dot_q8_tile::<4, 2>(f, rows, xs),
+            Isa::Simd128 => super::simd128::dot_q8_tile::<R, T>(f, rows, xs),
         }
     }
 
-    /// One packed row · f32 activations, the weights decoded as the reference decoder does.
+    /// One packed row · f32 activations, the weights decoded as the reference decoder does
+    /// (formats with [`BlockFormat::has_f32_kernel`]).
     pub fn dot_f32(self, f: BlockFormat, row: &[u8], x: &[f32]) -> f32 {
         match self {
             Isa::Scalar => dot_f32_scalar(f, row, x),
@@ -211,37 +355,21 @@ pub fn quantize_scalar(x: &[f32], out: &mut [BlockQ8]) {
     }
 }
 
-/// Scalar reference of [`Isa::dot_q8`].
+/// Scalar reference of [`Isa::dot_q8`]: per block, the integer sums of each half times its
+/// factor, scaled by d·dx, plus the offset times Σx.
 pub fn dot_q8_scalar(f: BlockFormat, row: &[u8], x: &[BlockQ8]) -> f32 {
     let mut acc = 0f32;
-    for (b, xb) in row.chunks_exact(f.block_bytes()).zip(x) {
-        acc += match f {
-            BlockFormat::Q4_0 | BlockFormat::Q4_1 => {
-                let qs = &b[b.len() - 16..];
-                let (lo, hi) = xb.q.split_at(16);
-                let isum: i32 = qs
-                    .iter()
-                    .zip(lo.iter().zip(hi))
-                    .map(|(&w, (&a, &b))| (w & 0xF) as i32 * a as i32 + (w >> 4) as i32 * b as i32)
-                    .sum();
-                let d = half_at(b, 0);
-                if f == BlockFormat::Q4_0 {
-                    // Σ (q - 8) x = Σ q x - 8 Σ x.
-                    d * (xb.d * isum as f32 - 8.0 * xb.s)
-                } else {
-                    d * xb.d * isum as f32 + half_at(b, 2) * xb.s
-                }
-            }
-            BlockFormat::Q8_0 => {
-                let isum: i32 = b[2..].iter().zip(&xb.q).map(|(&w, &q)| w as i8 as i32 * q as i32).sum();
-                half_at(b, 0) * xb.d * isum as f32
-            }
-        };
+    for (i, xb) in x.iter().enumerate().take(f.blocks_in(row.len())) {
+        let s = block_scales(f, row, i);
+        let q = block_q(f, row, i);
+        let half = |h: usize| (16 * h..16 * h + 16).map(|j| q[j] as i32 * xb.q[j] as i32).sum::<i32>();
+        let isum = s.half[0] * half(0) + s.half[1] * half(1);
+        acc += s.d * xb.d * isum as f32 + s.m * xb.s;
     }
     acc
 }
 
-/// Weight `j` (0..32) of one block, as `crate::quant`'s decoder computes it.
+/// Weight `j` (0..32) of one Q4_0, Q4_1 or Q8_0 block, as `crate::quant`'s decoder computes it.
 pub fn block_weight(f: BlockFormat, b: &[u8], j: usize) -> f32 {
     let nibble = |j: usize| {
         let qs = &b[b.len() - 16..];
@@ -255,13 +383,14 @@ pub fn block_weight(f: BlockFormat, b: &[u8], j: usize) -> f32 {
         BlockFormat::Q4_0 => (nibble(j) as i32 - 8) as f32 * half_at(b, 0),
         BlockFormat::Q4_1 => nibble(j) as f32 * half_at(b, 0) + half_at(b, 2),
         BlockFormat::Q8_0 => b[2 + j] as i8 as f32 * half_at(b, 0),
+        _ => unreachable!("{f:?} has no f32 block kernel"),
     }
 }
 
 /// Scalar reference of [`Isa::dot_f32`].
 pub fn dot_f32_scalar(f: BlockFormat, row: &[u8], x: &[f32]) -> f32 {
     let mut acc = 0f32;
-    for (b, xs) in row.chunks_exact(f.block_bytes()).zip(x.chunks_exact(BLOCK)) {
+    for (b, xs) in row.chunks_exact(f.stored_bytes()).zip(x.chunks_exact(BLOCK)) {
         for (j, &v) in xs.iter().enumerate() {
             acc += block_weight(f, b, j) * v;
         }

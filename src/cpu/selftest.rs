@@ -5,7 +5,8 @@
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::format::GgmlType;
+use crate::format::StorageType;
+use crate::quant::decode_to_f32;
 use crate::quant::sample::random_weights;
 use crate::selftest::random_f32;
 
@@ -34,9 +35,6 @@ pub struct KernelReport {
     pub ok: bool,
 }
 
-const FORMATS: [(BlockFormat, GgmlType); 3] =
-    [(BlockFormat::Q4_0, GgmlType::Q4_0), (BlockFormat::Q4_1, GgmlType::Q4_1), (BlockFormat::Q8_0, GgmlType::Q8_0)];
-
 fn tolerance(terms: usize, magnitude: f64) -> f64 {
     4.0 * terms as f64 * f32::EPSILON as f64 * magnitude + 1e-6
 }
@@ -45,14 +43,22 @@ fn check(isa: Isa, kernel: String, max_err: f64, tolerance: f64) -> KernelCheck 
     KernelCheck { isa: isa.name(), kernel, max_err, tolerance, ok: max_err <= tolerance }
 }
 
+/// Checks per SIMD instruction set: quantize, 4 tilings of the 8-bit product per block format,
+/// the f32 product of the formats that have one, dot and axpy at 3 lengths.
+pub fn checks_per_isa() -> usize {
+    1 + 4 * BlockFormat::ALL.len() + BlockFormat::ALL.iter().filter(|f| f.has_f32_kernel()).count() + 6
+}
+
 /// Runs every kernel of every instruction set other than the scalar one on `seed`'s data:
-/// quantization (bit-exact), the 8-bit block products of one row, four rows and four rows by
-/// two tokens, the f32 block product of each format, and the f32 dot and axpy.
+/// quantization (bit-exact), the 8-bit block products of every block format for one row and
+/// four rows by one, two and four tokens (a prompt pass's tiles), the f32 block products, and
+/// the f32 dot and axpy.
 pub fn run(seed: u64) -> Result<KernelReport> {
+    // Three K-quant blocks of 256, 24 blocks of 32.
     let cols = BLOCK * 24;
     let mut checks = Vec::new();
-    let x: [Vec<f32>; 2] = [random_f32(seed, cols), random_f32(seed + 1, cols)];
-    let xq: [Vec<BlockQ8>; 2] = std::array::from_fn(|t| {
+    let x: [Vec<f32>; 4] = std::array::from_fn(|t| random_f32(seed + t as u64, cols));
+    let xq: [Vec<BlockQ8>; 4] = std::array::from_fn(|t| {
         let mut q = vec![BlockQ8::default(); cols / BLOCK];
         quantize_scalar(&x[t], &mut q);
         q
@@ -62,44 +68,47 @@ pub fn run(seed: u64) -> Result<KernelReport> {
         isa.quantize(&x[0], &mut q);
         let same = q == xq[0];
         checks.push(check(isa, "quantize".into(), if same { 0.0 } else { f64::INFINITY }, 0.0));
-        for (n, (f, g)) in FORMATS.into_iter().enumerate() {
+        for (n, f) in BlockFormat::ALL.into_iter().enumerate() {
+            let g = f.ggml();
             let mut rows: Vec<Vec<u8>> =
                 (0..4).map(|r| random_weights(g, seed + 10 * n as u64 + r, cols)).collect::<Result<_>>()?;
-            // A zero, a subnormal and (Q4_1's offset) a negative-zero scale: the SIMD128 kernel
-            // converts normal scales itself and hands these to the general conversion.
-            let bb = f.block_bytes();
-            rows[1][2 * bb..2 * bb + 2].copy_from_slice(&[0, 0]);
-            rows[2][5 * bb..5 * bb + 2].copy_from_slice(&[1, 0]);
-            if f == BlockFormat::Q4_1 {
-                rows[3][7 * bb + 2..7 * bb + 4].copy_from_slice(&[0, 0x80]);
+            // A zero, a subnormal and (formats with an offset) a negative-zero offset scale: the
+            // kernels convert normal scales themselves and hand these to the general conversion.
+            let (sb, stored) = (f.stored_bytes(), rows[0].len() / f.stored_bytes());
+            let d_at = if f == BlockFormat::Q6_K { 208 } else { 0 };
+            rows[1][(2 % stored) * sb + d_at..][..2].copy_from_slice(&[0, 0]);
+            rows[2][(5 % stored) * sb + d_at..][..2].copy_from_slice(&[1, 0]);
+            if matches!(f, BlockFormat::Q4_1 | BlockFormat::Q5_1 | BlockFormat::Q4_K | BlockFormat::Q5_K) {
+                rows[3][(7 % stored) * sb + 2..][..2].copy_from_slice(&[0, 0x80]);
             }
             let rows: [&[u8]; 4] = std::array::from_fn(|r| rows[r].as_slice());
             // Σ |w x| over the largest output of this format's products bounds the rounding of
             // any summation order.
-            let magnitude = rows
-                .iter()
-                .flat_map(|r| x.iter().map(move |xs| (r, xs)))
-                .map(|(r, xs)| {
-                    (0..cols)
-                        .map(|j| {
-                            let b = &r[(j / BLOCK) * f.block_bytes()..(j / BLOCK + 1) * f.block_bytes()];
-                            (super::kernels::block_weight(f, b, j % BLOCK) * xs[j]).abs() as f64
-                        })
-                        .sum::<f64>()
-                })
-                .fold(0f64, f64::max);
+            let mut magnitude = 0f64;
+            for row in rows {
+                let w = decode_to_f32(StorageType::Ggml(g), row, cols)?;
+                for xs in &x {
+                    magnitude = magnitude.max(w.iter().zip(xs).map(|(a, b)| (a * b).abs() as f64).sum());
+                }
+            }
             let tol = tolerance(cols, magnitude);
-            let reference: [[f32; 4]; 2] = std::array::from_fn(|t| rows.map(|row| dot_q8_scalar(f, row, &xq[t])));
-            let err = |got: &[f32], want: &[f32]| got.iter().zip(want).map(|(a, b)| (a - b).abs() as f64).fold(0f64, f64::max);
+            let reference: [[f32; 4]; 4] = std::array::from_fn(|t| rows.map(|row| dot_q8_scalar(f, row, &xq[t])));
+            let err = |got: &[[f32; 4]]| {
+                got.iter().zip(&reference).flat_map(|(g, w)| g.iter().zip(w)).map(|(a, b)| (a - b).abs() as f64).fold(0f64, f64::max)
+            };
             let one = isa.dot_q8(f, rows[0], &xq[0]);
-            checks.push(check(isa, format!("{f:?} dot_q8"), err(&[one], &reference[0][..1]), tol));
-            let four = isa.dot_q8_4(f, rows, &xq[0]);
-            checks.push(check(isa, format!("{f:?} dot_q8_4"), err(&four, &reference[0]), tol));
-            let tile = isa.dot_q8_4x2(f, rows, [&xq[0], &xq[1]]);
-            let tile_err = err(&tile[0], &reference[0]).max(err(&tile[1], &reference[1]));
-            checks.push(check(isa, format!("{f:?} dot_q8_4x2"), tile_err, tol));
-            let f32_ref = dot_f32_scalar(f, rows[0], &x[0]);
-            checks.push(check(isa, format!("{f:?} dot_f32"), err(&[isa.dot_f32(f, rows[0], &x[0])], &[f32_ref]), tol));
+            checks.push(check(isa, format!("{f:?} dot_q8"), (one - reference[0][0]).abs() as f64, tol));
+            let tile1 = isa.dot_q8_tile(f, rows, [&xq[0]]);
+            checks.push(check(isa, format!("{f:?} dot_q8_tile 4x1"), err(&tile1), tol));
+            let tile2 = isa.dot_q8_tile(f, rows, [&xq[0], &xq[1]]);
+            checks.push(check(isa, format!("{f:?} dot_q8_tile 4x2"), err(&tile2), tol));
+            let tile4 = isa.dot_q8_tile(f, rows, [&xq[0], &xq[1], &xq[2], &xq[3]]);
+            checks.push(check(isa, format!("{f:?} dot_q8_tile 4x4"), err(&tile4), tol));
+            if f.has_f32_kernel() {
+                let f32_ref = dot_f32_scalar(f, rows[0], &x[0]);
+                let got = isa.dot_f32(f, rows[0], &x[0]);
+                checks.push(check(isa, format!("{f:?} dot_f32"), (got - f32_ref).abs() as f64, tol));
+            }
         }
         // Lengths that leave a scalar tail after the vector loop.
         for n in [7, 64, 100] {

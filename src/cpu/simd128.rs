@@ -8,7 +8,7 @@
 
 use core::arch::wasm32::*;
 
-use super::kernels::{half_at, BlockFormat, BlockQ8, BLOCK};
+use super::kernels::{block_scales, BlockFormat, BlockQ8, BlockScales, BLOCK};
 
 #[inline]
 fn hsum(v: v128) -> f32 {
@@ -58,42 +58,81 @@ pub fn quantize(x: &[f32], out: &mut [BlockQ8]) {
     }
 }
 
-/// A block's scale and its offset per unit of Σx (Q4_0: -8d, Q4_1: m, Q8_0: 0).
-#[inline]
-fn scales(f: BlockFormat, b: &[u8]) -> (f32, f32) {
-    let d = half_at(b, 0);
-    match f {
-        BlockFormat::Q4_0 => (d, -8.0 * d),
-        BlockFormat::Q4_1 => (d, half_at(b, 2)),
-        BlockFormat::Q8_0 => (d, 0.0),
-    }
-}
-
 /// A Q4 block's nibbles as bytes: elements 0..16 (low nibbles), then 16..32 (high ones).
 ///
 /// # Safety
-/// `b` is one whole Q4_0 or Q4_1 block.
+/// `p..p + 16` is readable.
 #[inline]
-unsafe fn nibbles(b: &[u8]) -> (v128, v128) {
-    let raw = load(b.as_ptr().add(b.len() - 16));
+unsafe fn nibbles(p: *const u8) -> (v128, v128) {
+    let raw = load(p);
     (v128_and(raw, u8x16_splat(0xF)), u8x16_shr(raw, 4))
 }
 
-/// One block's 32 weights as four i16x8 quarters in element order.
+/// Bit j of the little-endian u32 at `p` as 0x10 in byte j of (elements 0..16, 16..32): the
+/// fifth bits of a Q5 block.
 ///
 /// # Safety
-/// `b` is one whole block of `f`.
+/// `p..p + 4` is readable.
 #[inline]
-unsafe fn widened(f: BlockFormat, b: &[u8]) -> [v128; 4] {
+unsafe fn fifth_bits(p: *const u8) -> (v128, v128) {
+    let qh = u32x4_splat(std::ptr::read_unaligned(p as *const u32));
+    let bit = u64x2_splat(0x8040_2010_0804_0201);
+    let spread = |lo: u8, hi: u8| {
+        let bytes = u8x16_swizzle(qh, u8x16(lo, lo, lo, lo, lo, lo, lo, lo, hi, hi, hi, hi, hi, hi, hi, hi));
+        v128_and(i8x16_eq(v128_and(bytes, bit), bit), u8x16_splat(0x10))
+    };
+    (spread(0, 1), spread(2, 3))
+}
+
+/// Block `i`'s 32 integers in element order as two i8x16 (`kernels::block_q`).
+///
+/// # Safety
+/// Block `i` lies within `row`.
+#[inline]
+unsafe fn unpack(f: BlockFormat, row: &[u8], i: usize) -> (v128, v128) {
+    let sb = f.stored_bytes();
+    let p = row.as_ptr();
     match f {
-        BlockFormat::Q4_0 | BlockFormat::Q4_1 => {
-            let (lo, hi) = nibbles(b);
-            [u16x8_extend_low_u8x16(lo), u16x8_extend_high_u8x16(lo), u16x8_extend_low_u8x16(hi), u16x8_extend_high_u8x16(hi)]
+        BlockFormat::Q4_0 | BlockFormat::Q4_1 => nibbles(p.add((i + 1) * sb - 16)),
+        BlockFormat::Q5_0 | BlockFormat::Q5_1 => {
+            let (lo, hi) = nibbles(p.add((i + 1) * sb - 16));
+            let (a, b) = fifth_bits(p.add(i * sb + if f == BlockFormat::Q5_0 { 2 } else { 4 }));
+            (v128_or(lo, a), v128_or(hi, b))
         }
-        BlockFormat::Q8_0 => {
-            let (a, c) = (load(b.as_ptr().add(2)), load(b.as_ptr().add(18)));
-            [i16x8_extend_low_i8x16(a), i16x8_extend_high_i8x16(a), i16x8_extend_low_i8x16(c), i16x8_extend_high_i8x16(c)]
+        BlockFormat::Q8_0 => (load(p.add(i * sb + 2)), load(p.add(i * sb + 18))),
+        BlockFormat::Q4_K | BlockFormat::Q5_K => {
+            let (b, j) = (p.add((i / 8) * sb), i % 8);
+            let qs = b.add(if f == BlockFormat::Q4_K { 16 } else { 48 } + 32 * (j / 2));
+            let shift = 4 * (j as u32 % 2);
+            let low = |v: v128| v128_and(u8x16_shr(v, shift), u8x16_splat(0xF));
+            let (lo, hi) = (low(load(qs)), low(load(qs.add(16))));
+            if f == BlockFormat::Q4_K {
+                return (lo, hi);
+            }
+            // Bit j of each qh byte, moved to bit 4.
+            let high = |v: v128| u8x16_shl(v128_and(u8x16_shr(v, j as u32), u8x16_splat(1)), 4);
+            (v128_or(lo, high(load(b.add(16)))), v128_or(hi, high(load(b.add(32)))))
         }
+        BlockFormat::Q6_K => {
+            let (b, n, k) = (p.add((i / 8) * sb), (i % 8) / 4, i % 4);
+            let (ql, qh) = (b.add(64 * n + 32 * (k & 1)), b.add(128 + 32 * n));
+            let q = |at: usize| {
+                let low = v128_and(u8x16_shr(load(ql.add(at)), 4 * (k as u32 >> 1)), u8x16_splat(0xF));
+                let high = v128_and(u8x16_shr(load(qh.add(at)), 2 * k as u32), u8x16_splat(3));
+                i8x16_sub(v128_or(low, u8x16_shl(high, 4)), i8x16_splat(32))
+            };
+            (q(0), q(16))
+        }
+    }
+}
+
+/// A block's 32 integers as four i16x8 quarters in element order.
+#[inline]
+fn widened(f: BlockFormat, w: (v128, v128)) -> [v128; 4] {
+    if f.signed_q() {
+        [i16x8_extend_low_i8x16(w.0), i16x8_extend_high_i8x16(w.0), i16x8_extend_low_i8x16(w.1), i16x8_extend_high_i8x16(w.1)]
+    } else {
+        [u16x8_extend_low_u8x16(w.0), u16x8_extend_high_u8x16(w.0), u16x8_extend_low_u8x16(w.1), u16x8_extend_high_u8x16(w.1)]
     }
 }
 
@@ -110,53 +149,74 @@ fn activations(f: BlockFormat, x: &BlockQ8) -> ((v128, v128), [v128; 4]) {
     ((a, c), wide)
 }
 
-/// Σ w x of one block as i32x4 partial sums. Q4 weights (0..15) times i8 activations stay
-/// within i16 for four products (4 · 15 · 127 < 2^15): bytes multiply into i16 lanes
-/// (`extmul`), add in i16 and widen once. Q8_0 products (up to 128 · 127) do not, and go
-/// through `dot_i16x8` on widened values.
-///
-/// # Safety
-/// `b` is one whole block of `f`; `bytes` and `wide` are one block's activations from
-/// [`activations`] for `f`.
+/// Σ w x of one block as i32x4 partial sums, each half times its factor. Weights of at most 6
+/// bits times i8 activations stay within i16 for four products (4 · 32 · 127 < 2^15): bytes
+/// multiply into i16 lanes (`extmul`), add in i16 and widen once. Q8_0 products (up to
+/// 128 · 127) do not, and go through `dot_i16x8` on widened values.
 #[inline]
-unsafe fn block_isum(f: BlockFormat, b: &[u8], bytes: &(v128, v128), wide: &[v128; 4]) -> v128 {
-    match f {
-        BlockFormat::Q4_0 | BlockFormat::Q4_1 => {
-            let (lo, hi) = nibbles(b);
-            let s = i16x8_add(
-                i16x8_add(i16x8_extmul_low_i8x16(lo, bytes.0), i16x8_extmul_high_i8x16(lo, bytes.0)),
-                i16x8_add(i16x8_extmul_low_i8x16(hi, bytes.1), i16x8_extmul_high_i8x16(hi, bytes.1)),
-            );
-            i32x4_extadd_pairwise_i16x8(s)
-        }
-        BlockFormat::Q8_0 => {
-            let w = widened(f, b);
-            i32x4_add(
-                i32x4_add(i32x4_dot_i16x8(w[0], wide[0]), i32x4_dot_i16x8(w[1], wide[1])),
-                i32x4_add(i32x4_dot_i16x8(w[2], wide[2]), i32x4_dot_i16x8(w[3], wide[3])),
-            )
-        }
+fn block_isum(f: BlockFormat, w: (v128, v128), half: [i32; 2], bytes: &(v128, v128), wide: &[v128; 4]) -> v128 {
+    if f == BlockFormat::Q8_0 {
+        let ww = widened(f, w);
+        return i32x4_add(
+            i32x4_add(i32x4_dot_i16x8(ww[0], wide[0]), i32x4_dot_i16x8(ww[1], wide[1])),
+            i32x4_add(i32x4_dot_i16x8(ww[2], wide[2]), i32x4_dot_i16x8(ww[3], wide[3])),
+        );
+    }
+    let lo = i16x8_add(i16x8_extmul_low_i8x16(w.0, bytes.0), i16x8_extmul_high_i8x16(w.0, bytes.0));
+    let hi = i16x8_add(i16x8_extmul_low_i8x16(w.1, bytes.1), i16x8_extmul_high_i8x16(w.1, bytes.1));
+    if half == [1, 1] {
+        i32x4_extadd_pairwise_i16x8(i16x8_add(lo, hi))
+    } else {
+        i32x4_add(i32x4_dot_i16x8(lo, i16x8_splat(half[0] as i16)), i32x4_dot_i16x8(hi, i16x8_splat(half[1] as i16)))
     }
 }
 
 /// `R` packed rows times `T` token rows of 8-bit activations, `[token][row]`: each weight block
-/// is read (and its scales converted) once for the `T` tokens.
+/// is unpacked (and its scales read) once for the `T` tokens.
 pub fn dot_q8_tile<const R: usize, const T: usize>(f: BlockFormat, rows: [&[u8]; R], xs: [&[BlockQ8]; T]) -> [[f32; R]; T] {
-    let bb = f.block_bytes();
-    let blocks = xs.iter().fold(rows.iter().map(|r| r.len() / bb).min().unwrap_or(0), |n, x| n.min(x.len()));
+    // One instance per format, as in avx2.rs: the format a constant, its unpacking and scales
+    // compile to straight-line code instead of a dispatch per block. A single row (those past a
+    // multiple of four) is rare: one instance for every format keeps the module in its budget.
+    if R == 1 {
+        return tile_of(f, rows, xs);
+    }
+    match f {
+        BlockFormat::Q4_0 => tile::<0, R, T>(rows, xs),
+        BlockFormat::Q4_1 => tile::<1, R, T>(rows, xs),
+        BlockFormat::Q8_0 => tile::<2, R, T>(rows, xs),
+        BlockFormat::Q5_0 => tile::<3, R, T>(rows, xs),
+        BlockFormat::Q5_1 => tile::<4, R, T>(rows, xs),
+        BlockFormat::Q4_K => tile::<5, R, T>(rows, xs),
+        BlockFormat::Q5_K => tile::<6, R, T>(rows, xs),
+        BlockFormat::Q6_K => tile::<7, R, T>(rows, xs),
+    }
+}
+
+/// [`dot_q8_tile`] for `BlockFormat::ALL[F]`.
+#[inline]
+fn tile<const F: usize, const R: usize, const T: usize>(rows: [&[u8]; R], xs: [&[BlockQ8]; T]) -> [[f32; R]; T] {
+    tile_of(BlockFormat::ALL[F], rows, xs)
+}
+
+/// The tile kernel itself, inlined where the format is a constant.
+// `i` is the block of every row and every token, not an index into one of them.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+fn tile_of<const R: usize, const T: usize>(f: BlockFormat, rows: [&[u8]; R], xs: [&[BlockQ8]; T]) -> [[f32; R]; T] {
+    let blocks = xs.iter().fold(rows.iter().map(|r| f.blocks_in(r.len())).min().unwrap_or(0), |n, x| n.min(x.len()));
     let mut acc = [[f32x4_splat(0.0); R]; T];
     let mut offset = [[0f32; R]; T];
     for i in 0..blocks {
         let xq: [_; T] = std::array::from_fn(|t| activations(f, &xs[t][i]));
         for r in 0..R {
-            let b = &rows[r][i * bb..(i + 1) * bb];
-            let (d, m) = scales(f, b);
+            let s = block_scales(f, rows[r], i);
+            // SAFETY: `blocks` counts whole blocks of every row.
+            let w = unsafe { unpack(f, rows[r], i) };
             for t in 0..T {
-                // SAFETY: `b` is one whole block (`blocks` counts whole blocks of every row).
-                let isum = unsafe { block_isum(f, b, &xq[t].0, &xq[t].1) };
+                let isum = block_isum(f, w, s.half, &xq[t].0, &xq[t].1);
                 // Σ (q d + m) x = d Σ q x + m Σ x, with Σ x = s per block.
-                offset[t][r] += m * xs[t][i].s;
-                acc[t][r] = f32x4_add(acc[t][r], f32x4_mul(f32x4_convert_i32x4(isum), f32x4_splat(d * xs[t][i].d)));
+                offset[t][r] += s.m * xs[t][i].s;
+                acc[t][r] = f32x4_add(acc[t][r], f32x4_mul(f32x4_convert_i32x4(isum), f32x4_splat(s.d * xs[t][i].d)));
             }
         }
     }
@@ -172,10 +232,10 @@ pub fn dot_q8_tile<const R: usize, const T: usize>(f: BlockFormat, rows: [&[u8];
 /// One packed row · f32 activations, the weights decoded as the reference decoder does.
 pub fn dot_f32(f: BlockFormat, row: &[u8], x: &[f32]) -> f32 {
     let mut acc = f32x4_splat(0.0);
-    for (b, xs) in row.chunks_exact(f.block_bytes()).zip(x.chunks_exact(BLOCK)) {
-        let (d, m) = scales(f, b);
-        // SAFETY: `b` is one whole block.
-        let w = unsafe { widened(f, b) };
+    for (i, xs) in x.chunks_exact(BLOCK).enumerate().take(f.blocks_in(row.len())) {
+        let BlockScales { d, m, .. } = block_scales(f, row, i);
+        // SAFETY: block `i` lies within `row`.
+        let w = widened(f, unsafe { unpack(f, row, i) });
         let (d, m) = (f32x4_splat(d), f32x4_splat(m));
         for (k, &q) in w.iter().enumerate() {
             let halves = [i32x4_extend_low_i16x8(q), i32x4_extend_high_i16x8(q)];

@@ -6,11 +6,8 @@ use crate::quant::decode_to_f32;
 use crate::quant::sample::random_weights;
 use crate::selftest::random_f32;
 
-use super::kernels::{dot_f32_scalar, dot_q8_scalar, quantize_scalar, BlockFormat, BlockQ8, Isa, BLOCK};
+use super::kernels::{block_q, block_scales, dot_f32_scalar, dot_q8_scalar, quantize_scalar, BlockFormat, BlockQ8, Isa, BLOCK};
 use super::matrix::{CpuMatrix, Input};
-
-const FORMATS: [(BlockFormat, GgmlType); 3] =
-    [(BlockFormat::Q4_0, GgmlType::Q4_0), (BlockFormat::Q4_1, GgmlType::Q4_1), (BlockFormat::Q8_0, GgmlType::Q8_0)];
 
 /// f32 products of k terms against an f64 sum: a few units in the last place per term, scaled
 /// by the sum of magnitudes.
@@ -47,28 +44,81 @@ fn quantize_is_the_same_on_every_isa_and_within_half_a_step() {
     }
 }
 
+/// The kernels' view of a block (integers, half factors, scale, offset) gives the reference
+/// decoder's weights, up to the rounding of the offset form (q d + m for (q - 8) d).
+#[test]
+fn block_views_give_the_reference_decoders_weights() {
+    let cols = 256 * 2;
+    for (seed, f) in BlockFormat::ALL.into_iter().enumerate() {
+        let row = random_weights(f.ggml(), 60 + seed as u64, cols).unwrap();
+        let w = decode_to_f32(StorageType::Ggml(f.ggml()), &row, cols).unwrap();
+        assert_eq!(f.blocks_in(row.len()), cols / BLOCK, "{f:?}");
+        for i in 0..cols / BLOCK {
+            let (s, q) = (block_scales(f, &row, i), block_q(f, &row, i));
+            for (j, &q) in q.iter().enumerate() {
+                let scaled = q as f32 * s.d * s.half[j / 16] as f32;
+                let ulp = 2.0 * f32::EPSILON * (scaled.abs() + s.m.abs());
+                let want = w[i * BLOCK + j];
+                assert!((scaled + s.m - want).abs() <= ulp, "{f:?} block {i} weight {j}: {} vs {want}", scaled + s.m);
+            }
+        }
+    }
+}
+
 #[test]
 fn block_dot_products_match_the_reference_decoder() {
     let cols = 32 * 24;
-    for (seed, (f, g)) in FORMATS.into_iter().enumerate() {
+    for (seed, f) in BlockFormat::ALL.into_iter().enumerate() {
+        let g = f.ggml();
         let row = random_weights(g, 11 + seed as u64, cols).unwrap();
         let w = decode_to_f32(StorageType::Ggml(g), &row, cols).unwrap();
         let x = random_f32(100 + seed as u64, cols);
         let exact: f64 = w.iter().zip(&x).map(|(&a, &b)| a as f64 * b as f64).sum();
         let magnitude: f64 = w.iter().zip(&x).map(|(&a, &b)| (a as f64 * b as f64).abs()).sum();
         let tol = f32_tolerance(cols, magnitude);
-        let scalar = dot_f32_scalar(f, &row, &x) as f64;
-        assert!((scalar - exact).abs() <= tol, "{f:?} scalar f32 {scalar} vs {exact}");
         let xq = quantized(&x);
         let q8_scalar = dot_q8_scalar(f, &row, &xq) as f64;
         // The 8-bit input differs from x by at most half a step (d/2) per value.
         let step = half_steps(&w, &xq);
         assert!((q8_scalar - exact).abs() <= step + tol, "{f:?} scalar q8 {q8_scalar} vs {exact} (bound {step})");
         for isa in Isa::available() {
-            let got = isa.dot_f32(f, &row, &x) as f64;
-            assert!((got - scalar).abs() <= tol, "{f:?} {} f32 {got} vs scalar {scalar}", isa.name());
             let got = isa.dot_q8(f, &row, &xq) as f64;
             assert!((got - q8_scalar).abs() <= tol, "{f:?} {} q8 {got} vs scalar {q8_scalar}", isa.name());
+        }
+        if !f.has_f32_kernel() {
+            continue;
+        }
+        let scalar = dot_f32_scalar(f, &row, &x) as f64;
+        assert!((scalar - exact).abs() <= tol, "{f:?} scalar f32 {scalar} vs {exact}");
+        for isa in Isa::available() {
+            let got = isa.dot_f32(f, &row, &x) as f64;
+            assert!((got - scalar).abs() <= tol, "{f:?} {} f32 {got} vs scalar {scalar}", isa.name());
+        }
+    }
+}
+
+/// A prompt pass's tiles (4 rows by 1, 2, 4 and 8 tokens) on every instruction set equal the
+/// scalar product of each row and token.
+#[test]
+fn tiles_match_the_scalar_reference() {
+    let cols = 256 * 3;
+    let x: Vec<Vec<BlockQ8>> = (0..8).map(|t| quantized(&random_f32(200 + t, cols))).collect();
+    for (seed, f) in BlockFormat::ALL.into_iter().enumerate() {
+        let rows: Vec<Vec<u8>> = (0..4).map(|r| random_weights(f.ggml(), 300 + 10 * seed as u64 + r, cols).unwrap()).collect();
+        let rows: [&[u8]; 4] = std::array::from_fn(|r| rows[r].as_slice());
+        let want: Vec<[f32; 4]> = x.iter().map(|x| rows.map(|row| dot_q8_scalar(f, row, x))).collect();
+        for isa in Isa::available() {
+            let tile8 = isa.dot_q8_tile::<4, 8>(f, rows, std::array::from_fn(|t| &x[t][..]));
+            let tile4 = isa.dot_q8_tile::<4, 4>(f, rows, std::array::from_fn(|t| &x[t][..]));
+            let tile2 = isa.dot_q8_tile::<4, 2>(f, rows, std::array::from_fn(|t| &x[t][..]));
+            let tile1 = isa.dot_q8_tile::<4, 1>(f, rows, [&x[0][..]]);
+            let got = tile8.iter().chain(&tile4).chain(&tile2).chain(&tile1);
+            let want = want.iter().chain(&want[..4]).chain(&want[..2]).chain(&want[..1]);
+            for (g, w) in got.zip(want) {
+                for (a, b) in g.iter().zip(w) {
+                    assert!((a - b).abs() <= 1e-4 * b.abs().max(1.0), "{f:?} {}: {a} vs {b}", isa.name());
+                }
+            }
         }
     }
 }
@@ -95,8 +145,12 @@ fn float_dot_and_axpy_match_scalar() {
 /// K-quants and floats decoded per row; a share of the rows computes exactly those rows.
 #[test]
 fn matrix_products_match_the_decoded_matrix() {
-    let (rows, cols, t) = (9, 256, 3);
-    let types = [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::F16];
+    // Fifteen tokens: a tile of each width.
+    let (rows, cols, t) = (9, 256, 15);
+    let types = [
+        GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K,
+        GgmlType::Q6_K, GgmlType::Q3_K, GgmlType::F16,
+    ];
     let x = random_f32(21, t * cols);
     let xq = quantized(&x);
     for (seed, g) in types.into_iter().enumerate() {
@@ -135,7 +189,10 @@ fn the_self_test_report_covers_every_kernel_and_passes() {
     let report = super::selftest::run(5).unwrap();
     let failing: Vec<_> = report.checks.iter().filter(|c| !c.ok).collect();
     assert!(report.ok && failing.is_empty(), "{failing:?}");
-    // quantize, 4 kernels x 3 formats, dot and axpy at 3 lengths, per SIMD instruction set.
-    assert_eq!(report.checks.len(), (Isa::available().len() - 1) * 19);
+    assert_eq!(report.checks.len(), (Isa::available().len() - 1) * super::selftest::checks_per_isa());
+    for f in BlockFormat::ALL {
+        let named = report.checks.iter().filter(|c| c.kernel.starts_with(&format!("{f:?} "))).count();
+        assert_eq!(named, (Isa::available().len() - 1) * (4 + usize::from(f.has_f32_kernel())), "{f:?}");
+    }
     assert_eq!(report.isa, Isa::detect().name());
 }

@@ -152,7 +152,7 @@ fn q3_k(b: &[u8], out: &mut Vec<f32>) {
 }
 
 /// Scale and min `j` (0..8) of the 12 packed 6-bit pairs shared by Q4_K and Q5_K.
-fn k4_scale_min(s: &[u8], j: usize) -> (u32, u32) {
+pub(crate) fn k4_scale_min(s: &[u8], j: usize) -> (u32, u32) {
     if j < 4 {
         (byte(s, j) & 63, byte(s, j + 4) & 63)
     } else {

@@ -3,6 +3,8 @@
 
 pub mod calibration;
 mod ggml;
+// The CPU backend's K-quant kernels read the packed scales the way the decoder does.
+pub(crate) use ggml::k4_scale_min;
 pub mod sample;
 pub mod scaled;
 mod search;

@@ -1,11 +1,9 @@
 //! Chat templates as the model ships them: the Jinja template of `tokenizer_config.json`
-//! (or `chat_template.jinja`) or of GGUF's `tokenizer.chat_template`, rendered with
-//! `minijinja` the way transformers' `apply_chat_template` renders it (trim_blocks,
-//! lstrip_blocks, `raise_exception`, `strftime_now`, Python's string methods).
-//!
-//! Templates come from model files, so rendering is bounded: a fuel budget (instructions
-//! executed), a cap on the output's size and minijinja's recursion limit; the environment has no
-//! loader, so `include` and `import` find nothing, and no function reads files or the network.
+//! (or `chat_template.jinja`) or of GGUF's `tokenizer.chat_template`, rendered by the
+//! `weft-chat` crate (minijinja, the way transformers' `apply_chat_template` renders it, bounded
+//! by fuel and output size). Natively that crate is linked in; in the browser it is a second
+//! wasm module, loaded by the JS API on the first chat and handed to this one with
+//! `setChatRenderer`, so pages that never chat do not download it.
 //!
 //! Message content is text. Before rendering, every control token spelled inside a message is
 //! replaced by a placeholder of private-use characters that no vocabulary holds; after
@@ -14,8 +12,6 @@
 //! turn. String operations the template applies to content (trim, split, startswith) see the
 //! placeholder, which is neither whitespace nor any token's text.
 
-use minijinja::value::Value;
-use minijinja::{context, Environment, ErrorKind};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -30,13 +26,6 @@ pub struct Message {
 /// writes itself; every other comes from the model.
 pub const FALLBACK_TEMPLATE: &str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + \
     message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
-
-/// Instructions a render may execute: real templates use a few thousand for a long chat.
-const FUEL: u64 = 2_000_000;
-/// Largest rendered prompt, bytes (far above any context weft holds).
-const MAX_OUTPUT: usize = 4 << 20;
-/// Longest template accepted (real ones are a few KB; GGUF strings are capped alike).
-const MAX_TEMPLATE: usize = 256 << 10;
 
 /// Opens and closes a placeholder: U+E000 index U+E001.
 const OPEN: char = '\u{E000}';
@@ -71,40 +60,15 @@ impl ChatPart {
     }
 }
 
-fn bad(message: impl Into<String>) -> Error {
-    Error::Tokenizer(message.into())
-}
-
 /// Renders `template` for `messages`. `escape` lists the control tokens' texts: each one spelled
 /// in a message comes back as [`ChatPart::Content`].
 pub fn render_parts(template: &str, messages: &[Message], options: &ChatOptions, escape: &[&str]) -> Result<Vec<ChatPart>> {
-    if template.len() > MAX_TEMPLATE {
-        return Err(bad(format!("chat template of {} bytes (at most {MAX_TEMPLATE})", template.len())));
-    }
     let mut table: Vec<&str> = escape.iter().copied().filter(|s| !s.is_empty()).collect();
     // Longest first, so that a token containing another is replaced whole.
     table.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    let messages: Vec<Value> = messages
-        .iter()
-        .map(|m| context! { role => m.role.clone(), content => protect(&m.content, &table) })
-        .collect();
-    let env = environment(options.today)?;
-    let tmpl = env.template_from_str(template).map_err(|e| bad(format!("chat template: {e:#}")))?;
-    let ctx = context! {
-        messages => Value::from(messages),
-        add_generation_prompt => options.add_generation_prompt,
-        bos_token => options.bos_token.clone(),
-        eos_token => options.eos_token.clone(),
-        tools => Value::from(()),
-        documents => Value::from(()),
-    };
-    let mut out = Bounded(Vec::new());
-    tmpl.render_captured_to(ctx, &mut out).map_err(|e| match e.kind() {
-        ErrorKind::OutOfFuel => bad("chat template: ran out of fuel (a runaway loop?)"),
-        ErrorKind::WriteFailure => bad(format!("chat template: the prompt exceeds {MAX_OUTPUT} bytes")),
-        _ => bad(format!("chat template: {e:#}")),
-    })?;
-    let rendered = String::from_utf8(out.0).map_err(|_| bad("chat template wrote invalid UTF-8"))?;
+    let messages: Vec<Message> =
+        messages.iter().map(|m| Message { role: m.role.clone(), content: protect(&m.content, &table) }).collect();
+    let rendered = renderer::render(template, &messages, options).map_err(Error::Tokenizer)?;
     Ok(split_rendered(&rendered, &table))
 }
 
@@ -173,44 +137,67 @@ fn split_rendered(rendered: &str, table: &[&str]) -> Vec<ChatPart> {
     parts
 }
 
-/// A writer that refuses to grow past [`MAX_OUTPUT`].
-struct Bounded(Vec<u8>);
+/// The renderer, `weft-chat`, linked in.
+#[cfg(not(target_arch = "wasm32"))]
+mod renderer {
+    use super::{ChatOptions, Message};
 
-impl std::io::Write for Bounded {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if self.0.len() + buf.len() > MAX_OUTPUT {
-            return Err(std::io::Error::other("chat prompt too long"));
-        }
-        self.0.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
+    pub fn render(template: &str, messages: &[Message], options: &ChatOptions) -> Result<String, String> {
+        let messages: Vec<weft_chat::Message> =
+            messages.iter().map(|m| weft_chat::Message { role: m.role.clone(), content: m.content.clone() }).collect();
+        let options = weft_chat::Options {
+            add_generation_prompt: options.add_generation_prompt,
+            bos_token: options.bos_token.clone(),
+            eos_token: options.eos_token.clone(),
+            today: options.today.unwrap_or_else(super::today_utc),
+        };
+        weft_chat::render(template, &messages, &options)
     }
 }
 
-/// transformers' environment: blocks trim their newline and the whitespace before them; the
-/// functions its templates call; Python's str and dict methods.
-fn environment(today: Option<(i32, u32, u32)>) -> Result<Environment<'static>> {
-    let mut env = Environment::new();
-    let syntax = minijinja::syntax::SyntaxConfig::builder()
-        .trim_blocks(true)
-        .lstrip_blocks(true)
-        .build()
-        .map_err(|e| bad(format!("chat template syntax: {e}")))?;
-    env.set_syntax(syntax);
-    env.set_fuel(Some(FUEL));
-    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-    env.add_function("raise_exception", |message: String| -> std::result::Result<Value, minijinja::Error> {
-        Err(minijinja::Error::new(ErrorKind::InvalidOperation, format!("the template refused the chat: {message}")))
-    });
-    env.add_function("strftime_now", move |format: String| -> std::result::Result<String, minijinja::Error> {
-        let (y, m, d) = today.unwrap_or_else(today_utc);
-        strftime(&format, y, m, d).map_err(|e| minijinja::Error::new(ErrorKind::InvalidOperation, e))
-    });
-    Ok(env)
+/// The renderer in the browser: `weft-chat`'s own wasm module, whose `render(template,
+/// messages_json, options_json)` the JS API loads on the first chat and hands over with
+/// [`set_renderer`]. Messages and options cross as JSON in `weft_chat::Message` and
+/// `weft_chat::Options`'s shape.
+#[cfg(target_arch = "wasm32")]
+mod renderer {
+    use super::{ChatOptions, Message};
+    use std::cell::RefCell;
+    use wasm_bindgen::{JsCast, JsValue};
+
+    thread_local! {
+        static RENDER: RefCell<Option<js_sys::Function>> = const { RefCell::new(None) };
+    }
+
+    pub fn set_renderer(render: js_sys::Function) {
+        RENDER.with(|r| *r.borrow_mut() = Some(render));
+    }
+
+    pub fn render(template: &str, messages: &[Message], options: &ChatOptions) -> Result<String, String> {
+        let render = RENDER.with(|r| r.borrow().clone()).ok_or_else(|| {
+            "the chat template renderer is not loaded (the JS API loads pkg-chat/weft_chat.js before a chat)".to_string()
+        })?;
+        let messages = serde_json::to_string(messages).map_err(|e| e.to_string())?;
+        let options = serde_json::json!({
+            "add_generation_prompt": options.add_generation_prompt,
+            "bos_token": options.bos_token,
+            "eos_token": options.eos_token,
+            "today": options.today.unwrap_or_else(super::today_utc),
+        });
+        let message = |e: JsValue| {
+            e.as_string()
+                .or_else(|| e.dyn_ref::<js_sys::Error>().map(|e| String::from(e.message())))
+                .unwrap_or_else(|| "chat template: the renderer failed".to_string())
+        };
+        let out = render
+            .call3(&JsValue::NULL, &template.into(), &messages.into(), &options.to_string().into())
+            .map_err(message)?;
+        out.as_string().ok_or_else(|| "chat template: the renderer returned no text".to_string())
+    }
 }
+
+#[cfg(target_arch = "wasm32")]
+pub use renderer::set_renderer;
 
 /// Today's date (UTC) from the system clock.
 fn today_utc() -> (i32, u32, u32) {
@@ -233,33 +220,6 @@ fn civil_from_days(days: i64) -> (i32, u32, u32) {
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     let y = (yoe + era * 400 + i64::from(m <= 2)) as i32;
     (y, m, d)
-}
-
-/// The date directives of Python's `strftime` that chat templates use; others are an error,
-/// not a guess.
-fn strftime(format: &str, y: i32, m: u32, d: u32) -> std::result::Result<String, String> {
-    const MONTHS: [&str; 12] =
-        ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
-    let month = MONTHS[(m as usize).clamp(1, 12) - 1];
-    let mut out = String::new();
-    let mut chars = format.chars();
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('d') => out.push_str(&format!("{d:02}")),
-            Some('m') => out.push_str(&format!("{m:02}")),
-            Some('Y') => out.push_str(&y.to_string()),
-            Some('y') => out.push_str(&format!("{:02}", y.rem_euclid(100))),
-            Some('b') => out.push_str(&month[..3]),
-            Some('B') => out.push_str(month),
-            Some('%') => out.push('%'),
-            other => return Err(format!("strftime_now: the directive %{} is not supported", other.unwrap_or(' '))),
-        }
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

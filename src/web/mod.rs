@@ -114,6 +114,13 @@ pub async fn capabilities() -> JsValue {
     value
 }
 
+/// Hands over the chat-template renderer, `render(template, messages_json, options_json)` of the
+/// `weft-chat` module, which the JS API loads on the first chat (src/tokenizer/chat.rs).
+#[wasm_bindgen(js_name = setChatRenderer)]
+pub fn set_chat_renderer(render: js_sys::Function) {
+    crate::tokenizer::chat::set_renderer(render);
+}
+
 /// Every SIMD kernel of the CPU backend in this build against its scalar reference on
 /// `seed`'s data: `{ isa, ok, checks: [{ isa, kernel, maxErr, tolerance, ok }] }`.
 #[wasm_bindgen(js_name = cpuSelfTest)]

@@ -67,3 +67,48 @@ for (const api of ['index', 'direct'] as const) {
     expect(r.plainSame).toBe(true);
   });
 }
+
+// The template renderer is a wasm module of its own, loaded on the first chat: when it cannot be
+// fetched, the chat rejects with a coded error, the loaded model stays usable, and the next chat
+// tries the module again.
+for (const api of ['index', 'direct'] as const) {
+  test(`${api}.js: a chat whose renderer module fails to load rejects with LOAD`, async ({ page }) => {
+    test.setTimeout(300_000);
+    const RENDERER = '**/pkg-chat/weft_chat_bg.wasm';
+    let blocked = 0;
+    await page.context().route(RENDERER, (route) => {
+      blocked++;
+      return route.fulfill({ status: 404, body: 'gone' });
+    });
+    await page.goto('/harness.html');
+    const failed = await page.evaluate(
+      async ({ model, api }) => {
+        const weft = await import(`/js/${api}.js`);
+        await weft.init();
+        const m = await weft.loadModel(model, { backend: 'cpu', maxContext: 128 });
+        (globalThis as Record<string, unknown>).model = m;
+        const messages = [{ role: 'user', content: 'hi' }];
+        const codes: string[] = [];
+        for (const call of [() => m.chatPrompt(messages), () => m.chat(messages, { maxTokens: 1 })]) {
+          codes.push(await call().then(() => 'resolved', (e: { code: string }) => e.code));
+        }
+        // Nothing loaded was lost: plain generation still runs.
+        let generated = '';
+        for await (const c of m.generate('The capital of France is', { maxTokens: 2, temperature: 0 })) generated += c.text;
+        return { codes, generated };
+      },
+      { model: MODEL, api },
+    );
+    expect(failed.codes).toEqual(['LOAD', 'LOAD']);
+    expect(failed.generated.length).toBeGreaterThan(0);
+    expect(blocked).toBeGreaterThan(0);
+    await page.context().unroute(RENDERER);
+    const prompt = await page.evaluate(async () => {
+      const m = (globalThis as Record<string, any>).model;
+      const p = await m.chatPrompt([{ role: 'user', content: 'hi' }]);
+      await m.dispose();
+      return p;
+    });
+    expect(prompt).toContain('<|im_start|>user\nhi<|im_end|>');
+  });
+}

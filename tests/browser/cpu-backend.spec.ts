@@ -23,8 +23,12 @@ for (const [name, url] of [['single-thread', '/harness.html'], ['threaded', ISOL
         console.log(`${c.isa} ${c.kernel.padEnd(18)} max err ${c.maxErr.toExponential(2)} (tolerance ${c.tolerance.toExponential(2)})`);
       }
       expect(r.isa).toBe('simd128');
-      // quantize, 4 kernels x 3 formats, dot and axpy at 3 lengths.
-      expect(r.checks.length).toBe(1 + 4 * 3 + 2 * 3);
+      // quantize, 4 tilings of the 8-bit product x 8 block formats, the f32 product of Q4_0,
+      // Q4_1 and Q8_0, dot and axpy at 3 lengths.
+      expect(r.checks.length).toBe(1 + 4 * 8 + 3 + 2 * 3);
+      for (const f of ['Q4_0', 'Q4_1', 'Q8_0', 'Q5_0', 'Q5_1', 'Q4_K', 'Q5_K', 'Q6_K']) {
+        expect(r.checks.filter((c) => c.kernel.startsWith(`${f} dot_q8`)).length).toBe(4);
+      }
       expect(r.checks.filter((c) => !c.ok)).toEqual([]);
     }
   });
