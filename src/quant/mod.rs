@@ -3,6 +3,7 @@
 
 pub mod calibration;
 mod ggml;
+pub mod gptq;
 pub mod sample;
 pub mod scaled;
 mod search;
