@@ -240,12 +240,12 @@ pub fn quantize_weighted(quant: WeftQuant, x: &[f32], rows: usize, cols: usize, 
     let mut zeros_chunks: Vec<&mut [u16]> =
         if asym { m.zeros.chunks_mut(rows_per * gpr).collect() } else { Vec::new() };
     let jobs = m.words.chunks_mut(rows_per * row_words).zip(m.scales.chunks_mut(rows_per * gpr)).enumerate();
-    let mut work: Vec<(usize, &mut [u32], &mut [u16], Option<&mut [u16]>)> = Vec::new();
+    let mut work: Vec<RowJob> = Vec::new();
     for (i, (words, scales)) in jobs.rev() {
         let zeros = if asym { zeros_chunks.pop() } else { None };
         work.push((i * rows_per, words, scales, zeros));
     }
-    let run = |(r0, words, scales, zeros): (usize, &mut [u32], &mut [u16], Option<&mut [u16]>)| {
+    let run = |(r0, words, scales, zeros): RowJob| {
         let n = scales.len() / gpr;
         quantize_rows(quant, &x[r0 * cols..(r0 + n) * cols], cols, weights, words, scales, zeros);
     };
@@ -260,6 +260,9 @@ pub fn quantize_weighted(quant: WeftQuant, x: &[f32], rows: usize, cols: usize, 
     work.into_iter().for_each(run);
     Ok(m)
 }
+
+/// A thread's share of a matrix: its first row, and its rows' words, scales and zeros.
+type RowJob<'a> = (usize, &'a mut [u32], &'a mut [u16], Option<&'a mut [u16]>);
 
 /// Threads for quantizing `weights` values: rows are independent, so large matrices spread over
 /// the cores natively; the browser build has no threads.
