@@ -20,6 +20,12 @@ echo "weft:mixed_85mb:--bits 4 --group 32 --scheme asym --budget-mb 85"
 for mb in 45 50 52 55 60 65 69 75 80 85 90; do
   echo "weft:mixed_${mb}mb_cal:--bits 4 --group 32 --scheme asym --budget-mb $mb --calibration $CAL"
 done
+# llama.cpp's own tools with an importance matrix from the same calibration text.
+for t in Q2_K Q2_K_S Q3_K_S Q3_K_M Q4_K_S IQ2_XXS IQ2_XS IQ2_S IQ2_M IQ3_XXS IQ3_XS IQ3_S IQ3_M IQ4_XS; do
+  echo "imatrix:$t"
+done
+# GPTQ on the calibration's Hessians.
+c 3 32 asym --gptq _gptq; c 2 32 asym --gptq _gptq; c 3 64 sym --gptq _gptq; c 2 64 sym --gptq _gptq
 for role in token_embd attn_q attn_k attn_v attn_output ffn_gate ffn_up ffn_down; do
   echo "role:$role:q2_g32_asym"
 done
