@@ -68,6 +68,10 @@ pub enum Error {
     #[error("model: {0}")]
     Model(String),
 
+    /// A calibration file (`weft calibrate`) that is damaged, or made for another model.
+    #[error("calibration file: {problem}; make it again with `weft calibrate` on this model")]
+    Calibration { problem: String },
+
     #[error("the prompt is {tokens} tokens but the context holds {context}: shorten it, or load the model with a larger context")]
     ContextFull { tokens: usize, context: usize },
 

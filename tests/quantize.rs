@@ -147,3 +147,52 @@ fn budget_plans_fit_their_budget() -> anyhow::Result<()> {
     assert!(total <= budget);
     Ok(())
 }
+
+/// A calibration with Hessians drives GPTQ through `quantize_model` (every matrix rounded, the
+/// result differs from the diagonal weighting's), and one measured on a model of other widths is
+/// `Error::Calibration`, not silently ignored.
+#[test]
+fn gptq_plans_use_the_calibration_and_reject_another_models() -> anyhow::Result<()> {
+    use weft::model::names::{part_of, LayerPart, Part};
+    use weft::quant::calibration::Accumulator;
+
+    let reader = FileReader::open(format!("{DIR}/model.safetensors"))?;
+    let header = pollster::block_on(read_header(&reader))?.header;
+    let config = LlamaConfig::from_hf_json(&std::fs::read_to_string(format!("{DIR}/config.json"))?)?;
+    let tokenizer = Tokenizer::from_hf_json(&std::fs::read_to_string(format!("{DIR}/tokenizer.json"))?, None)?;
+    // Random inputs of each checkpoint's width, 3 samples a column, with a shared component.
+    let calibration = |extra_cols: usize| {
+        let mut acc = Accumulator::new(true);
+        for t in header.tensors() {
+            let checkpoint = match part_of(&t.name) {
+                Some(Part::Layer(l, LayerPart::Q)) => format!("blk.{l}.attn_in"),
+                Some(Part::Layer(l, LayerPart::AttnOut)) => format!("blk.{l}.attn_mix"),
+                Some(Part::Layer(l, LayerPart::Gate)) => format!("blk.{l}.ffn_in"),
+                Some(Part::Layer(l, LayerPart::Down)) => format!("blk.{l}.ffn_act"),
+                Some(Part::Embedding) => "final_norm".to_string(),
+                _ => continue,
+            };
+            let cols = t.shape[1] as usize + extra_cols;
+            let x = weft::selftest::random_f32(t.shape[0], 3 * cols * cols);
+            let mixed: Vec<f32> = x.iter().enumerate().map(|(i, v)| v + x[i / cols * cols]).collect();
+            acc.add(&checkpoint, &mixed, cols);
+        }
+        acc.finish(3, "random")
+    };
+    let run = |plan: &QuantizePlan| pollster::block_on(quantize_model(&reader, &header, &config, &tokenizer, plan, &mut |_, _| {}));
+    let mut plan = QuantizePlan::new(WeftQuant::new(3, 32, Scheme::Asym)?, Vec::new());
+    plan.calibration = Some(calibration(0));
+    let (_, weighted) = run(&plan)?;
+    plan.gptq = true;
+    let (_, gptq) = run(&plan)?;
+    assert_eq!(gptq.len(), weighted.len());
+    assert!(gptq.iter().all(|r| r.format == "q3_g32_asym" || !r.name.ends_with("proj.weight")));
+    let changed = gptq.iter().zip(&weighted).filter(|(a, b)| a.rms_error != b.rms_error).count();
+    assert!(changed > 3, "GPTQ changed {changed} tensors");
+    plan.calibration = Some(calibration(32));
+    match run(&plan) {
+        Err(weft::Error::Calibration { problem }) => assert!(problem.contains("another model"), "{problem}"),
+        other => panic!("{:?}", other.map(|(_, r)| r.len())),
+    }
+    Ok(())
+}

@@ -3,7 +3,7 @@ JSON lines that run_table.py appended; with a third argument, also the size/qual
 (markdown table to stdout, chart to FRONTIER.svg): for each file size from 50 to 100 MB in 5 MB
 steps, the lowest KLD of weft's files and of llama.cpp's files of at most that size.
 
-usage: make_report.py RESULTS.jsonl PLOT.svg [FRONTIER.svg] > table.md
+usage: make_report.py RESULTS.jsonl[,MORE.jsonl] PLOT.svg [FRONTIER.svg] > table.md
 """
 
 import json
@@ -11,23 +11,28 @@ import math
 import sys
 
 
-def load(path):
+def load(paths):
+    """Rows of one or more results files; a later measurement of a row replaces an earlier one."""
     rows = {}
-    for line in open(path):
-        if line.strip():
-            r = json.loads(line)
-            rows[r["row"]] = r
+    for path in paths.split(","):
+        for line in open(path):
+            if line.strip():
+                r = json.loads(line)
+                rows[r["row"]] = r
     return list(rows.values())
 
 
 def label(r):
+    # Rows carried from an earlier run of the same harness are marked with the commit they were
+    # measured at.
+    mark = f" ({r['measured_at']})" if r.get("measured_at") else ""
     if r["kind"] == "base":
         return "base (Q4_1 source, decoded)"
     if r["kind"] == "weft":
-        return f"weft {r['name']}"
+        return f"weft {r['name']}{mark}"
     if r["kind"] == "role":
         return f"{r['role']} only, from {r['name']}"
-    return r["name"]
+    return r["name"] + mark
 
 
 def table(rows):
@@ -63,9 +68,10 @@ def svg_plot(rows, path):
     series = {
         "weft (uniform)": [r for r in rows if r["kind"] == "weft" and "budget" not in r["flags"] and "--keep" not in r["flags"]],
         "weft (mixed / keep rules)": [r for r in rows if r["kind"] == "weft" and ("budget" in r["flags"] or "--keep" in r["flags"])],
-        "llama.cpp": [r for r in rows if r["kind"] == "llama"],
+        "llama.cpp": [r for r in rows if r["kind"] == "llama" and not r.get("imatrix")],
+        "llama.cpp, imatrix": [r for r in rows if r["kind"] == "llama" and r.get("imatrix")],
     }
-    colors = {"weft (uniform)": "#1f77b4", "weft (mixed / keep rules)": "#2ca02c", "llama.cpp": "#d62728"}
+    colors = {"weft (uniform)": "#1f77b4", "weft (mixed / keep rules)": "#2ca02c", "llama.cpp": "#d62728", "llama.cpp, imatrix": "#9467bd"}
     pts = [r for s in series.values() for r in s]
     if not pts:
         return
@@ -97,11 +103,11 @@ def svg_plot(rows, path):
         c = colors[name]
         for r in rs:
             x, y = px(r["bits_per_weight"]), py(r["kld"])
-            if name == "llama.cpp":
+            if name.startswith("llama.cpp"):
                 s.append(f'<rect x="{x - 4}" y="{y - 4}" width="8" height="8" fill="{c}"/>')
             else:
                 s.append(f'<circle cx="{x}" cy="{y}" r="4" fill="{c}"/>')
-            tag = r["name"].replace("llama.cpp ", "")
+            tag = r["name"].replace("llama.cpp ", "").replace(" imatrix", "")
             s.append(f'<text x="{x + 6}" y="{y - 5}" font-size="9" fill="{c}">{tag}</text>')
         ly = top + 20 + 20 * i
         s.append(f'<circle cx="{w - right + 20}" cy="{ly - 4}" r="4" fill="{c}"/>')

@@ -14,12 +14,23 @@ for g in 128 64; do for b in 4 3 2 8; do w $b $g asym; done; done
 for g in 32 128 64; do for b in 4 3 2 8; do w $b $g sym; done; done
 # Calibrated low-bit rows (run.sh exports CAL, the calibration file) and budget plans, which
 # decide every matrix (no default keep rules under a budget).
-c() { echo "weft:q$1_g$2_$3_cal$5:--bits $1 --group $2 --scheme $3 --no-default-keep --calibration ${CAL:?} $4"; }
+c() { echo "weft:q$1_g$2_$3_cal${5:-}:--bits $1 --group $2 --scheme $3 --no-default-keep --calibration ${CAL:?} $4"; }
 c 3 32 asym ""; c 3 32 asym --compensate _comp; c 2 32 asym ""; c 2 64 sym ""; c 3 64 sym ""
 echo "weft:mixed_85mb:--bits 4 --group 32 --scheme asym --budget-mb 85"
 for mb in 45 50 52 55 60 65 69 75 80 85 90; do
   echo "weft:mixed_${mb}mb_cal:--bits 4 --group 32 --scheme asym --budget-mb $mb --calibration $CAL"
 done
+# llama.cpp's own tools with an importance matrix from the same calibration text.
+for t in Q2_K Q2_K_S Q3_K_S Q3_K_M Q4_K_S IQ2_XXS IQ2_XS IQ2_S IQ2_M IQ3_XXS IQ3_XS IQ3_S IQ3_M IQ4_XS; do
+  echo "imatrix:$t"
+done
+# GPTQ on the calibration's Hessians.
+c 3 32 asym --gptq _gptq; c 2 32 asym --gptq _gptq; c 3 64 sym --gptq _gptq; c 2 64 sym --gptq _gptq
+# Chosen mixes at the two sizes (≤ 4.2 and ≤ 3.2 bits/weight): 3-bit layers with the
+# embedding at 4 bits and the least sensitive roles (q, k, attention output) at q3_g64_sym; 2-bit
+# layers with the embedding at q3_g64_sym.
+echo "weft:mix3_gptq:--bits 3 --group 32 --scheme asym --calibration $CAL --gptq --keep token_embd=q4_g32_asym --keep attn_q=q3_g64_sym --keep attn_k=q3_g64_sym --keep attn_output=q3_g64_sym"
+echo "weft:mix2_gptq:--bits 2 --group 32 --scheme asym --calibration $CAL --gptq --keep token_embd=q3_g64_sym"
 for role in token_embd attn_q attn_k attn_v attn_output ffn_gate ffn_up ffn_down; do
   echo "role:$role:q2_g32_asym"
 done

@@ -13,9 +13,9 @@ mkdir -p "$WORK"
 WEFT=$(realpath target/release/weft)
 "$WEFT" tokenize "$MODEL" --text "$TEXT" --json > "$WORK/ids.json"
 # Calibration statistics for the --calibration rows, from the default calibration text (not the
-# evaluation text), made once.
+# evaluation text), made once, with the Hessians the --gptq rows need.
 export CAL=${CAL:-$WORK/calibration.safetensors}
-[ -f "$CAL" ] || "$WEFT" calibrate "$MODEL" --text data/calibration.txt --out "$CAL"
+[ -f "$CAL" ] || "$WEFT" calibrate "$MODEL" --text data/calibration.txt --out "$CAL" --hessian
 if [ $# -gt 0 ]; then printf '%s\n' "$@"; else bash scripts/quality/rows.sh; fi | awk '!seen[$0]++' > "$WORK/rows.txt"
 mapfile -t ROWS < "$WORK/rows.txt"
 (cd scripts/quality && nice -n 10 "$PYTHON" run_table.py --source "$MODEL" --ids "$WORK/ids.json" \

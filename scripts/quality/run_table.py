@@ -5,6 +5,8 @@ Rows:
   base                          the source GGUF decoded (every other row is compared with it)
   weft:NAME:ARGS                `weft quantize SOURCE NAME.st ARGS`, then `weft dequantize`
   llama:TYPE                    llama.cpp's llama_model_quantize(SOURCE, TYPE, allow_requantize)
+  imatrix:TYPE                  llama.cpp's own llama-imatrix and llama-quantize, built from source
+                                (bench/llama_cpp/quantize.sh): TYPE with an importance matrix
   role:ROLE:NAME                the base with only tensors whose name contains ROLE taken from the
                                 weft row NAME (its .st file must exist)
 
@@ -69,6 +71,16 @@ def llama_file(args, ftype):
     return out
 
 
+def imatrix_file(args, ftype):
+    out = os.path.join(args.work, f"llama-imatrix-{ftype}.gguf")
+    if not os.path.exists(out):
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../bench/llama_cpp/quantize.sh")
+        with open(out + ".log", "w") as log:
+            subprocess.run(["bash", script, ftype, out + ".tmp", args.source], check=True, stderr=log)
+        os.replace(out + ".tmp", out)
+    return out
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--source", required=True)
@@ -113,6 +125,11 @@ def main():
                 continue
             tensors = gguf_tensors_f32(path)
             record.update(name=f"llama.cpp {rest}", file_bytes=os.path.getsize(path))
+        elif kind == "imatrix":
+            path = imatrix_file(args, rest)
+            tensors = gguf_tensors_f32(path)
+            # One llama.cpp series with the requantizations: the frontier compares weft with all.
+            record.update(kind="llama", imatrix=True, name=f"llama.cpp {rest} imatrix", file_bytes=os.path.getsize(path))
         elif kind == "role":
             role, _, name = rest.partition(":")
             tensors = dict(base_tensors)

@@ -9,6 +9,7 @@ use crate::format::{ModelHeader, SafeDtype, TensorInfo};
 use crate::loader::RangeReader;
 use crate::quant::calibration::Calibration;
 use crate::quant::decode_to_f32;
+use crate::quant::gptq::Factor;
 use crate::quant::weft::{quantize_weighted, Scheme, WeftQuant, Weights};
 use crate::tokenizer::Tokenizer;
 
@@ -94,22 +95,39 @@ pub struct QuantizePlan {
     /// With a calibration: also compensate each row's rounding error along the mean input
     /// (`quant::search::compensate`).
     pub compensate: bool,
+    /// With a calibration that has Hessians: round by GPTQ (`quant::gptq`).
+    pub gptq: bool,
 }
 
 impl QuantizePlan {
     pub fn new(default: WeftQuant, keep: Vec<KeepRule>) -> Self {
-        Self { default, keep, calibration: None, compensate: false }
+        Self { default, keep, calibration: None, compensate: false, gptq: false }
     }
 
     fn rule(&self, name: &str) -> Option<&KeepRule> {
         self.keep.iter().find(|r| name.contains(&r.pattern))
     }
 
-    /// The calibration's column statistics for matrix `name` of `cols` columns, if it has them.
-    fn importance(&self, name: &str, cols: usize) -> Option<Weights<'_>> {
-        let stats = self.calibration.as_ref()?.stats(name)?;
-        let mean = self.compensate.then_some(&stats.mean[..]);
-        (stats.mean_sq.len() == cols).then_some(Weights { mean_sq: &stats.mean_sq, mean })
+    /// The GPTQ factor of matrix `name` of `cols` columns, when the plan rounds by GPTQ and the
+    /// calibration has its input's Hessian (computed once per matrix: every candidate format of
+    /// the budget planner reuses it).
+    fn factor(&self, name: &str, cols: usize) -> Result<Option<Factor>> {
+        let Some(cal) = self.calibration.as_ref().filter(|_| self.gptq) else { return Ok(None) };
+        match cal.stats_for(name, cols)?.and_then(|s| s.hessian.as_ref()) {
+            Some(h) => Factor::new(h, cols).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The calibration's column statistics for matrix `name` of `cols` columns, if it has them
+    /// (statistics of another width are an error: they were measured on another model).
+    fn importance<'a>(&'a self, name: &str, cols: usize, factor: Option<&'a Factor>) -> Result<Option<Weights<'a>>> {
+        let Some(cal) = &self.calibration else { return Ok(None) };
+        Ok(cal.stats_for(name, cols)?.map(|stats| Weights {
+            mean_sq: &stats.mean_sq,
+            mean: self.compensate.then_some(&stats.mean[..]),
+            gptq: factor,
+        }))
     }
 }
 
@@ -187,7 +205,8 @@ pub async fn quantize_model<R: RangeReader>(
         let (format, bytes, decoded) = match (&t.shape[..], is_matrix(&t.name), quant) {
             (&[rows, cols], true, Some(q)) => {
                 let (rows, cols) = (rows as usize, cols as usize);
-                let m = quantize_weighted(q, &values, rows, cols, plan.importance(&t.name, cols))?;
+                let factor = plan.factor(&t.name, cols)?;
+                let m = quantize_weighted(q, &values, rows, cols, plan.importance(&t.name, cols, factor.as_ref())?)?;
                 let decoded = m.dequantize();
                 let meta = serde_json::json!({ "format": q.name(), "shape": [rows, cols] });
                 out.metadata.insert(format!("weft.q.{}", t.name), meta.to_string());
@@ -247,7 +266,8 @@ pub async fn budget_choices<R: RangeReader>(
             (&[rows, cols], true, None) => {
                 let (rows, cols) = (rows as usize, cols as usize);
                 let values = decode_to_f32(t.storage, &reader.read_range(t.range.clone()).await?, rows * cols)?;
-                let importance = plan.importance(&t.name, cols);
+                let factor = plan.factor(&t.name, cols)?;
+                let importance = plan.importance(&t.name, cols, factor.as_ref())?;
                 let mut candidates = Vec::new();
                 for q in budget_formats(plan.default) {
                     let m = quantize_weighted(q, &values, rows, cols, importance)?;

@@ -5,6 +5,7 @@ pub mod calibration;
 mod ggml;
 // The CPU backend's K-quant kernels read the packed scales the way the decoder does.
 pub(crate) use ggml::k4_scale_min;
+pub mod gptq;
 pub mod sample;
 pub mod scaled;
 mod search;

@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 
+use super::gptq::{quantize_row as gptq_row, Factor};
 use super::search::{assign, best_params, compensate};
 #[cfg(test)]
 use super::search::sq_error;
@@ -197,13 +198,18 @@ pub struct Weights<'a> {
     /// Per column, the input's mean. When given, each row's levels are then nudged so that its
     /// error along the mean input cancels (`search::compensate`).
     pub mean: Option<&'a [f32]>,
+    /// The inputs' factored second moments: when given, rows are rounded by GPTQ
+    /// (`quant::gptq`) and `mean` is not used.
+    pub gptq: Option<&'a Factor>,
 }
 
 /// [`quantize`] minimising `Σ_j mean_sq[j] (w_j - ŵ_j)²` per group instead (the expected squared
 /// output error when input columns are uncorrelated), with the rounding compensation of
 /// [`Weights::mean`] when it is given.
 pub fn quantize_weighted(quant: WeftQuant, x: &[f32], rows: usize, cols: usize, weights: Option<Weights>) -> Result<QuantMatrix> {
-    if let Some(w) = weights.filter(|w| w.mean_sq.len() != cols || w.mean.is_some_and(|m| m.len() != cols)) {
+    if let Some(w) = weights.filter(|w| {
+        w.mean_sq.len() != cols || w.mean.is_some_and(|m| m.len() != cols) || w.gptq.is_some_and(|f| f.cols() != cols)
+    }) {
         return Err(Error::Shape {
             op: "quantize",
             message: format!("{} importance values for {cols} columns", w.mean_sq.len()),
@@ -234,12 +240,12 @@ pub fn quantize_weighted(quant: WeftQuant, x: &[f32], rows: usize, cols: usize, 
     let mut zeros_chunks: Vec<&mut [u16]> =
         if asym { m.zeros.chunks_mut(rows_per * gpr).collect() } else { Vec::new() };
     let jobs = m.words.chunks_mut(rows_per * row_words).zip(m.scales.chunks_mut(rows_per * gpr)).enumerate();
-    let mut work: Vec<(usize, &mut [u32], &mut [u16], Option<&mut [u16]>)> = Vec::new();
+    let mut work: Vec<RowJob> = Vec::new();
     for (i, (words, scales)) in jobs.rev() {
         let zeros = if asym { zeros_chunks.pop() } else { None };
         work.push((i * rows_per, words, scales, zeros));
     }
-    let run = |(r0, words, scales, zeros): (usize, &mut [u32], &mut [u16], Option<&mut [u16]>)| {
+    let run = |(r0, words, scales, zeros): RowJob| {
         let n = scales.len() / gpr;
         quantize_rows(quant, &x[r0 * cols..(r0 + n) * cols], cols, weights, words, scales, zeros);
     };
@@ -254,6 +260,9 @@ pub fn quantize_weighted(quant: WeftQuant, x: &[f32], rows: usize, cols: usize, 
     work.into_iter().for_each(run);
     Ok(m)
 }
+
+/// A thread's share of a matrix: its first row, and its rows' words, scales and zeros.
+type RowJob<'a> = (usize, &'a mut [u32], &'a mut [u16], Option<&'a mut [u16]>);
 
 /// Threads for quantizing `weights` values: rows are independent, so large matrices spread over
 /// the cores natively; the browser build has no threads.
@@ -282,16 +291,26 @@ fn quantize_rows(
     let mut row_vals = vec![0f32; padded];
     let mut row_qs = vec![0u32; padded];
     let (mut row_scales, mut row_zeros) = (vec![0f32; gpr], vec![0f32; gpr]);
+    let mut row_params = vec![(f16::ZERO, f16::ZERO); gpr];
     // The compensation's diagonal: the inputs' variance (the mean's part is handled jointly).
-    let variance: Option<Vec<f32>> = weights.and_then(|w| {
+    let variance: Option<Vec<f32>> = weights.filter(|w| w.gptq.is_none()).and_then(|w| {
         w.mean.map(|m| w.mean_sq.iter().zip(m).map(|(&sq, &mu)| (sq - mu * mu).max(0.0)).collect())
     });
     for r in 0..scales.len() / gpr {
         row_vals[..cols].copy_from_slice(&x[r * cols..(r + 1) * cols]);
-        for gi in 0..gpr {
-            let start = gi * g;
-            let end = (start + g).min(cols);
-            let (scale, zero) = best_params(quant, &row_vals[start..end], weights.map(|w| &w.mean_sq[start..end]));
+        match weights.and_then(|w| w.gptq) {
+            // GPTQ changes the row as it goes: round a copy, compensate against the original.
+            Some(f) => gptq_row(quant, f, &mut row_vals[..cols].to_vec(), &mut row_qs, &mut row_params),
+            None => {
+                for (gi, p) in row_params.iter_mut().enumerate() {
+                    let (start, end) = (gi * g, (gi * g + g).min(cols));
+                    *p = best_params(quant, &row_vals[start..end], weights.map(|w| &w.mean_sq[start..end]));
+                    let z = if quant.scheme == Scheme::Sym { quant.sym_zero() } else { p.1.to_f32() };
+                    assign(quant, &row_vals[start..start + g], p.0.to_f32(), z, &mut row_qs[start..start + g]);
+                }
+            }
+        }
+        for (gi, &(scale, zero)) in row_params.iter().enumerate() {
             let gidx = r * gpr + gi;
             scales[gidx] = scale.to_bits();
             if let Some(z) = zeros.as_deref_mut() {
@@ -299,7 +318,6 @@ fn quantize_rows(
             }
             let z = if quant.scheme == Scheme::Sym { quant.sym_zero() } else { zero.to_f32() };
             (row_scales[gi], row_zeros[gi]) = (scale.to_f32(), z);
-            assign(quant, &row_vals[start..start + g], scale.to_f32(), z, &mut row_qs[start..start + g]);
         }
         if let (Some(var), Some(mean)) = (&variance, weights.and_then(|w| w.mean)) {
             compensate(quant, &row_vals[..cols], &mut row_qs[..cols], &row_scales, &row_zeros, var, mean);

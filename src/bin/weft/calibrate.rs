@@ -1,7 +1,7 @@
 //! `weft calibrate MODEL --text FILE --out FILE`: runs the model on the CPU backend (the forward
 //! graph every backend runs) over a calibration text in windows, and stores the mean square and
 //! mean of every matrix's input columns (weft::quant::calibration) for `weft quantize
-//! --calibration`.
+//! --calibration`; with `--hessian`, each input's second moments too (`weft quantize --gptq`).
 
 use std::time::Instant;
 
@@ -26,6 +26,10 @@ pub struct Args {
     /// Threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// Also store every input's second-moment matrix E[x xT] (for `weft quantize --gptq`;
+    /// ~400 MB for SmolLM2-135M).
+    #[arg(long)]
+    hessian: bool,
 }
 
 pub fn run(a: &Args) -> anyhow::Result<()> {
@@ -38,7 +42,7 @@ pub fn run(a: &Args) -> anyhow::Result<()> {
     let options = CpuOptions { max_seq: window, threads: a.threads, arithmetic: Arithmetic::F32, ..Default::default() };
     let (mut llama, tokenizer) = pollster::block_on(weft::cpu::open(&reader, options)).with_context(|| a.model.clone())?;
     let ids = tokenizer.encode(&text, false);
-    let mut acc = Accumulator::default();
+    let mut acc = Accumulator::new(a.hessian);
     let bar = crate::quantize::progress_bar("calibrating");
     bar.set_length(ids.len().div_ceil(window) as u64);
     for chunk in ids.chunks(window) {

@@ -142,6 +142,10 @@ mod cli {
             /// With --calibration: nudge levels so each row's error along the mean input cancels.
             #[arg(long)]
             compensate: bool,
+            /// With --calibration from `weft calibrate --hessian`: round by GPTQ, spreading each
+            /// column's rounding error over the columns not yet rounded.
+            #[arg(long)]
+            gptq: bool,
         },
         /// Run a model over a calibration text (CPU backend) and store each matrix's input
         /// column statistics for `weft quantize --calibration`.
@@ -306,7 +310,7 @@ mod cli {
             Command::Tokenize { model, text, json } => crate::tokenize::run(&model, &text, json),
             Command::DumpActivations { model, ids, out, backend, cpu } => crate::dump::run(&model, &ids, &out, backend, &cpu),
             Command::Calibrate(args) => crate::calibrate::run(&args),
-            Command::Quantize { input, output, bits, group, scheme, keep, no_default_keep, budget_mb, calibration, compensate } => {
+            Command::Quantize { input, output, bits, group, scheme, keep, no_default_keep, budget_mb, calibration, compensate, gptq } => {
                 crate::quantize::run(crate::quantize::Args {
                     input,
                     output,
@@ -318,6 +322,7 @@ mod cli {
                     budget_mb,
                     calibration,
                     compensate,
+                    gptq,
                 })
             }
             Command::Bench { model, prompt_len, gen, reps, quantize, kv, json, profile, no_fuse, no_tune, no_fuse_glu, no_fuse_attention, no_pipeline, int8_activations, backend, cpu } => {

@@ -1,7 +1,8 @@
 //! `weft quantize IN OUT --bits B`: a GGUF file or Hugging Face folder to a self-contained weft
 //! safetensors file, with a report per tensor. `--budget-mb N` picks each matrix's bit width
 //! to fit N MB (see weft::model::budget) and prints the plan first; `--calibration FILE`
-//! (from `weft calibrate`) weighs each column's rounding error by its input's mean square.
+//! (from `weft calibrate`) weighs each column's rounding error by its input's mean square, and
+//! with `--gptq` rounds by GPTQ on the calibration's Hessians.
 
 use std::io::Write;
 use std::path::Path;
@@ -31,6 +32,7 @@ pub struct Args {
     pub budget_mb: Option<f64>,
     pub calibration: Option<String>,
     pub compensate: bool,
+    pub gptq: bool,
 }
 
 pub fn progress_bar(what: &str) -> ProgressBar {
@@ -68,10 +70,17 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if let Some(path) = &a.calibration {
         let cal = Calibration::from_bytes(&std::fs::read(path).with_context(|| path.clone())?).with_context(|| path.clone())?;
         eprintln!("calibration: {} matrices from {} tokens of {}", cal.matrices.len(), cal.tokens, cal.text);
+        if a.gptq && cal.matrices.values().all(|s| s.hessian.is_none()) {
+            anyhow::bail!("--gptq: {path} has no Hessians; make it with `weft calibrate --hessian`");
+        }
+        if a.gptq && a.compensate {
+            anyhow::bail!("--gptq and --compensate are two ways to compensate rounding: give one");
+        }
         plan.calibration = Some(cal);
         plan.compensate = a.compensate;
-    } else if a.compensate {
-        anyhow::bail!("--compensate needs --calibration");
+        plan.gptq = a.gptq;
+    } else if a.compensate || a.gptq {
+        anyhow::bail!("--compensate and --gptq need --calibration");
     }
     if !plan.keep.is_empty() {
         let list: Vec<String> = plan.keep.iter().map(|r| format!("{}={}", r.pattern, r.bits)).collect();
