@@ -27,6 +27,7 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 
 GGUF = "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+HF_FILES = "tests/fixtures/smollm2-hf"
 LAYER_NAMES = {
     "attn_norm.weight": "input_layernorm.weight",
     "attn_q.weight": "self_attn.q_proj.weight",
@@ -74,12 +75,18 @@ def main():
     shutil.rmtree(folder, ignore_errors=True)
     os.makedirs(folder)
 
-    from transformers import AutoConfig, AutoTokenizer
+    # config.json and the tokenizer files as transformers writes them from the GGUF's metadata.
+    # They are committed in HF_FILES (made by these same calls, tokenizer.json without its
+    # indentation), so a test run needs no transformers, whose GGUF reader needs PyTorch.
+    if os.path.isdir(HF_FILES):
+        for name in os.listdir(HF_FILES):
+            shutil.copy(os.path.join(HF_FILES, name), folder)
+    else:
+        from transformers import AutoConfig, AutoTokenizer
 
-    where, file = os.path.split(GGUF)
-    AutoTokenizer.from_pretrained(where, gguf_file=file).save_pretrained(folder)
-    config = AutoConfig.from_pretrained(where, gguf_file=file)
-    config.save_pretrained(folder)
+        where, file = os.path.split(GGUF)
+        AutoTokenizer.from_pretrained(where, gguf_file=file).save_pretrained(folder)
+        AutoConfig.from_pretrained(where, gguf_file=file).save_pretrained(folder)
     config = json.load(open(os.path.join(folder, "config.json")))
 
     flat = os.path.join(args.out, "smollm2-dequantized.safetensors")

@@ -43,6 +43,11 @@ if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modu
   say "npm ci"
   PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error
 fi
+# The folder-loading spec writes the default model as a Hugging Face folder with these.
+if ! python3 -c 'import numpy, safetensors' 2>/dev/null; then
+  say "pip install numpy safetensors"
+  python3 -m pip install --quiet "numpy>=1.26" "safetensors>=0.4"
+fi
 bash scripts/fetch-model.sh
 bash scripts/fetch-embed-model.sh
 bash scripts/fetch-tokenizers.sh
