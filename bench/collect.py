@@ -76,7 +76,25 @@ def h100() -> dict:
     return out
 
 
-def session(name: str = "session9") -> dict:
+def session(*names: str) -> dict:
+    """`session_call` of each folder, merged in order: an engine's figures from a later folder
+    replace an earlier one's (so weft can come from a call without llama.cpp's build running
+    beside it, and llama.cpp from the call that built it)."""
+    merged = {"dir": ", ".join(f"bench/results/h100/{n}" for n in names), "models": {}, "copy_gb_s": None,
+              "gemv": {}, "gemm": {}}
+    for name in names:
+        one = session_call(name)
+        for model, engines in one["models"].items():
+            merged["models"].setdefault(model, {}).update(engines)
+        for key in ("gemv", "gemm"):
+            merged[key].update(one[key])
+        for key in ("copy_gb_s", "copy_from"):
+            if one.get(key) is not None and merged.get(key) is None:
+                merged[key] = one[key]
+    return merged
+
+
+def session_call(name: str) -> dict:
     """weft beside llama.cpp (CUDA) on the same GGUF files, and the GEMV sweep, from one
     bench/gpu/session.sh call: every ratio pairs figures of one machine."""
     run = RESULTS / "h100" / name
@@ -247,14 +265,16 @@ def markdown(data: dict) -> str:
                          f"{g['best_gb_s']:.0f} GB/s = {g['best_gb_s'] / copy:.1%}")
             ratios.append(line)
     return "\n".join(lines) + "\n\n" + "\n".join(notes + ratios) + "\n" + peer_markdown(data["session"]) \
-        + gemv_markdown(data["gemv_session"]) + gemm_markdown(data["session"])
+        + gemv_markdown(data["gemv_session"]) + gemm_markdown(data["gemm_session"])
 
 
 def peer_markdown(s: dict) -> str:
     if not s["models"]:
         return ""
     copy = s["copy_gb_s"]
-    out = [f"\n## H100: weft beside llama.cpp CUDA on the same GGUF files ({s['dir']}, one machine)\n",
+    out = [f"\n## H100: weft beside llama.cpp CUDA on the same GGUF files ({s['dir']})\n",
+           "Where two folders are named they are calls of one session on one lent machine: each engine's figures "
+           "come from the last folder that has them (weft from a call without llama.cpp's build running beside it).\n",
            "Random-weight Llama-shape GGUFs (bench/gpu/gen_quant_gguf.py), prompt 128 + 128 generated, "
            "median of 3: `weft bench --prompt-len 128 --gen 128 --reps 3` (Vulkan) and "
            "`llama-bench -p 128 -n 128 -r 3 -ngl 99` (CUDA, built for sm_90 from the llama-cpp-python 0.3.36 sdist). "
@@ -409,7 +429,8 @@ def cpu_vs_llamacpp_table() -> str:
 
 
 def main() -> None:
-    data = {"h100": h100(), "local": local(), "session": session(), "gemv_session": session("session6"), "dawn": dawn()}
+    data = {"h100": h100(), "local": local(), "session": session("session13", "session14"),
+            "gemv_session": session("session6"), "gemm_session": session("session9"), "dawn": dawn()}
     (ROOT / "results.json").write_text(json.dumps(data, indent=2) + "\n")
     chart(data, ROOT / "chart.svg")
     table = markdown(data) + dawn_markdown(data["dawn"])
