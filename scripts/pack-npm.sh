@@ -11,7 +11,7 @@ version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 
 rm -rf dist/npm
 mkdir -p dist/npm/js dist/npm/pkg dist/npm/pkg-threads dist/npm/pkg-chat
-cp js/index.js js/direct.js js/embed.js js/worker.js js/cpu-worker.js js/index.d.ts js/direct.d.ts dist/npm/js/
+cp js/index.js js/direct.js js/embed.js js/openai.js js/worker.js js/cpu-worker.js js/index.d.ts js/direct.d.ts dist/npm/js/
 cp www/pkg/weft.js www/pkg/weft.d.ts www/pkg/weft_bg.wasm www/pkg/weft_bg.wasm.d.ts dist/npm/pkg/
 cp www/pkg-threads/weft.js www/pkg-threads/weft.d.ts www/pkg-threads/weft_bg.wasm www/pkg-threads/weft_bg.wasm.d.ts dist/npm/pkg-threads/
 cp www/pkg-chat/weft_chat.js www/pkg-chat/weft_chat.d.ts www/pkg-chat/weft_chat_bg.wasm www/pkg-chat/weft_chat_bg.wasm.d.ts dist/npm/pkg-chat/
@@ -39,7 +39,7 @@ const pkg = {
     './package.json': './package.json',
   },
   files: [
-    'js/index.js', 'js/direct.js', 'js/embed.js', 'js/worker.js', 'js/cpu-worker.js', 'js/index.d.ts', 'js/direct.d.ts',
+    'js/index.js', 'js/direct.js', 'js/embed.js', 'js/openai.js', 'js/worker.js', 'js/cpu-worker.js', 'js/index.d.ts', 'js/direct.d.ts',
     'pkg/weft.js', 'pkg/weft.d.ts', 'pkg/weft_bg.wasm', 'pkg/weft_bg.wasm.d.ts',
     'pkg-threads/weft.js', 'pkg-threads/weft.d.ts', 'pkg-threads/weft_bg.wasm', 'pkg-threads/weft_bg.wasm.d.ts',
     'pkg-chat/weft_chat.js', 'pkg-chat/weft_chat.d.ts', 'pkg-chat/weft_chat_bg.wasm', 'pkg-chat/weft_chat_bg.wasm.d.ts',
