@@ -27,8 +27,9 @@ export default defineConfig({
         'chat-forge.spec.ts'],
       // Firefox reports an empty GPUAdapterInfo (vendor, architecture, description), which that
       // test requires; adapter.spec.ts checks what Firefox does report. The self-test page's
-      // check uses Playwright locators, which this page does not have.
-      grepInvert: /adapter is found|self-test page shows/,
+      // check uses Playwright locators, and the chat renderer's failed fetch request
+      // interception (`page.context().route`), which this page does not have.
+      grepInvert: /adapter is found|self-test page shows|renderer module fails to load/,
       use: { engine: 'firefox' },
     },
     { name: 'firefox-adapter', testMatch: 'adapter.spec.ts', use: { engine: 'firefox' } },
