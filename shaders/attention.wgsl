@@ -354,29 +354,14 @@ fn ring_slot(pos: u32) -> u32 {
 }
 
 // Dimension d of the head starting at `src` in the projection, rotated with table row `slot`
-// (NORM pairs (2i, 2i + 1), NEOX pairs (i, i + rot/2), dimensions past rot_dims unrotated):
-// the same arithmetic as rope_store.wgsl.
+// by rope_pair.wgsl's `rotate` (concatenated), as rope_store.wgsl rotates; dimensions past
+// rot_dims pass through.
 fn rotated(src: u32, d: u32, slot: u32) -> f32 {
-    let half_rot = p.rot_dims / 2u;
     if (d >= p.rot_dims) {
         return q[src + d];
     }
-#ifdef NEOX
-    let i = d % half_rot;
-    let dims = vec2<u32>(i, i + half_rot);
-#else
-    let i = d / 2u;
-    let dims = vec2<u32>(2u * i, 2u * i + 1u);
-#endif
-    let at = (slot * half_rot + i) * 2u;
-    let c = cos_sin[at];
-    let s = cos_sin[at + 1u];
-    let x0 = q[src + dims.x];
-    let x1 = q[src + dims.y];
-    if (d == dims.x) {
-        return x0 * c - x1 * s;
-    }
-    return x0 * s + x1 * c;
+    let dims = pair(pair_index(d));
+    return rotate(d, slot, q[src + dims.x], q[src + dims.y]);
 }
 
 fn rotated4(src: u32, w: u32, slot: u32) -> vec4<f32> {

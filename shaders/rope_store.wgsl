@@ -54,14 +54,6 @@ alias Word = f32;
 @group(0) @binding(6) var<uniform> p: Params;
 @group(0) @binding(7) var<uniform> step: Step;
 
-fn pair(i: u32) -> vec2<u32> {
-#ifdef NEOX
-    return vec2<u32>(i, i + p.rot_dims / 2u);
-#else
-    return vec2<u32>(2u * i, 2u * i + 1u);
-#endif
-}
-
 // First element of query head `h` of token `t` in the tensor the queries are read from.
 fn q_row(t: u32, h: u32) -> u32 {
 #ifdef QKV
@@ -96,27 +88,14 @@ fn ring_slot(pos: u32) -> u32 {
     return p.sinks + (pos - p.sinks) % (p.max_seq - p.sinks);
 }
 
-// Dimension d of the K row starting at `src`, rotated with table row `slot`.
+// Dimension d of the K row starting at `src`, rotated with table row `slot` (`pair` and
+// `rotate` are in shaders/rope_pair.wgsl, concatenated).
 fn rotated_k(src: u32, d: u32, slot: u32) -> f32 {
-    let half_rot = p.rot_dims / 2u;
     if (d >= p.rot_dims) {
         return k[src + d];
     }
-#ifdef NEOX
-    let i = d % half_rot;
-#else
-    let i = d / 2u;
-#endif
-    let dims = pair(i);
-    let at = (slot * half_rot + i) * 2u;
-    let c = cos_sin[at];
-    let s = cos_sin[at + 1u];
-    let x0 = k[src + dims.x];
-    let x1 = k[src + dims.y];
-    if (d == dims.x) {
-        return x0 * c - x1 * s;
-    }
-    return x0 * s + x1 * c;
+    let dims = pair(pair_index(d));
+    return rotate(d, slot, k[src + dims.x], k[src + dims.y]);
 }
 
 // One signed byte of round(x / scale), in the low 8 bits.

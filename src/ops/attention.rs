@@ -9,13 +9,14 @@ use super::rope::{RopeShape, RopeStyle};
 use super::Tolerance;
 
 // The chunk merge (attention_merge.wgsl) is shared: the combine dispatch runs it, and with ROPE
-// the last workgroup of each head.
+// the last workgroup of each head. With ROPE the rotation is rope_store's (rope_pair.wgsl).
 pub const ATTENTION_SHADER: ShaderSource = ShaderSource {
     name: "attention",
     source: concat!(
         include_str!("../../shaders/attention.wgsl"),
         "#ifdef ROPE\n",
         include_str!("../../shaders/attention_merge.wgsl"),
+        include_str!("../../shaders/rope_pair.wgsl"),
         "#endif\n"
     ),
 };
@@ -38,7 +39,7 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
     v.extend(all_defines(Defines::new().set("SPLIT", 1)).into_iter().map(|d| (ATTENTION_SHADER, d)));
     v.push((ATTENTION_SHADER, KvFormat::F32.defines(Defines::new().set("VEC4", 1))));
     v.push((ATTENTION_SHADER, KvFormat::F32.defines(Defines::new().set("VEC4", 1).set("SPLIT", 1))));
-    for style in [Defines::new(), Defines::new().set("NEOX", 1)] {
+    for style in RopeStyle::ALL.map(RopeStyle::defines) {
         v.push((ATTENTION_SHADER, KvFormat::F32.defines(style.set("VEC4", 1).set("SPLIT", 1).set("ROPE", 1))));
     }
     v.push((ATTENTION_COMBINE_SHADER, Defines::new()));
@@ -247,11 +248,7 @@ pub async fn attention_rope_split(
             ),
         });
     }
-    let style = match r.style {
-        RopeStyle::Norm => Defines::new(),
-        RopeStyle::Neox => Defines::new().set("NEOX", 1),
-    };
-    let pipeline = ctx.pipeline(&ATTENTION_SHADER, &defines(&s, style.set("SPLIT", 1).set("ROPE", 1))).await?;
+    let pipeline = ctx.pipeline(&ATTENTION_SHADER, &defines(&s, r.style.defines().set("SPLIT", 1).set("ROPE", 1))).await?;
     let mut p = params(&s, mask, scale, SPLIT_CHUNK as u32);
     p[10] = r.rot_dims as u32;
     p[11] = r.sinks as u32;

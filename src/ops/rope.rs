@@ -7,8 +7,10 @@ use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor, Uniform};
 use super::kv::{all_defines, KvFormat};
 use super::Tolerance;
 
-pub const ROPE_SHADER: ShaderSource =
-    ShaderSource { name: "rope_store", source: include_str!("../../shaders/rope_store.wgsl") };
+pub const ROPE_SHADER: ShaderSource = ShaderSource {
+    name: "rope_store",
+    source: concat!(include_str!("../../shaders/rope_store.wgsl"), include_str!("../../shaders/rope_pair.wgsl")),
+};
 
 /// One rotation: two products and a sum per element against exact f64.
 pub const ROPE_TOLERANCE: Tolerance = Tolerance { abs: 1e-6, rel: 1e-6 };
@@ -20,6 +22,18 @@ pub enum RopeStyle {
     Norm,
     /// (i, i + d/2): Hugging Face checkpoints, Qwen2, GPT-NeoX.
     Neox,
+}
+
+impl RopeStyle {
+    pub const ALL: [RopeStyle; 2] = [RopeStyle::Norm, RopeStyle::Neox];
+
+    /// The pair layout's define for the shaders that rotate (`NEOX`, or none).
+    pub fn defines(self) -> Defines {
+        match self {
+            RopeStyle::Norm => Defines::new(),
+            RopeStyle::Neox => Defines::new().set("NEOX", 1),
+        }
+    }
 }
 
 /// Frequency scaling from a model config.
@@ -74,7 +88,7 @@ impl RopeScaling {
 }
 
 pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
-    let styles = [Defines::new(), Defines::new().set("NEOX", 1)];
+    let styles = RopeStyle::ALL.map(RopeStyle::defines);
     styles
         .clone()
         .into_iter()
@@ -225,10 +239,7 @@ async fn store(
             q.shape, k.shape, v.shape, k_cache.shape, table.shape
         )));
     }
-    let style = match s.style {
-        RopeStyle::Norm => Defines::new(),
-        RopeStyle::Neox => Defines::new().set("NEOX", 1),
-    };
+    let style = s.style.defines();
     let defines = s.kv.defines(if stacked { style.set("QKV", 1) } else { style });
     let pipeline = ctx.pipeline(&ROPE_SHADER, &defines).await?;
     let threads = s.n_tokens * (s.n_heads + s.n_kv_heads) * s.head_dim / 2;
