@@ -87,7 +87,8 @@ def session(*names: str) -> dict:
         for model, engines in one["models"].items():
             merged["models"].setdefault(model, {}).update(engines)
         for key in ("gemv", "gemm"):
-            merged[key].update(one[key])
+            for shape, by_config in one[key].items():
+                merged[key].setdefault(shape, {}).update(by_config)
         for key in ("copy_gb_s", "copy_from"):
             if one.get(key) is not None and merged.get(key) is None:
                 merged[key] = one[key]
@@ -429,8 +430,8 @@ def cpu_vs_llamacpp_table() -> str:
 
 
 def main() -> None:
-    data = {"h100": h100(), "local": local(), "session": session("session13", "session14"),
-            "gemv_session": session("session6"), "gemm_session": session("session9"), "dawn": dawn()}
+    data = {"h100": h100(), "local": local(), "session": session("session13", "session14", "session17"),
+            "gemv_session": session("session6"), "gemm_session": session("session9", "session17"), "dawn": dawn()}
     (ROOT / "results.json").write_text(json.dumps(data, indent=2) + "\n")
     chart(data, ROOT / "chart.svg")
     table = markdown(data) + dawn_markdown(data["dawn"])

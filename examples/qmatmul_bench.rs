@@ -4,7 +4,7 @@
 //!
 //! cargo run --release --example qmatmul_bench -- [--formats Q4_K,q4_g32_sym]
 //!     [--shapes 8192x8192] [--wg 256] [--rows 1] [--lanes 32] [--tokens 1] [--tt 8]
-//!     [--gemm blocks|tiled|outer]
+//!     [--gemm blocks|tiled|outer|matrix]
 //!     [--precision f32|f16] [--seconds 0.5] [--copy-mib 256] [--int8] [--json]
 //!
 //! Shapes are NxK (output features x reduced dimension). --tokens 1 (the default) times the
@@ -107,8 +107,8 @@ fn main() -> anyhow::Result<()> {
     let copy = copy_bandwidth(&ctx, copy_mib << 20, seconds)?;
     if !json {
         println!(
-            "adapter: {} ({}, {}), shader-f16 {}, subgroups {} (min size {}), {precision:?}",
-            caps.adapter_name, caps.backend, caps.device_type, caps.shader_f16, caps.subgroups, caps.subgroup_min_size
+            "adapter: {} ({}, {}), shader-f16 {}, subgroups {} (min size {}), matrix units {}, {precision:?}",
+            caps.adapter_name, caps.backend, caps.device_type, caps.shader_f16, caps.subgroups, caps.subgroup_min_size, caps.matrix_f16
         );
         println!(
             "copy: {:.1} MiB in {:.1} us: {:.2} GB/s read+write (2 x bytes / time)",
@@ -149,7 +149,9 @@ fn main() -> anyhow::Result<()> {
                     "blocks" => GemmConfig::for_format(&format),
                     "tiled" => qmatmul::GEMM_TILED,
                     "outer" => GemmConfig::outer(tt.unwrap_or(qmatmul::GEMM_OUTER.tokens)),
-                    other => return Err(anyhow!("--gemm '{other}' is not blocks, tiled or outer")),
+                    // The matrix units take f16 operands: run with --precision f16.
+                    "matrix" => GemmConfig::matrix(rows.unwrap_or(qmatmul::GEMM_MATRIX.rows), tt.unwrap_or(qmatmul::GEMM_MATRIX.tokens)),
+                    other => return Err(anyhow!("--gemm '{other}' is not blocks, tiled, outer or matrix")),
                 };
                 // For --gemm outer, --tt sets the tile's tokens and with them the workgroup.
                 Config::Gemm(GemmConfig {

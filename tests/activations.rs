@@ -8,11 +8,7 @@ use weft::gpu::{BackendChoice, GpuContext};
 use weft::loader::native::NativeSource;
 use weft::model::{self, EngineOptions, WeightOptions};
 
-use fixtures::{check, input, F32_TOLERANCE, MODEL};
-
-/// The f16 matmul variant rounds weights and activations to 11 significant bits (2^-11 ≈ 5e-4)
-/// before each product.
-const F16_TOLERANCE: f64 = 1e-2;
+use fixtures::{check, input, tolerance, MODEL};
 
 #[test]
 fn every_checkpoint_matches_transformers() -> anyhow::Result<()> {
@@ -22,9 +18,6 @@ fn every_checkpoint_matches_transformers() -> anyhow::Result<()> {
     let engine = EngineOptions { max_seq: 64, max_batch: 16, ..Default::default() };
     let (mut llama, _) = pollster::block_on(model::open(&ctx, &reader, engine, WeightOptions::default(), &mut |_| {}))?;
     let got = pollster::block_on(llama.checkpoints(&ctx, &input.ids))?;
-    let tolerance = match llama.options.precision {
-        weft::ops::qmatmul::Precision::F32 => F32_TOLERANCE,
-        weft::ops::qmatmul::Precision::F16 => F16_TOLERANCE,
-    };
-    check(&input, &got, llama.config.vocab, tolerance)
+    let precision = llama.options.prompt_precision(ctx.capabilities());
+    check(&input, &got, llama.config.vocab, tolerance(precision))
 }

@@ -19,7 +19,7 @@ use weft::loader::native::{FileReader, NativeSource};
 use weft::model::{self, EngineOptions, Llama, WeightOptions};
 use weft::ops::rope::RopeScaling;
 
-use fixtures::{check_in, input_in, F32_TOLERANCE};
+use fixtures::{check_in, input_in, tolerance, F32_TOLERANCE};
 
 /// The shared tokenizer of the fixtures (vocabulary 700).
 const TOKENIZER: &str = "tests/fixtures/qwen2-tiny/tokenizer.json";
@@ -78,7 +78,7 @@ fn on_gpu(dir: &str) -> anyhow::Result<Vec<Llama>> {
         let mut llama = open(&ctx, dir)?;
         println!("{dir} {what} on the GPU");
         let got = pollster::block_on(llama.checkpoints(&ctx, &input.ids))?;
-        check_in(dir, &input, &got, llama.config.vocab, F32_TOLERANCE)?;
+        check_in(dir, &input, &got, llama.config.vocab, tolerance(llama.options.prompt_precision(ctx.capabilities())))?;
         llama.reset();
         let mut ids = vec![pollster::block_on(llama.prefill(&ctx, &r.prompt_ids))?];
         while ids.len() < r.greedy.len() {
@@ -245,7 +245,8 @@ fn phi3_logits_mid_sequence_redo_the_cache_with_the_long_factors() -> anyhow::Re
     let scale = expected.iter().map(|v| v.abs() as f64).fold(0.0, f64::max);
     let max_err = rest.iter().zip(expected).map(|(a, b)| (a - b).abs() as f64).fold(0.0, f64::max);
     println!("continuation logits: max |err| {max_err:.3e} of {scale:.3e}");
-    assert!(max_err / scale <= F32_TOLERANCE, "relative error {:.2e}", max_err / scale);
+    let bound = tolerance(llama.options.prompt_precision(ctx.capabilities()));
+    assert!(max_err / scale <= bound, "relative error {:.2e}", max_err / scale);
     // The prompt alone stays within the original context: short factors, not the whole pass's.
     let short_vs_long = prompt.iter().zip(&whole).map(|(a, b)| (a - b).abs() as f64).fold(0.0, f64::max);
     assert!(short_vs_long / scale > 1e-3, "the prompt's logits should differ from the long-factor pass");
@@ -292,7 +293,7 @@ fn a_sharded_folder_opens_like_one_file() -> anyhow::Result<()> {
     assert!(sizes.iter().all(|&s| s > 1000), "{sizes:?}");
     let input = input_in(LLAMA3)?;
     let got = pollster::block_on(llama.checkpoints(&ctx, &input.ids))?;
-    check_in(LLAMA3, &input, &got, llama.config.vocab, F32_TOLERANCE)?;
+    check_in(LLAMA3, &input, &got, llama.config.vocab, tolerance(llama.options.prompt_precision(ctx.capabilities())))?;
     std::fs::remove_dir_all(&dir)?;
     Ok(())
 }

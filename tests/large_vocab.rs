@@ -74,7 +74,8 @@ fn matches_under_both_limits(open: Open) -> anyhow::Result<()> {
         let max_err = got.iter().zip(&last).map(|(a, b)| (a - b).abs() as f64).fold(0.0, f64::max);
         let scale = last.iter().map(|v| v.abs() as f64).fold(0.0, f64::max);
         println!("limit {limit}: {parts} parts, last-position logits max |err| {max_err:.3e} of {scale:.3e}");
-        assert!(max_err / scale <= fixtures::F32_TOLERANCE, "limit {limit}: relative error {:.2e}", max_err / scale);
+        let bound = fixtures::tolerance(llama.options.prompt_precision(ctx.capabilities()));
+        assert!(max_err / scale <= bound, "limit {limit}: relative error {:.2e}", max_err / scale);
 
         llama.reset();
         let mut ids = vec![pollster::block_on(llama.prefill(&ctx, &r.prompt_ids))?];

@@ -176,6 +176,51 @@ fn gpu_gemms_match_the_reference() -> anyhow::Result<()> {
 }
 
 #[test]
+fn matrix_unit_gemm_matches_the_reference_or_is_refused() -> anyhow::Result<()> {
+    // shaders/qgemm_coop.wgsl on adapters with 16x16x16 f16 cooperative matrices (tensor
+    // cores): every format whose rows it takes, rows and tokens not a multiple of its 128 x 64
+    // tile and more than one tile of each, within the f16 bound. Elsewhere asking for it at F16
+    // is a shape error, and at F32 the same shape gives way to the outer-product kernel.
+    let ctx = ctx();
+    let matrix = ctx.capabilities().matrix_f16;
+    println!("matrix units: {matrix}");
+    let mut failures = Vec::new();
+    for (i, format) in WeightFormat::all().into_iter().enumerate() {
+        let k = if format.k_multiple() > 32 { 512 } else { 320 };
+        for (n, t) in [(150, 70), (300, 130), (40, 2)] {
+            let tw = qmatmul::test_weight(format, 240 + i as u64, n, k)?;
+            let w = tw.upload(ctx, "w")?;
+            let x = random_f32(290 + i as u64 + t as u64, t * k);
+            let (want, scale) = qmatmul::cpu_reference(&tw.dequantize()?, &x, n, k, t);
+            let xt = ctx.upload_f32("x", &[t, k], &x)?;
+            let name = format!("{} [{n}, {k}] t={t}", format.name());
+            if !matrix {
+                let y = ctx.zeros("y", &[t, n], DType::F32)?;
+                let f16 = pollster::block_on(qmatmul::gemm_tuned(ctx, &w, &xt, &y, Precision::F16, qmatmul::GEMM_MATRIX));
+                assert!(matches!(f16, Err(Error::Shape { op: "gemm", .. })), "{name}: {:?}", f16.err());
+                let worst = worst_error(ctx, [t, n], (&want, &scale), |y| {
+                    Ok(pollster::block_on(qmatmul::gemm_tuned(ctx, &w, &xt, y, Precision::F32, qmatmul::GEMM_MATRIX))?)
+                })?;
+                if worst > qmatmul::f32_tolerance(k) {
+                    failures.push(format!("{name} at F32: {worst:e}"));
+                }
+                continue;
+            }
+            // The adapter's default shape, which is the matrix kernel where it has matrix units.
+            let worst = worst_error(ctx, [t, n], (&want, &scale), |y| {
+                Ok(pollster::block_on(qmatmul::gemm(ctx, &w, &xt, y, Precision::F16))?)
+            })?;
+            println!("{name} matrix units: {worst:.2e}");
+            if worst > qmatmul::f16_tolerance(k) {
+                failures.push(format!("{name}: {worst:e}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    Ok(())
+}
+
+#[test]
 fn quantizer_output_runs_through_the_kernels() -> anyhow::Result<()> {
     // Real quantized data (not random levels): y from the packed weight matches the reference
     // product with the dequantized matrix, and approximates the unquantized product.

@@ -12,8 +12,8 @@
 #   tests   the GEMV test binaries on this GPU
 #   gemv    qmatmul_bench over formats, shapes and launch shapes (inside and beyond L2)
 #   gemm    qmatmul_bench over prefill shapes (GEMM_TOKENS tokens, default 128) for each GEMM
-#           kernel (GEMM_CONFIGS): tiled, outer products on tiles of 64 or 128 rows x 32 or 64
-#           tokens (GFLOP/s)
+#           kernel (GEMM_CONFIGS): tiled, outer products on tiles of 64 rows x 32 or 64 tokens,
+#           and the matrix units at f16 where the adapter has them (GFLOP/s)
 #   models  random-weight GGUFs (Q4_0, Q8_0) of the SmolLM2, TinyLlama and 7B shapes; weft bench,
 #           and llama.cpp's llama-bench on the same files where .dev/llama-bench.xz is there (built
 #           with CUDA from the llama.cpp source in the llama-cpp-python sdist)
@@ -113,12 +113,14 @@ fi
 
 if [[ $steps == *gemm* ]]; then
   # kernel[,rows,tokens a tile]
-  for c in ${GEMM_CONFIGS:-tiled outer,64,32 outer,64,64}; do
+  for c in ${GEMM_CONFIGS:-tiled outer,64,32 outer,64,64 matrix}; do
     IFS=, read -r kernel rows tt <<<"$c"
     for t in ${GEMM_TOKENS:-128}; do
       name="qgemm-$kernel${rows:+-$rows}${tt:+-$tt}-t$t"
       log "qmatmul_bench GEMM $c, $t tokens"
-      "$bin/qmatmul_bench" --formats "${GEMM_FORMATS:-Q4_0,Q8_0,Q4_K,q4_g32_asym}" --tokens "$t" --gemm "$kernel" ${rows:+--rows "$rows"} ${tt:+--tt "$tt"} \
+      # The matrix units take f16 operands.
+      prec=f32; [ "$kernel" = matrix ] && prec=f16
+      "$bin/qmatmul_bench" --formats "${GEMM_FORMATS:-Q4_0,Q8_0,Q4_K,q4_g32_asym}" --tokens "$t" --gemm "$kernel" --precision "$prec" ${rows:+--rows "$rows"} ${tt:+--tt "$tt"} \
         --shapes "${GEMM_SHAPES:-2048x2048,5632x2048,2048x5632,4096x4096,14336x4096,4096x14336}" --seconds 0.4 --json \
         2>>"$out/qmatmul.err" >"$out/$name.json"
       show_rows "$out/$name.json" gemm

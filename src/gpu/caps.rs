@@ -47,6 +47,9 @@ pub struct Capabilities {
     /// over L adjacent lanes with subgroup operations needs L at most this.
     pub subgroup_min_size: u32,
     pub timestamp_query: bool,
+    /// 16 x 16 x 16 matrix products of f16 into f32 by 32-lane subgroups (tensor cores), which
+    /// the prefill GEMM at `Precision::F16` runs on (shaders/qgemm_coop.wgsl). Native only.
+    pub matrix_f16: bool,
     pub limits: KeyLimits,
 }
 
@@ -74,6 +77,9 @@ impl Capabilities {
             subgroups: features.contains(wgpu::Features::SUBGROUP),
             subgroup_min_size: if features.contains(wgpu::Features::SUBGROUP) { info.subgroup_min_size } else { 0 },
             timestamp_query: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+            // shaders/qgemm_coop.wgsl stages 23,552 bytes of workgroup memory.
+            matrix_f16: features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+                && limits.max_compute_workgroup_storage_size >= 23_552,
             limits: KeyLimits::from_wgpu(limits),
         }
     }

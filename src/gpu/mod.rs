@@ -173,9 +173,27 @@ impl GpuContext {
         let wanted = if options.no_features {
             wgpu::Features::empty()
         } else {
-            wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP | wgpu::Features::TIMESTAMP_QUERY
+            wgpu::Features::SHADER_F16
+                | wgpu::Features::SUBGROUP
+                | wgpu::Features::TIMESTAMP_QUERY
+                | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX
         };
-        let features = adapter.features() & wanted;
+        let mut features = adapter.features() & wanted;
+        let info = adapter.get_info();
+        // The matrix-unit GEMM (shaders/qgemm_coop.wgsl) is written for 16 x 16 x 16 products of
+        // f16 into f32, by subgroups of 32 lanes; without that shape the feature is not asked for.
+        let coop_shape = adapter.cooperative_matrix_properties().iter().any(|c| {
+            (c.m_size, c.n_size, c.k_size) == (16, 16, 16)
+                && c.ab_type == wgpu::CooperativeScalarType::F16
+                && c.cr_type == wgpu::CooperativeScalarType::F32
+        });
+        let coop_usable = coop_shape
+            && features.contains(wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP)
+            && info.subgroup_min_size == 32
+            && info.subgroup_max_size == 32;
+        if !coop_usable {
+            features.remove(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX);
+        }
         // wgpu's defaults are WebGPU's: what every implementation grants without being asked.
         let limits = if options.default_limits { wgpu::Limits::default() } else { adapter.limits() };
         let (device, queue) = adapter
@@ -183,13 +201,19 @@ impl GpuContext {
                 label: Some("weft"),
                 required_features: features,
                 required_limits: limits.clone(),
-                experimental_features: wgpu::ExperimentalFeatures::disabled(),
+                // SAFETY: the one experimental feature weft may ask for is the cooperative
+                // matrix, used only by shaders/qgemm_coop.wgsl within the shape checked above.
+                experimental_features: if features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
+                    unsafe { wgpu::ExperimentalFeatures::enabled() }
+                } else {
+                    wgpu::ExperimentalFeatures::disabled()
+                },
                 memory_hints: wgpu::MemoryHints::Performance,
                 trace: wgpu::Trace::Off,
             })
             .await
             .map_err(|e| Error::RequestDevice(e.to_string()))?;
-        let caps = Capabilities::new(&adapter.get_info(), device.features(), &device.limits());
+        let caps = Capabilities::new(&info, device.features(), &device.limits());
         let health = Arc::new(Health::default());
         let h = health.clone();
         device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| record(&h.uncaptured, e.to_string())));

@@ -11,6 +11,19 @@ pub const FIXTURES: &str = "tests/fixtures/activations";
 /// online softmax), amplified through 30 blocks.
 pub const F32_TOLERANCE: f64 = 5e-5;
 
+/// The f16 matmul variants round weights and activations to 11 significant bits (2^-11 ≈ 5e-4)
+/// before each product: the tiled F16 kernel, and prompt passes on an adapter's matrix units.
+pub const F16_TOLERANCE: f64 = 1e-2;
+
+/// The tolerance of a forward pass whose matrix products ran at `precision`.
+#[allow(dead_code)]
+pub fn tolerance(precision: weft::ops::qmatmul::Precision) -> f64 {
+    match precision {
+        weft::ops::qmatmul::Precision::F32 => F32_TOLERANCE,
+        weft::ops::qmatmul::Precision::F16 => F16_TOLERANCE,
+    }
+}
+
 /// Minimal .npy reader for the fixtures: version 1.0, little-endian f32, C order.
 pub fn read_npy(path: &Path) -> anyhow::Result<(Vec<usize>, Vec<f32>)> {
     let bytes = std::fs::read(path)?;

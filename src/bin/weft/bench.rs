@@ -29,6 +29,7 @@ pub struct Args {
     pub fuse_attention: bool,
     pub pipeline: bool,
     pub int8_activations: bool,
+    pub matrix_units: bool,
     pub backend: crate::backend::Backend,
     pub cpu: crate::backend::CpuFlags,
 }
@@ -58,6 +59,8 @@ struct Report {
     fuse_attention: bool,
     pipeline: bool,
     int8_activations: bool,
+    /// Prompt passes on the adapter's matrix units (asked for, and the adapter has them).
+    matrix_units: bool,
     /// GEMV launch shapes timed at load: every candidate's median µs and the one chosen.
     gemv_tuning: Vec<weft::ops::qmatmul::GemvTuning>,
     /// KV bytes per token of this model under every format, from the engine's layout.
@@ -90,7 +93,7 @@ fn open(ctx: &GpuContext, location: &str, engine: EngineOptions, weights: Weight
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let quantize = a.quantize.as_deref().map(WeftQuant::parse).transpose()?;
-    let engine = EngineOptions { max_seq: a.prompt_len + a.gen + 1, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, fuse_glu: a.fuse_glu, fuse_attention: a.fuse_attention, pipeline: a.pipeline, int8_activations: a.int8_activations, ..Default::default() };
+    let engine = EngineOptions { max_seq: a.prompt_len + a.gen + 1, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, fuse_glu: a.fuse_glu, fuse_attention: a.fuse_attention, pipeline: a.pipeline, int8_activations: a.int8_activations, matrix_units: a.matrix_units, ..Default::default() };
     let started = Instant::now();
     let mut llama = match a.backend {
         Backend::Gpu => {
@@ -125,6 +128,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             ttft.push(t_prefill * 1e3);
         }
     }
+    let matrix_units = a.matrix_units && matches!(&llama, Engine::Gpu(ctx, _) if ctx.capabilities().matrix_f16);
     let (profile, gemv_tuning) = match &llama {
         Engine::Gpu(ctx, l) if a.profile => (Some(pollster::block_on(l.profile_step(ctx, 20))?), l.gemv_tuning.clone()),
         Engine::Gpu(_, l) => (None, l.gemv_tuning.clone()),
@@ -155,6 +159,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         fuse_attention: a.fuse_attention,
         pipeline: a.pipeline,
         int8_activations: a.int8_activations,
+        matrix_units,
         gemv_tuning,
         kv_bytes_per_token_by_format: KvFormat::ALL
             .iter()
@@ -171,6 +176,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         println!("prefill    {:.1} tok/s (median of {}; prompt {} tokens)", report.prefill_tok_s_median, a.reps, a.prompt_len);
         println!("decode     {:.1} tok/s (median of {}; {} tokens)", report.decode_tok_s_median, a.reps, a.gen);
         println!("ttft       {:.1} ms", report.ttft_ms_median);
+        if report.matrix_units {
+            println!("prompt     matrix products on the matrix units (f16 products, f32 sums)");
+        }
         println!("weights    {:.1} MB read per decoded token -> {:.2} GB/s", report.weight_bytes as f64 / 1e6, report.decode_weight_gb_s);
         println!("kv cache   {} bytes per token ({})", report.kv_bytes_per_token, report.kv);
         let all: Vec<String> =

@@ -210,6 +210,10 @@ mod cli {
             /// products.
             #[arg(long)]
             int8_activations: bool,
+            /// Prompt passes' matrix products in f32 on the shader cores even where the adapter
+            /// has matrix units (to measure what the tensor cores buy).
+            #[arg(long)]
+            no_matrix_units: bool,
             /// gpu (wgpu: Vulkan or GL) or cpu (no GPU needed).
             #[arg(long, value_enum, default_value = "gpu")]
             backend: crate::backend::Backend,
@@ -325,10 +329,10 @@ mod cli {
                     gptq,
                 })
             }
-            Command::Bench { model, prompt_len, gen, reps, quantize, kv, json, profile, no_fuse, no_tune, no_fuse_glu, no_fuse_attention, no_pipeline, int8_activations, backend, cpu } => {
+            Command::Bench { model, prompt_len, gen, reps, quantize, kv, json, profile, no_fuse, no_tune, no_fuse_glu, no_fuse_attention, no_pipeline, int8_activations, no_matrix_units, backend, cpu } => {
                 let (fuse, tune) = (!no_fuse, !no_tune);
                 let (fuse_glu, pipeline) = (!no_fuse_glu, !no_pipeline);
-                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, kv, json, profile, fuse, tune, fuse_glu, fuse_attention: !no_fuse_attention, pipeline, int8_activations, backend, cpu })
+                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, kv, json, profile, fuse, tune, fuse_glu, fuse_attention: !no_fuse_attention, pipeline, int8_activations, matrix_units: !no_matrix_units, backend, cpu })
             }
             Command::Generate {
                 model,

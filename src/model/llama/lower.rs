@@ -278,9 +278,10 @@ impl<'a> Lower<'a> {
     /// A projection's matrix product: a GEMV with `fusion` folded in, or the plain product.
     async fn product(&self, w: &QWeight, x: &GpuTensor, y: &GpuTensor, fusion: Option<GemvFusion<'_>>) -> Result<Dispatch> {
         let p = self.m.options.precision;
+        let prompt = if w.cols.is_multiple_of(32) { self.m.options.prompt_precision(self.ctx.capabilities()) } else { p };
         match fusion {
             Some(f) => gemv_fused(self.ctx, w, x, y, self.int8(w, f)).await,
-            None => matmul(self.ctx, w, x, y, p, p).await,
+            None => matmul(self.ctx, w, x, y, p, prompt).await,
         }
     }
 

@@ -1,6 +1,7 @@
 //! Options of the engine fixed at load.
 
 use crate::error::{Error, Result};
+use crate::gpu::Capabilities;
 use crate::ops::kv::KvFormat;
 use crate::ops::qmatmul::Precision;
 
@@ -50,6 +51,11 @@ pub struct EngineOptions {
     /// products (shaders/gemv_dp4.wgsl): less float work per weight, one 8-bit rounding per
     /// activation. Prompt passes keep f32 activations.
     pub int8_activations: bool,
+    /// Prompt passes' matrix products on the adapter's matrix units (tensor cores: f16
+    /// operands, f32 sums; shaders/qgemm_coop.wgsl) where it has them
+    /// ([`Capabilities::matrix_f16`](crate::gpu::Capabilities)); elsewhere, and for decode
+    /// steps, `precision` holds.
+    pub matrix_units: bool,
     /// Time the GEMV launch shapes on this device at load and use the fastest per weight shape
     /// (GPUs with timestamp queries; elsewhere the measured defaults stay).
     pub tune: bool,
@@ -70,8 +76,18 @@ impl Default for EngineOptions {
             fuse_attention: true,
             pipeline: true,
             int8_activations: false,
+            matrix_units: true,
             tune: true,
         }
+    }
+}
+
+impl EngineOptions {
+    /// The arithmetic of prompt passes' matrix products with K a multiple of 32 on an adapter
+    /// `caps` describes: F16 products (f32 sums) on its matrix units where `matrix_units` and
+    /// the adapter allow, else `precision`.
+    pub fn prompt_precision(&self, caps: &Capabilities) -> Precision {
+        if self.matrix_units && caps.matrix_f16 { Precision::F16 } else { self.precision }
     }
 }
 

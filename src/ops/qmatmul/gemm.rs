@@ -1,14 +1,15 @@
 //! The GEMM of prefill: Y[t, n] = X[t, k] · W[n, k]^T for many tokens, each weight decoded once
-//! per tile of tokens. Three kernels, chosen by [`GemmKernel`]: whole rows an invocation on
-//! CPU-emulated adapters, register-tiled outer products on GPUs, and 32 x 32 shared-memory
-//! tiles where neither applies (f16 arithmetic, K not a multiple of 32).
+//! per tile of tokens. Four kernels, chosen by [`GemmKernel`]: whole rows an invocation on
+//! CPU-emulated adapters, register-tiled outer products on GPUs, the matrix units (tensor
+//! cores) where the adapter offers them and f16 products are asked for, and 32 x 32
+//! shared-memory tiles where none of these applies (f16 arithmetic, K not a multiple of 32).
 
 use serde::Serialize;
 
 use super::{bindings, check_operands, check_precision, grid, params, per_part, x_defines, Precision, QWeight, WeightFormat};
-use super::{QGEMM_OUTER_SHADER, QGEMM_SHADER};
+use super::{QGEMM_COOP_SHADER, QGEMM_OUTER_SHADER, QGEMM_SHADER};
 use crate::error::{Error, Result};
-use crate::gpu::shader::Defines;
+use crate::gpu::shader::{Defines, ShaderSource};
 use crate::gpu::{Capabilities, Dispatch, GpuContext, GpuTensor};
 
 /// Which GEMM kernel a [`GemmConfig`] launches.
@@ -25,6 +26,11 @@ pub enum GemmKernel {
     /// shaders/qgemm_outer.wgsl (F32, K a multiple of 32): tiles of `rows` (64) rows x `tokens`
     /// (32 or 64) tokens, 4 x 4 outputs an invocation, so `wg` = 4 · tokens.
     Outer,
+    /// shaders/qgemm_coop.wgsl (F16, K a multiple of 32, [`Capabilities::matrix_f16`]): tiles
+    /// of `rows` (64 or 128) rows x `tokens` (32 or 64), 16 x 16 x 16 matrix products of f16
+    /// into f32 sums, a 32 x 32 block of Y a subgroup of 32 lanes, so `wg` = rows · tokens / 32.
+    /// Where F32 is asked for it gives way to the outer-product kernel.
+    Matrix,
 }
 
 /// Launch shape of [`gemm_tuned`]; the fields' meaning depends on the [`GemmKernel`].
@@ -52,6 +58,9 @@ pub const GEMM_TILED: GemmConfig = GemmConfig { kernel: GemmKernel::Tiled, wg: 2
 /// kernel's 3.1-3.4 on 4096-wide shapes (bench/NOTES.md, note 21).
 pub const GEMM_OUTER: GemmConfig = GemmConfig { kernel: GemmKernel::Outer, wg: 256, rows: 64, tokens: 64 };
 
+/// On an adapter with matrix units (tensor cores) and F16 asked for.
+pub const GEMM_MATRIX: GemmConfig = GemmConfig { kernel: GemmKernel::Matrix, wg: 256, rows: 128, tokens: 64 };
+
 impl GemmConfig {
     /// The default launch shape for `format` on a CPU-emulated adapter (formats without a block
     /// kernel take the tiled one).
@@ -60,9 +69,21 @@ impl GemmConfig {
     }
 
     /// The launch shape for `format` on this adapter: block kernel on CPU-emulated adapters,
+    /// the matrix units where the adapter has them (at F16; F32 takes the outer products),
     /// outer products elsewhere.
     pub fn for_adapter(caps: &Capabilities, format: &WeightFormat) -> Self {
-        if caps.is_software { Self::for_format(format) } else { GEMM_OUTER }
+        if caps.is_software {
+            Self::for_format(format)
+        } else if caps.matrix_f16 {
+            GEMM_MATRIX
+        } else {
+            GEMM_OUTER
+        }
+    }
+
+    /// The matrix-unit shape with tiles of `rows` (64 or 128) x `tokens` (32 or 64).
+    pub fn matrix(rows: u32, tokens: u32) -> Self {
+        GemmConfig { kernel: GemmKernel::Matrix, wg: rows * tokens / 32, rows, tokens }
     }
 
     /// The outer-product shape with tiles of 64 rows x `tokens` (32 or 64).
@@ -74,11 +95,16 @@ impl GemmConfig {
     /// 32-token tiles where 64-token ones would leave fewer than 128 workgroups (on an H100,
     /// 2048 x 2048 at 128 tokens: 6.4 against 6.0 TFLOP/s; 4096 x 4096: 10.5 against 12.1).
     fn fitted(self, n: usize, t: u32) -> Self {
-        let groups = (n as u64).div_ceil(self.rows as u64) * (t as u64).div_ceil(64);
-        if self.kernel == GemmKernel::Outer && self.tokens == 64 && groups < 128 {
-            Self::outer(32)
-        } else {
-            self
+        let groups = |c: GemmConfig| (n as u64).div_ceil(c.rows as u64) * (t as u64).div_ceil(c.tokens as u64);
+        match self.kernel {
+            GemmKernel::Outer if self.tokens == 64 && groups(self) < 128 => Self::outer(32),
+            // Tiles of 128 rows x 64 tokens where that makes 128 workgroups or more, else of
+            // 64 x 64: on an H100 at 128 tokens 4096 x 4096 ran at 25.5 TFLOP/s in 128 tiles of
+            // 64 x 64 against 16.7 in 64 of 128 x 64, and 14336 x 4096 at 35.7 in 224 tiles of
+            // 128 x 64 against 23.3; 32-token tiles lost on every shape (bench/NOTES.md).
+            GemmKernel::Matrix if groups(Self::matrix(128, 64)) >= 128 => Self::matrix(128, 64),
+            GemmKernel::Matrix => Self::matrix(64, 64),
+            _ => self,
         }
     }
 
@@ -89,6 +115,10 @@ impl GemmConfig {
         match self.kernel {
             GemmKernel::Blocks if format.gemv_block().is_some() && precision == Precision::F32 => GemmKernel::Blocks,
             GemmKernel::Outer if precision == Precision::F32 && k.is_multiple_of(32) => GemmKernel::Outer,
+            GemmKernel::Matrix if k.is_multiple_of(32) => match precision {
+                Precision::F16 => GemmKernel::Matrix,
+                Precision::F32 => GemmKernel::Outer,
+            },
             _ => GemmKernel::Tiled,
         }
     }
@@ -99,7 +129,19 @@ const GEMM_TILE: u32 = 32;
 
 fn gemm_defines(format: &WeightFormat, precision: Precision, c: GemmConfig, k: usize) -> Defines {
     let d = format.defines().set("PB", 3 + format.weight_bindings() - 1);
+    let c = match c.resolve(format, precision, k) {
+        // The matrix shape asked for at F32: the outer products' default shape.
+        GemmKernel::Outer if c.kernel == GemmKernel::Matrix => GEMM_OUTER,
+        _ => c,
+    };
     match c.resolve(format, precision, k) {
+        GemmKernel::Matrix => {
+            let (sgt, sgr) = (c.tokens / 32, c.rows / 32);
+            let d = d.set("TM", c.tokens).set("TN", c.rows).set("SGR", sgr).set("WG", c.wg);
+            let d = d.set("WS", c.rows * 40).set("XS", c.tokens * 40).set("CS", sgt * sgr * 256);
+            let d = if sgt == 1 { d.set("W4", 1) } else { d };
+            if sgr == 2 { d.set("X4", 1) } else { d }
+        }
         GemmKernel::Blocks => {
             let path = format.gemv_block().unwrap_or_default();
             let d = d.set("BLOCKS", 1).set(path, 1).set("WG", c.wg).set("RPT", c.rows).set("TPT", c.tokens);
@@ -119,15 +161,24 @@ fn gemm_defines(format: &WeightFormat, precision: Precision, c: GemmConfig, k: u
 }
 
 /// The GEMM variants naga checks: every launch shape at K = 4 (vec4 activations), K = 3 (one
-/// float at a time, ragged weft rows) and K = 32 (the outer-product kernel).
-pub(super) fn variants(f: &WeightFormat, precision: Precision) -> Vec<Defines> {
+/// float at a time, ragged weft rows) and K = 32 (the outer-product and matrix kernels).
+pub(super) fn variants(f: &WeightFormat, precision: Precision) -> Vec<(ShaderSource, Defines)> {
     let mut all = Vec::new();
     for k in [4, 3, 32] {
-        for c in [GemmConfig::for_format(f), GEMM_TILED, GemmConfig::outer(32), GemmConfig::outer(64)] {
-            all.push(gemm_defines(f, precision, c, k));
+        let matrix = [(128, 64), (64, 64), (128, 32), (64, 32)].map(|(r, t)| GemmConfig::matrix(r, t));
+        for c in [GemmConfig::for_format(f), GEMM_TILED, GemmConfig::outer(32), GemmConfig::outer(64)].into_iter().chain(matrix) {
+            all.push((*shader(c.resolve(f, precision, k)), gemm_defines(f, precision, c, k)));
         }
     }
     all
+}
+
+fn shader(kernel: GemmKernel) -> &'static ShaderSource {
+    match kernel {
+        GemmKernel::Outer => &QGEMM_OUTER_SHADER,
+        GemmKernel::Matrix => &QGEMM_COOP_SHADER,
+        GemmKernel::Blocks | GemmKernel::Tiled => &QGEMM_SHADER,
+    }
 }
 
 /// Y[t, n] = X[t, k] · W[n, k]^T at this adapter's default [`GemmConfig`].
@@ -139,7 +190,11 @@ pub async fn gemm(
     precision: Precision,
 ) -> Result<Dispatch> {
     let t = x.shape.first().copied().unwrap_or(0) as u32;
-    let config = GemmConfig::for_adapter(ctx.capabilities(), &w.format).fitted(w.rows, t);
+    let config = match GemmConfig::for_adapter(ctx.capabilities(), &w.format) {
+        c if c.kernel == GemmKernel::Matrix && precision == Precision::F32 => GEMM_OUTER,
+        c => c,
+    };
+    let config = config.fitted(w.rows, t);
     gemm_tuned(ctx, w, x, y, precision, config).await
 }
 
@@ -155,18 +210,27 @@ pub async fn gemm_tuned(
 ) -> Result<Dispatch> {
     let t = check_operands("gemm", w, x, y)?;
     check_precision(ctx, "gemm", precision)?;
-    let GemmConfig { wg, rows, tokens, .. } = config;
     let kernel = config.resolve(&w.format, precision, w.cols);
+    if kernel == GemmKernel::Matrix && !ctx.capabilities().matrix_f16 {
+        return Err(Error::Shape {
+            op: "gemm",
+            message: "the matrix-unit kernel needs 16x16x16 f16 cooperative matrices, which this adapter lacks; \
+                      use GemmConfig::for_adapter"
+                .into(),
+        });
+    }
+    let config = if kernel == GemmKernel::Outer && config.kernel == GemmKernel::Matrix { GEMM_OUTER } else { config };
+    let GemmConfig { wg, rows, tokens, .. } = config;
     let bad = match kernel {
         GemmKernel::Blocks => !wg.is_power_of_two() || rows == 0 || tokens == 0 || wg % tokens != 0,
         GemmKernel::Outer => rows != 64 || !matches!(tokens, 32 | 64) || wg != 4 * tokens,
+        GemmKernel::Matrix => !matches!(rows, 64 | 128) || !matches!(tokens, 32 | 64) || wg != rows * tokens / 32,
         GemmKernel::Tiled => false,
     };
     if bad {
         return Err(Error::Shape { op: "gemm", message: format!("{kernel:?}: workgroup {wg}, rows {rows}, tokens {tokens}") });
     }
-    let shader = if kernel == GemmKernel::Outer { &QGEMM_OUTER_SHADER } else { &QGEMM_SHADER };
-    let pipeline = ctx.pipeline(shader, &gemm_defines(&w.format, precision, config, w.cols)).await?;
+    let pipeline = ctx.pipeline(shader(kernel), &gemm_defines(&w.format, precision, config, w.cols)).await?;
     let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
     per_part(w, |part| {
         let tensors = bindings(part, x, y);
@@ -181,7 +245,9 @@ pub async fn gemm_tuned(
                 let groups = grid(total, max);
                 (groups, params(w, part, t, groups[0], chunks))
             }
-            GemmKernel::Outer => ([(part.rows as u32).div_ceil(rows), t.div_ceil(tokens), 1], params(w, part, t, 0, 0)),
+            GemmKernel::Outer | GemmKernel::Matrix => {
+                ([(part.rows as u32).div_ceil(rows), t.div_ceil(tokens), 1], params(w, part, t, 0, 0))
+            }
             GemmKernel::Tiled => {
                 ([(part.rows as u32).div_ceil(GEMM_TILE), t.div_ceil(GEMM_TILE), 1], params(w, part, t, 0, 0))
             }

@@ -21,7 +21,7 @@ pub use selftest::{
     cpu_reference, f16_tolerance, f32_tolerance, self_test, test_weight, KernelReport,
     QMatmulReport, TestWeight,
 };
-pub use gemm::{gemm, gemm_tuned, GemmConfig, GemmKernel, GEMM_BLOCKS, GEMM_OUTER, GEMM_TILED};
+pub use gemm::{gemm, gemm_tuned, GemmConfig, GemmKernel, GEMM_BLOCKS, GEMM_MATRIX, GEMM_OUTER, GEMM_TILED};
 pub use int8::{int8_activations, int8_tolerance};
 pub use tune::{tune_gemv, GemvTuning, GEMV_CANDIDATES};
 pub use weight::{QPart, QWeight, WeightFormat};
@@ -55,6 +55,7 @@ macro_rules! q_shader {
 pub const QGEMV_SHADER: ShaderSource = q_shader!("qgemv", "qgemv.wgsl");
 pub const QGEMM_SHADER: ShaderSource = q_shader!("qgemm", "qgemm.wgsl");
 pub const QGEMM_OUTER_SHADER: ShaderSource = q_shader!("qgemm_outer", "qgemm_outer.wgsl");
+pub const QGEMM_COOP_SHADER: ShaderSource = q_shader!("qgemm_coop", "qgemm_coop.wgsl");
 pub const QEMBED_SHADER: ShaderSource = q_shader!("qembed", "qembed.wgsl");
 /// The GEMV of GPUs for weft weights with K a multiple of 32 ([`gpu_gemv`]).
 pub const QGEMV_GPU_SHADER: ShaderSource = ShaderSource {
@@ -191,10 +192,7 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
             for k in [4, 3] {
                 all.push((QGEMV_SHADER, gemv_defines(f, precision, GemvConfig::for_format(f), k, 0)));
             }
-            for d in gemm::variants(f, precision) {
-                let shader = if d.get("TM").is_some() { QGEMM_OUTER_SHADER } else { QGEMM_SHADER };
-                all.push((shader, d));
-            }
+            all.extend(gemm::variants(f, precision));
             for subgroup in [0, 32] {
                 all.push((QGEMV_SHADER, gemv_defines(f, precision, GEMV_BLOCKS_GPU, 4, subgroup)));
             }
