@@ -14,6 +14,11 @@ enable wgpu_cooperative_matrix;
 // The products are of f16 operands and the sums f32: the precision of `Precision::F16`.
 // The next step's weights and activations are fetched into registers before the products,
 // as in shaders/qgemm_outer.wgsl.
+//
+// KSPLIT (64 x 64 tiles, for matrices with few rows): twice the subgroups, each pair sharing a
+// 32 x 32 block of Y and taking one half of every 64-wide step of K (KT 64), their sums added
+// through workgroup memory at the end. The same tiles keep twice the subgroups busy and meet
+// half as many barriers.
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>; // [t, k / 4]
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;  // [t, ny]
 @group(0) @binding(${PB}) var<uniform> p: Params;
@@ -21,22 +26,26 @@ enable wgpu_cooperative_matrix;
 const SGR: u32 = ${SGR}u;      // subgroups along the rows (2 or 4)
 const TM: u32 = ${TM}u;        // tokens per tile: 32 SGT, SGT 1 or 2
 const TN: u32 = ${TN}u;        // rows per tile: 32 SGR
-const WG: u32 = ${WG}u;        // 32 SGT SGR
-const KS: u32 = 40u;           // f16 elements per staged row: 32 of K and 8 of padding
+const WG: u32 = ${WG}u;        // 32 SGT SGR, twice that with KSPLIT
+const KT: u32 = ${KT}u;        // K per step: 32, or 64 with KSPLIT
+const KS: u32 = KT + 8u;       // f16 elements per staged row: KT of K and 8 of padding
+const UPR: u32 = KT / 8u;      // eight-weight units of W a row a step
+const VPT: u32 = KT / 4u;      // vec4 of X a token a step
+const BLOCKS: u32 = TM * TN / 1024u; // 32 x 32 blocks of Y a tile
 
 var<workgroup> ws: array<f16, ${WS}>; // [row][KS]: TN * KS
 var<workgroup> xs: array<f16, ${XS}>; // [token][KS]: TM * KS
 var<workgroup> cs: array<f32, ${CS}>; // [subgroup][16 x 16]: one accumulator each on its way out
 
-// Unit j of the W tile: row j / 4, eight weights (j % 4) * 8 .. + 8 of the step, so that four
-// adjacent lanes read one row's 32 weights together and store them side by side. Rows past n
+// Unit j of the W tile: row j / UPR, eight weights (j % UPR) * 8 .. + 8 of the step, so that
+// adjacent lanes read one row's KT weights together and store them side by side. Rows past n
 // repeat row n - 1; they are never stored to Y.
 fn fetch_w(n0: u32, step: u32, j: u32) -> W8 {
-    return w8(min(n0 + j / 4u, p.n - 1u), step * 4u + j % 4u);
+    return w8(min(n0 + j / UPR, p.n - 1u), step * UPR + j % UPR);
 }
 
 fn put_w(j: u32, v: W8) {
-    let at = (j / 4u) * KS + (j % 4u) * 8u;
+    let at = (j / UPR) * KS + (j % UPR) * 8u;
     ws[at] = f16(v.a.x);
     ws[at + 1u] = f16(v.a.y);
     ws[at + 2u] = f16(v.a.z);
@@ -47,18 +56,18 @@ fn put_w(j: u32, v: W8) {
     ws[at + 7u] = f16(v.b.w);
 }
 
-// vec4 j of the X tile: token j / 8, values (j % 8) * 4 .. + 4 of the step (eight adjacent
-// lanes read one token's 128 bytes); zeros past t.
+// vec4 j of the X tile: token j / VPT, values (j % VPT) * 4 .. + 4 of the step (adjacent lanes
+// read one token's KT floats); zeros past t.
 fn fetch_x(t0: u32, step: u32, j: u32) -> vec4<f32> {
-    let tok = t0 + j / 8u;
+    let tok = t0 + j / VPT;
     if (tok >= p.t) {
         return vec4<f32>(0.0);
     }
-    return x[(tok * p.k) / 4u + step * 8u + j % 8u];
+    return x[(tok * p.k) / 4u + step * VPT + j % VPT];
 }
 
 fn put_x(j: u32, v: vec4<f32>) {
-    let at = (j / 8u) * KS + (j % 8u) * 4u;
+    let at = (j / VPT) * KS + (j % VPT) * 4u;
     xs[at] = f16(v.x);
     xs[at + 1u] = f16(v.y);
     xs[at + 2u] = f16(v.z);
@@ -70,11 +79,13 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
     let n0 = wid.x * TN;
     let t0 = wid.y * TM;
     let sg = li / 32u;
-    let ta = (sg / SGR) * 32u; // the subgroup's first token in the tile
-    let rb = (sg % SGR) * 32u; // and its first row
-    let steps = p.k / 32u;
-    // TN * 4 units of W and TM * 8 vec4 of X a step: 4 / SGT units (W4 with one subgroup along
-    // the tokens) and 8 / SGR vec4 (X4 with two along the rows) an invocation.
+    let blk = sg % BLOCKS;      // the subgroup's 32 x 32 block of Y
+    let half = sg / BLOCKS;     // with KSPLIT, its half of each step
+    let ta = (blk / SGR) * 32u; // the block's first token in the tile
+    let rb = (blk % SGR) * 32u; // and its first row
+    let steps = p.k / KT;
+    // TN * UPR units of W and TM * VPT vec4 of X a step: two units (W4: four, with one subgroup
+    // along the tokens) and two vec4 (X4: four) an invocation.
     var wa = fetch_w(n0, 0u, li);
     var wb = fetch_w(n0, 0u, li + WG);
 #ifdef W4
@@ -120,11 +131,14 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
             xd = fetch_x(t0, s1, li + 3u * WG);
 #endif
         }
+        // The loop's bounds stay uniform (the cooperative operations need uniform control
+        // flow); a subgroup's half of the step only moves its loads.
         for (var kk = 0u; kk < 32u; kk += 16u) {
-            let a0 = coopLoadT<coop_mat16x16<f16, A>>(&xs[ta * KS + kk], KS);
-            let a1 = coopLoadT<coop_mat16x16<f16, A>>(&xs[(ta + 16u) * KS + kk], KS);
-            let b0 = coopLoad<coop_mat16x16<f16, B>>(&ws[rb * KS + kk], KS);
-            let b1 = coopLoad<coop_mat16x16<f16, B>>(&ws[(rb + 16u) * KS + kk], KS);
+            let k0 = half * 32u + kk;
+            let a0 = coopLoadT<coop_mat16x16<f16, A>>(&xs[ta * KS + k0], KS);
+            let a1 = coopLoadT<coop_mat16x16<f16, A>>(&xs[(ta + 16u) * KS + k0], KS);
+            let b0 = coopLoad<coop_mat16x16<f16, B>>(&ws[rb * KS + k0], KS);
+            let b1 = coopLoad<coop_mat16x16<f16, B>>(&ws[(rb + 16u) * KS + k0], KS);
             c00 = coopMultiplyAdd(a0, b0, c00);
             c01 = coopMultiplyAdd(a0, b1, c01);
             c10 = coopMultiplyAdd(a1, b0, c10);
@@ -132,12 +146,19 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: ve
         }
         workgroupBarrier();
     }
+#ifdef KSPLIT
+    put_split(c00, sg, li, 0u, t0, n0);
+    put_split(c01, sg, li, 1u, t0, n0);
+    put_split(c10, sg, li, 2u, t0, n0);
+    put_split(c11, sg, li, 3u, t0, n0);
+#else
     // Each accumulator goes out through the subgroup's 16 x 16 of workgroup memory, so that
     // tokens past t and rows past n are left unwritten.
     put_tile(c00, sg, li, t0 + ta, n0 + rb);
     put_tile(c01, sg, li, t0 + ta, n0 + rb + 16u);
     put_tile(c10, sg, li, t0 + ta + 16u, n0 + rb);
     put_tile(c11, sg, li, t0 + ta + 16u, n0 + rb + 16u);
+#endif
 }
 
 // Writes accumulator `c` of subgroup `sg` (tokens tok0 .. + 16, rows row0 .. + 16 of the part):
@@ -154,6 +175,25 @@ fn put_tile(c: coop_mat16x16<f32, C>, sg: u32, li: u32, tok0: u32, row0: u32) {
             if (row < p.n) {
                 y[tok * p.ny + p.row0 + row] = cs[sg * 256u + (lane / 2u) * 16u + r0 + e];
             }
+        }
+    }
+    workgroupBarrier();
+}
+
+// KSPLIT: accumulator `acc` (rows + 16 for 1 and 3, tokens + 16 for 2 and 3) of every subgroup
+// goes to the subgroup's 16 x 16 (a second-half subgroup's lands BLOCKS slots after its first-
+// half partner's), and the two halves' sums are added as they are written out: value e of a
+// block is token e / 16 and row e % 16, so sixteen adjacent invocations write adjacent rows.
+// Every subgroup stores, so the cooperative store stays in uniform control flow.
+fn put_split(c: coop_mat16x16<f32, C>, sg: u32, li: u32, acc: u32, t0: u32, n0: u32) {
+    coopStoreT(c, &cs[sg * 256u], 16u);
+    workgroupBarrier();
+    for (var e = li; e < BLOCKS * 256u; e += WG) {
+        let b = e / 256u;
+        let tok = t0 + (b / SGR) * 32u + (acc / 2u) * 16u + (e / 16u) % 16u;
+        let row = n0 + (b % SGR) * 32u + (acc % 2u) * 16u + e % 16u;
+        if (tok < p.t && row < p.n) {
+            y[tok * p.ny + p.row0 + row] = cs[e] + cs[e + BLOCKS * 256u];
         }
     }
     workgroupBarrier();

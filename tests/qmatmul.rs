@@ -3,7 +3,7 @@
 
 use weft::format::GgmlType;
 use weft::gpu::{BackendChoice, Capabilities, DType, GpuContext};
-use weft::ops::qmatmul::{self, Precision, QWeight, WeightFormat};
+use weft::ops::qmatmul::{self, GemmConfig, Precision, QWeight, WeightFormat};
 use weft::quant::weft::{quantize, Scheme, WeftQuant};
 use weft::selftest::random_f32;
 use weft::Error;
@@ -186,8 +186,10 @@ fn matrix_unit_gemm_matches_the_reference_or_is_refused() -> anyhow::Result<()> 
     println!("matrix units: {matrix}");
     let mut failures = Vec::new();
     for (i, format) in WeightFormat::all().into_iter().enumerate() {
-        let k = if format.k_multiple() > 32 { 512 } else { 320 };
-        for (n, t) in [(150, 70), (300, 130), (40, 2)] {
+        for (n, k, t) in [(150, 512usize, 70), (300, 320, 130), (40, 512, 2)] {
+            if !k.is_multiple_of(format.k_multiple()) {
+                continue;
+            }
             let tw = qmatmul::test_weight(format, 240 + i as u64, n, k)?;
             let w = tw.upload(ctx, "w")?;
             let x = random_f32(290 + i as u64 + t as u64, t * k);
@@ -206,13 +208,20 @@ fn matrix_unit_gemm_matches_the_reference_or_is_refused() -> anyhow::Result<()> 
                 }
                 continue;
             }
-            // The adapter's default shape, which is the matrix kernel where it has matrix units.
-            let worst = worst_error(ctx, [t, n], (&want, &scale), |y| {
-                Ok(pollster::block_on(qmatmul::gemm(ctx, &w, &xt, y, Precision::F16))?)
-            })?;
-            println!("{name} matrix units: {worst:.2e}");
-            if worst > qmatmul::f16_tolerance(k) {
-                failures.push(format!("{name}: {worst:e}"));
+            // The adapter's default shape (the matrix kernel where it has matrix units), then
+            // every matrix shape; at K = 320 the K-split shape gives way to plain 64 x 64 tiles.
+            let shapes = [None, Some(GemmConfig::matrix(128, 64)), Some(GemmConfig::matrix(64, 64)), Some(GemmConfig::matrix_split())];
+            for config in shapes {
+                let worst = worst_error(ctx, [t, n], (&want, &scale), |y| {
+                    Ok(match config {
+                        None => pollster::block_on(qmatmul::gemm(ctx, &w, &xt, y, Precision::F16))?,
+                        Some(c) => pollster::block_on(qmatmul::gemm_tuned(ctx, &w, &xt, y, Precision::F16, c))?,
+                    })
+                })?;
+                println!("{name} matrix units {config:?}: {worst:.2e}");
+                if worst > qmatmul::f16_tolerance(k) {
+                    failures.push(format!("{name} {config:?}: {worst:e}"));
+                }
             }
         }
     }

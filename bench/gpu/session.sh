@@ -112,15 +112,15 @@ if [[ $steps == *gemv* ]]; then
 fi
 
 if [[ $steps == *gemm* ]]; then
-  # kernel[,rows,tokens a tile]
+  # kernel[,rows,tokens a tile[,workgroup]] (matrix,64,64,256: the K-split matrix shape)
   for c in ${GEMM_CONFIGS:-tiled outer,64,32 outer,64,64 matrix}; do
-    IFS=, read -r kernel rows tt <<<"$c"
+    IFS=, read -r kernel rows tt wg <<<"$c"
     for t in ${GEMM_TOKENS:-128}; do
-      name="qgemm-$kernel${rows:+-$rows}${tt:+-$tt}-t$t"
+      name="qgemm-$kernel${rows:+-$rows}${tt:+-$tt}${wg:+-$wg}-t$t"
       log "qmatmul_bench GEMM $c, $t tokens"
       # The matrix units take f16 operands.
       prec=f32; [ "$kernel" = matrix ] && prec=f16
-      "$bin/qmatmul_bench" --formats "${GEMM_FORMATS:-Q4_0,Q8_0,Q4_K,q4_g32_asym}" --tokens "$t" --gemm "$kernel" --precision "$prec" ${rows:+--rows "$rows"} ${tt:+--tt "$tt"} \
+      "$bin/qmatmul_bench" --formats "${GEMM_FORMATS:-Q4_0,Q8_0,Q4_K,q4_g32_asym}" --tokens "$t" --gemm "$kernel" --precision "$prec" ${rows:+--rows "$rows"} ${tt:+--tt "$tt"} ${wg:+--wg "$wg"} \
         --shapes "${GEMM_SHAPES:-2048x2048,5632x2048,2048x5632,4096x4096,14336x4096,4096x14336}" --seconds 0.4 --json \
         2>>"$out/qmatmul.err" >"$out/$name.json"
       show_rows "$out/$name.json" gemm

@@ -77,9 +77,9 @@ impl Capabilities {
             subgroups: features.contains(wgpu::Features::SUBGROUP),
             subgroup_min_size: if features.contains(wgpu::Features::SUBGROUP) { info.subgroup_min_size } else { 0 },
             timestamp_query: features.contains(wgpu::Features::TIMESTAMP_QUERY),
-            // shaders/qgemm_coop.wgsl stages 23,552 bytes of workgroup memory.
+            // shaders/qgemm_coop.wgsl stages up to 26,624 bytes of workgroup memory.
             matrix_f16: features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
-                && limits.max_compute_workgroup_storage_size >= 23_552,
+                && limits.max_compute_workgroup_storage_size >= 26_624,
             limits: KeyLimits::from_wgpu(limits),
         }
     }

@@ -28,8 +28,9 @@ pub enum GemmKernel {
     Outer,
     /// shaders/qgemm_coop.wgsl (F16, K a multiple of 32, [`Capabilities::matrix_f16`]): tiles
     /// of `rows` (64 or 128) rows x `tokens` (32 or 64), 16 x 16 x 16 matrix products of f16
-    /// into f32 sums, a 32 x 32 block of Y a subgroup of 32 lanes, so `wg` = rows · tokens / 32.
-    /// Where F32 is asked for it gives way to the outer-product kernel.
+    /// into f32 sums, a 32 x 32 block of Y a subgroup of 32 lanes, so `wg` = rows · tokens / 32;
+    /// or, 64 x 64 with `wg` 256, two subgroups a block taking one half of K each (K a
+    /// multiple of 64). Where F32 is asked for it gives way to the outer-product kernel.
     Matrix,
 }
 
@@ -86,6 +87,20 @@ impl GemmConfig {
         GemmConfig { kernel: GemmKernel::Matrix, wg: rows * tokens / 32, rows, tokens }
     }
 
+    /// The matrix-unit shape with 64 x 64 tiles and K split between two subgroups a block.
+    pub fn matrix_split() -> Self {
+        GemmConfig { kernel: GemmKernel::Matrix, wg: 256, rows: 64, tokens: 64 }
+    }
+
+    fn split_k(&self) -> bool {
+        self.kernel == GemmKernel::Matrix && self.wg == self.rows * self.tokens / 16
+    }
+
+    /// The shape that runs for a K of `k`: the split matrix shape needs K a multiple of 64.
+    fn for_k(self, k: usize) -> Self {
+        if self.split_k() && !k.is_multiple_of(64) { Self::matrix(64, 64) } else { self }
+    }
+
     /// The outer-product shape with tiles of 64 rows x `tokens` (32 or 64).
     pub fn outer(tokens: u32) -> Self {
         GemmConfig { kernel: GemmKernel::Outer, wg: 4 * tokens, rows: 64, tokens }
@@ -99,11 +114,12 @@ impl GemmConfig {
         match self.kernel {
             GemmKernel::Outer if self.tokens == 64 && groups(self) < 128 => Self::outer(32),
             // Tiles of 128 rows x 64 tokens where that makes 128 workgroups or more, else of
-            // 64 x 64: on an H100 at 128 tokens 4096 x 4096 ran at 25.5 TFLOP/s in 128 tiles of
-            // 64 x 64 against 16.7 in 64 of 128 x 64, and 14336 x 4096 at 35.7 in 224 tiles of
-            // 128 x 64 against 23.3; 32-token tiles lost on every shape (bench/NOTES.md).
+            // 64 x 64 with K split: on an H100 at 128 tokens 4096 x 4096 ran at 27.3 TFLOP/s in
+            // 128 tiles of 64 x 64 against 19.6 in 64 of 128 x 64, and 14336 x 4096 at 49.2 in
+            // 224 tiles of 128 x 64 against 33.1; 32-token tiles lost on every shape
+            // (bench/NOTES.md, note 24).
             GemmKernel::Matrix if groups(Self::matrix(128, 64)) >= 128 => Self::matrix(128, 64),
-            GemmKernel::Matrix => Self::matrix(64, 64),
+            GemmKernel::Matrix => Self::matrix_split(),
             _ => self,
         }
     }
@@ -136,11 +152,16 @@ fn gemm_defines(format: &WeightFormat, precision: Precision, c: GemmConfig, k: u
     };
     match c.resolve(format, precision, k) {
         GemmKernel::Matrix => {
-            let (sgt, sgr) = (c.tokens / 32, c.rows / 32);
-            let d = d.set("TM", c.tokens).set("TN", c.rows).set("SGR", sgr).set("WG", c.wg);
-            let d = d.set("WS", c.rows * 40).set("XS", c.tokens * 40).set("CS", sgt * sgr * 256);
-            let d = if sgt == 1 { d.set("W4", 1) } else { d };
-            if sgr == 2 { d.set("X4", 1) } else { d }
+            let c = c.for_k(k);
+            let kt = if c.split_k() { 64 } else { 32 };
+            let d = d.set("TM", c.tokens).set("TN", c.rows).set("SGR", c.rows / 32).set("WG", c.wg).set("KT", kt);
+            let d = d.set("WS", c.rows * (kt + 8)).set("XS", c.tokens * (kt + 8));
+            // Eight-weight units of W and vec4 of X an invocation stages a step: two or four.
+            let (units, vecs) = (c.rows * kt / 8 / c.wg, c.tokens * kt / 4 / c.wg);
+            let d = if units == 4 { d.set("W4", 1) } else { d };
+            let d = if vecs == 4 { d.set("X4", 1) } else { d };
+            let d = d.set("CS", c.wg / 32 * 256);
+            if c.split_k() { d.set("KSPLIT", 1) } else { d }
         }
         GemmKernel::Blocks => {
             let path = format.gemv_block().unwrap_or_default();
@@ -161,12 +182,14 @@ fn gemm_defines(format: &WeightFormat, precision: Precision, c: GemmConfig, k: u
 }
 
 /// The GEMM variants naga checks: every launch shape at K = 4 (vec4 activations), K = 3 (one
-/// float at a time, ragged weft rows) and K = 32 (the outer-product and matrix kernels).
+/// float at a time, ragged weft rows), K = 32 (the outer-product and matrix kernels) and K = 64
+/// (the K-split matrix shape).
 pub(super) fn variants(f: &WeightFormat, precision: Precision) -> Vec<(ShaderSource, Defines)> {
     let mut all = Vec::new();
-    for k in [4, 3, 32] {
+    for k in [4, 3, 32, 64] {
         let matrix = [(128, 64), (64, 64), (128, 32), (64, 32)].map(|(r, t)| GemmConfig::matrix(r, t));
-        for c in [GemmConfig::for_format(f), GEMM_TILED, GemmConfig::outer(32), GemmConfig::outer(64)].into_iter().chain(matrix) {
+        let others = [GemmConfig::for_format(f), GEMM_TILED, GemmConfig::outer(32), GemmConfig::outer(64), GemmConfig::matrix_split()];
+        for c in others.into_iter().chain(matrix) {
             all.push((*shader(c.resolve(f, precision, k)), gemm_defines(f, precision, c, k)));
         }
     }
@@ -219,12 +242,15 @@ pub async fn gemm_tuned(
                 .into(),
         });
     }
-    let config = if kernel == GemmKernel::Outer && config.kernel == GemmKernel::Matrix { GEMM_OUTER } else { config };
+    let config = if kernel == GemmKernel::Outer && config.kernel == GemmKernel::Matrix { GEMM_OUTER } else { config.for_k(w.cols) };
     let GemmConfig { wg, rows, tokens, .. } = config;
     let bad = match kernel {
         GemmKernel::Blocks => !wg.is_power_of_two() || rows == 0 || tokens == 0 || wg % tokens != 0,
         GemmKernel::Outer => rows != 64 || !matches!(tokens, 32 | 64) || wg != 4 * tokens,
-        GemmKernel::Matrix => !matches!(rows, 64 | 128) || !matches!(tokens, 32 | 64) || wg != rows * tokens / 32,
+        GemmKernel::Matrix => {
+            config != GemmConfig::matrix_split()
+                && (!matches!(rows, 64 | 128) || !matches!(tokens, 32 | 64) || wg != rows * tokens / 32)
+        }
         GemmKernel::Tiled => false,
     };
     if bad {
