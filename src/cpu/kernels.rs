@@ -269,7 +269,7 @@ impl Isa {
 
     /// `R` packed rows (same length) times `T` token rows of quantized activations,
     /// `[token][row]`: each weight block is unpacked (and its scales read) once for the `T`
-    /// tokens, and each activation block loaded once for the `R` rows.
+    /// tokens (with AVX2 also each activation block loaded once for the `R` rows).
     pub fn dot_q8_tile<const R: usize, const T: usize>(
         self,
         f: BlockFormat,
