@@ -3,10 +3,10 @@
 //   node scripts/blank-wgsl-comments.mjs www/pkg/weft_bg.wasm
 //
 // The shaders reach the module as text (`include_str!`, several of them concatenated into more
-// than one kernel's source), comments included: a quarter of the module's gzipped size before
-// this step. Each `// ...` up to its newline becomes spaces of the same length, so every string
-// keeps its address and length, line numbers in shader compiler messages stay those of the
-// files, and runs of spaces cost gzip almost nothing. WGSL has no string literals, so `//`
+// than one kernel's source), comments included: blanking them took 23 KB off the gzipped
+// single-thread module. Each `// ...` up to its newline becomes spaces of the same length, so
+// every string keeps its address and length, line numbers in shader compiler messages stay
+// those of the files, and runs of spaces cost gzip almost nothing. WGSL has no string literals, so `//`
 // always starts a comment; a comment without a newline after it (at the end of a file, where a
 // concatenated source may continue it) is kept.
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
