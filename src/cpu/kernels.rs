@@ -269,7 +269,7 @@ impl Isa {
 
     /// `R` packed rows (same length) times `T` token rows of quantized activations,
     /// `[token][row]`: each weight block is unpacked (and its scales read) once for the `T`
-    /// tokens, and each activation block loaded once for the `R` rows.
+    /// tokens (with AVX2 also each activation block loaded once for the `R` rows).
     pub fn dot_q8_tile<const R: usize, const T: usize>(
         self,
         f: BlockFormat,
@@ -327,15 +327,23 @@ impl Isa {
 /// The f16 at `b[at..at + 2]` as f32. Block scales are normal numbers almost always: those
 /// convert with two integer operations (the exponent rebiased from 15 to 127), exactly; zeros,
 /// subnormals, infinities and NaNs take the general conversion. Where the CPU has no f16
-/// instruction (wasm) the general one alone costs about as much as a block's products.
-#[inline]
+/// instruction (wasm) the general one alone costs about as much as a block's products. Always
+/// inlined: in wasm's block kernels LLVM otherwise kept it a call per scale and block.
+#[inline(always)]
 pub(crate) fn half_at(b: &[u8], at: usize) -> f32 {
     let h = u16::from_le_bytes([b[at], b[at + 1]]) as u32;
     let exponent = h & 0x7c00;
     if exponent != 0 && exponent != 0x7c00 {
         return f32::from_bits(((h & 0x8000) << 16) | (((h & 0x7fff) + ((127 - 15) << 10)) << 13));
     }
-    f16::from_bits(h as u16).to_f32()
+    half_general(h as u16)
+}
+
+/// The general f16 conversion of [`half_at`], out of line: it is rare.
+#[cold]
+#[inline(never)]
+fn half_general(h: u16) -> f32 {
+    f16::from_bits(h).to_f32()
 }
 
 /// Scalar reference of [`Isa::quantize`]: d = max|x| / 127, q = x / d rounded to nearest even

@@ -198,32 +198,36 @@ fn tile<const F: usize, const R: usize, const T: usize>(rows: [&[u8]; R], xs: [&
     tile_of(BlockFormat::ALL[F], rows, xs)
 }
 
-/// The tile kernel itself, inlined where the format is a constant.
-// `i` is the block of every row and every token, not an index into one of them.
+/// The tile kernel itself, inlined where the format is a constant. One row at a time, its
+/// accumulators indexed by token only: with the rows as the inner loop (blocks outermost),
+/// LLVM left that loop rolled in wasm, kept the `[token][row]` accumulators in linear memory
+/// (a load and a store per block and row) and called `half_at` out of line, which made a
+/// SmolLM2 decode step about a third slower in Chromium. An activation block is reloaded for
+/// each row instead, from L1.
+// `t` indexes the tokens' activations, accumulators and offsets together.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
 fn tile_of<const R: usize, const T: usize>(f: BlockFormat, rows: [&[u8]; R], xs: [&[BlockQ8]; T]) -> [[f32; R]; T] {
     let blocks = xs.iter().fold(rows.iter().map(|r| f.blocks_in(r.len())).min().unwrap_or(0), |n, x| n.min(x.len()));
-    let mut acc = [[f32x4_splat(0.0); R]; T];
-    let mut offset = [[0f32; R]; T];
-    for i in 0..blocks {
-        let xq: [_; T] = std::array::from_fn(|t| activations(f, &xs[t][i]));
-        for r in 0..R {
-            let s = block_scales(f, rows[r], i);
+    let mut out = [[0f32; R]; T];
+    for (r, row) in rows.into_iter().enumerate() {
+        let mut acc = [f32x4_splat(0.0); T];
+        let mut offset = [0f32; T];
+        for i in 0..blocks {
+            let s = block_scales(f, row, i);
             // SAFETY: `blocks` counts whole blocks of every row.
-            let w = unsafe { unpack(f, rows[r], i) };
+            let w = unsafe { unpack(f, row, i) };
             for t in 0..T {
-                let isum = block_isum(f, w, s.half, &xq[t].0, &xq[t].1);
+                let x = &xs[t][i];
+                let (bytes, wide) = activations(f, x);
+                let isum = block_isum(f, w, s.half, &bytes, &wide);
                 // Σ (q d + m) x = d Σ q x + m Σ x, with Σ x = s per block.
-                offset[t][r] += s.m * xs[t][i].s;
-                acc[t][r] = f32x4_add(acc[t][r], f32x4_mul(f32x4_convert_i32x4(isum), f32x4_splat(s.d * xs[t][i].d)));
+                offset[t] += s.m * x.s;
+                acc[t] = f32x4_add(acc[t], f32x4_mul(f32x4_convert_i32x4(isum), f32x4_splat(s.d * x.d)));
             }
         }
-    }
-    let mut out = [[0f32; R]; T];
-    for t in 0..T {
-        for r in 0..R {
-            out[t][r] = hsum(acc[t][r]) + offset[t][r];
+        for t in 0..T {
+            out[t][r] = hsum(acc[t]) + offset[t];
         }
     }
     out

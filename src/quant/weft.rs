@@ -296,9 +296,15 @@ fn quantize_rows(
     let variance: Option<Vec<f32>> = weights.filter(|w| w.gptq.is_none()).and_then(|w| {
         w.mean.map(|m| w.mean_sq.iter().zip(m).map(|(&sq, &mu)| (sq - mu * mu).max(0.0)).collect())
     });
+    // GPTQ needs a calibration's Hessians (`weft calibrate --hessian`), which only the CLI makes:
+    // the browser quantizes at load without one, and its module leaves the rounding out.
+    #[cfg(not(target_arch = "wasm32"))]
+    let gptq = weights.and_then(|w| w.gptq);
+    #[cfg(target_arch = "wasm32")]
+    let gptq: Option<&Factor> = None;
     for r in 0..scales.len() / gpr {
         row_vals[..cols].copy_from_slice(&x[r * cols..(r + 1) * cols]);
-        match weights.and_then(|w| w.gptq) {
+        match gptq {
             // GPTQ changes the row as it goes: round a copy, compensate against the original.
             Some(f) => gptq_row(quant, f, &mut row_vals[..cols].to_vec(), &mut row_qs, &mut row_params),
             None => {
