@@ -263,7 +263,7 @@ async fn load_cpu(url: &str, opts: &LoadOptions) -> crate::Result<(Engine, Token
     ensure_room(&reader).await?;
     // As many threads as the pool has at each pass (workers may still be joining): every pass
     // takes the ones that have joined.
-    let options = CpuOptions { max_seq: opts.max_context, threads: usize::MAX, ..CpuOptions::default() };
+    let options = CpuOptions { max_seq: opts.max_context, threads: usize::MAX, kv: opts.kv, ..CpuOptions::default() };
     let (llama, tok) = cpu::open(&reader, options).await?;
     if let Some(f) = &opts.on_progress {
         let done = crate::loader::RangeReader::len(&reader);

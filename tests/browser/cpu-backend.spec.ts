@@ -24,8 +24,11 @@ for (const [name, url] of [['single-thread', '/harness.html'], ['threaded', ISOL
       }
       expect(r.isa).toBe('simd128');
       // quantize, 4 tilings of the 8-bit product x 8 block formats, the f32 product of Q4_0,
-      // Q4_1 and Q8_0, dot and axpy at 3 lengths.
-      expect(r.checks.length).toBe(1 + 4 * 8 + 3 + 2 * 3);
+      // Q4_1 and Q8_0, dot and axpy at 3 lengths, KV-cache dot, axpy and attention x 3 formats.
+      expect(r.checks.length).toBe(1 + 4 * 8 + 3 + 2 * 3 + 3 * 3);
+      for (const kv of ['f32', 'f16', 'q8']) {
+        expect(r.checks.filter((c) => c.kernel.startsWith(`kv ${kv} `)).length).toBe(3);
+      }
       for (const f of ['Q4_0', 'Q4_1', 'Q8_0', 'Q5_0', 'Q5_1', 'Q4_K', 'Q5_K', 'Q6_K']) {
         expect(r.checks.filter((c) => c.kernel.startsWith(`${f} dot_q8`)).length).toBe(4);
       }
