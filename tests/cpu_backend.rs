@@ -165,35 +165,43 @@ fn memory_accounting_follows_the_kv_format() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Greedy ids with f16 and q8 caches against the f32 cache (f32 arithmetic, so that only the
-/// cache differs), teacher-forced over the f32 cache's ids: every choice is the same, or a
-/// near-tie of the f32 cache's logits. Here all 20 are the same for both formats.
+/// Greedy ids with f16 and q8 caches against the f32 cache, with each arithmetic, teacher-forced
+/// over the f32 cache's ids: every choice is the same, or a near-tie of the f32 cache's logits.
+/// With f32 arithmetic all 20 ids are the same for both formats; with 8-bit activations both
+/// part from the f32 cache at token 5 (2988 or 1797 after "The capital of France is.\n\nThe"),
+/// where the f32 cache's top two logits are 0.23 apart (under `NEAR_TIE`).
 #[test]
 fn f16_and_q8_caches_follow_the_f32_cache() -> anyhow::Result<()> {
-    let (mut f32_cpu, tok) = open_cpu(f32_options(64))?;
-    let prompt = tok.encode(PROMPT, true);
-    let want = greedy_cpu(&mut f32_cpu, &prompt, 20)?;
-    let seq: Vec<u32> = prompt.iter().chain(&want[..want.len() - 1]).copied().collect();
-    f32_cpu.reset();
-    let exact = f32_cpu.logits(&seq)?;
-    let vocab = f32_cpu.config.vocab;
-    for kv in [KvFormat::F16, KvFormat::Q8] {
-        let (mut llama, _) = open_cpu(kv_options(64, kv))?;
-        let greedy = greedy_cpu(&mut llama, &prompt, 20)?;
-        let same = greedy.iter().zip(&want).take_while(|(a, b)| a == b).count();
-        println!("{kv}: {} B/token, {greedy:?}, {same} of 20 equal to the f32 cache's", llama.kv_bytes_per_token());
-        llama.reset();
-        let logits = llama.logits(&seq)?;
-        for (i, &id) in want.iter().enumerate() {
-            let row = (prompt.len() - 1 + i) * vocab;
-            let mut sorted = exact[row..row + vocab].to_vec();
-            sorted.sort_by(|a, b| b.total_cmp(a));
-            let gap = sorted[0] - sorted[1];
-            let got = argmax(&logits[row..row + vocab]);
-            assert!(got == id as usize || gap < NEAR_TIE, "{kv} token {i}: {got} over {id} with an f32 gap of {gap}");
+    for arithmetic in [Arithmetic::F32, Arithmetic::Q8] {
+        let options = |kv| CpuOptions { arithmetic, ..kv_options(64, kv) };
+        let (mut f32_cpu, tok) = open_cpu(options(KvFormat::F32))?;
+        let prompt = tok.encode(PROMPT, true);
+        let want = greedy_cpu(&mut f32_cpu, &prompt, 20)?;
+        let seq: Vec<u32> = prompt.iter().chain(&want[..want.len() - 1]).copied().collect();
+        f32_cpu.reset();
+        let exact = f32_cpu.logits(&seq)?;
+        let vocab = f32_cpu.config.vocab;
+        for kv in [KvFormat::F16, KvFormat::Q8] {
+            let (mut llama, _) = open_cpu(options(kv))?;
+            let greedy = greedy_cpu(&mut llama, &prompt, 20)?;
+            let same = greedy.iter().zip(&want).take_while(|(a, b)| a == b).count();
+            println!("{arithmetic:?} arithmetic, {kv}: {greedy:?}, the first {same} of 20 equal to the f32 cache's");
+            llama.reset();
+            let logits = llama.logits(&seq)?;
+            for (i, &id) in want.iter().enumerate() {
+                let row = (prompt.len() - 1 + i) * vocab;
+                let mut sorted = exact[row..row + vocab].to_vec();
+                sorted.sort_by(|a, b| b.total_cmp(a));
+                let gap = sorted[0] - sorted[1];
+                let got = argmax(&logits[row..row + vocab]);
+                if got != id as usize {
+                    println!("  token {i}: {got} over {id}, f32 cache's top-2 gap {gap:.4}");
+                }
+                assert!(got == id as usize || gap < NEAR_TIE, "{kv} token {i}: {got} over {id} with an f32 gap of {gap}");
+            }
+            let max_err = logits.iter().zip(&exact).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+            println!("  logits max |diff| {max_err:.3e} against the f32 cache over {} positions", seq.len());
         }
-        let max_err = logits.iter().zip(&exact).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
-        println!("{kv}: logits max |diff| {max_err:.3e} against the f32 cache over {} positions", seq.len());
     }
     Ok(())
 }
