@@ -249,6 +249,10 @@ export interface Stats {
   tokensPerSecond: number;
   gpuBytes: number;
   weightBytes: number;
+  /** The KV cache's storage (`loadModel`'s `kv`) and its bytes for `contextLength` positions,
+   * on the GPU or in wasm memory. */
+  kvFormat: 'f32' | 'f16' | 'q8';
+  kvCacheBytes: number;
   contextLength: number;
   wasmMemoryBytes: number;
 }

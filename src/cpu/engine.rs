@@ -1,11 +1,12 @@
-//! The CPU engine's state: options, weights by role, activation buffers, the f32 KV cache and
-//! the RoPE table.
+//! The CPU engine's state: options, weights by role, activation buffers, the KV cache (in the
+//! format of `CpuOptions::kv`) and the RoPE table.
 
 use crate::error::{Error, Result};
 use crate::model::graph::{Act, LayerWeight as L, Weight};
 use crate::model::llama::check_engine;
 use crate::model::llama::ring::RopeRing;
-use crate::model::LlamaConfig;
+use crate::model::{kv_bytes_per_token, LlamaConfig};
+use crate::ops::kv::KvFormat;
 use crate::ops::sample::SampleParams;
 
 use super::kernels::{BlockQ8, Isa, BLOCK};
@@ -34,11 +35,13 @@ pub struct CpuOptions {
     /// Threads per pass; 0: one per available core.
     pub threads: usize,
     pub arithmetic: Arithmetic,
+    /// Storage of the KV cache: the GPU engine's formats and row layout (`ops::kv`).
+    pub kv: KvFormat,
 }
 
 impl Default for CpuOptions {
     fn default() -> Self {
-        Self { max_seq: 2048, sinks: 4, max_batch: 64, threads: 0, arithmetic: Arithmetic::Q8 }
+        Self { max_seq: 2048, sinks: 4, max_batch: 64, threads: 0, arithmetic: Arithmetic::Q8, kv: KvFormat::F32 }
     }
 }
 
@@ -166,9 +169,10 @@ pub(super) struct State {
     pub acts: Vec<Vec<f32>>,
     /// Blocks of one thread's 8-bit copy of a matrix input (each pass's threads hold their own).
     pub xq_blocks: usize,
-    /// Per layer [n_kv_heads, max_seq, head_dim], rows at `ring_slot(position)`.
-    pub k_cache: Vec<Vec<f32>>,
-    pub v_cache: Vec<Vec<f32>>,
+    /// Per layer [n_kv_heads, max_seq, row_words] words of `CpuOptions::kv` rows, rows at
+    /// `ring_slot(position)`.
+    pub k_cache: Vec<Vec<u32>>,
+    pub v_cache: Vec<Vec<u32>>,
     /// [max_seq, rope_dims / 2, 2] cos/sin by slot.
     pub rope: Vec<f32>,
     /// The same for the local layers where they rotate with their own base (Gemma 3); empty
@@ -196,6 +200,7 @@ impl CpuLlama {
     pub fn new(config: LlamaConfig, weights: CpuWeights, options: CpuOptions) -> Result<Self> {
         let c = &config;
         check_engine(c, weights.layers.len(), options.max_seq, options.max_batch)?;
+        options.kv.check_fits(c.head_dim)?;
         let threads = match options.threads {
             0 => super::threads::available(),
             n => n,
@@ -204,7 +209,8 @@ impl CpuLlama {
         let b = options.max_batch;
         let acts = ACTS.iter().map(|a| vec![0f32; a.rows(b) * a.width(c)]).collect();
         let widest = [c.dim, c.q_dim(), c.ffn_dim].into_iter().max().unwrap_or(0);
-        let cache = || (0..c.n_layers).map(|_| vec![0f32; c.n_kv_heads * options.max_seq * c.head_dim]).collect();
+        let row_words = options.kv.row_words(c.head_dim);
+        let cache = || (0..c.n_layers).map(|_| vec![0u32; c.n_kv_heads * options.max_seq * row_words]).collect();
         let ring = RopeRing::new(c, options.max_seq, options.sinks);
         let ring_local = RopeRing::local(c, options.max_seq, options.sinks);
         let state = State {
@@ -259,9 +265,20 @@ impl CpuLlama {
         self.sampling = *params;
     }
 
-    /// KV-cache bytes per token of context (f32 K and V, every layer).
+    /// KV-cache bytes per token of context (K and V, every layer) in the cache's format.
     pub fn kv_bytes_per_token(&self) -> u64 {
-        (2 * self.config.n_layers * self.config.n_kv_heads * self.config.head_dim * 4) as u64
+        kv_bytes_per_token(&self.config, self.options.kv)
+    }
+
+    /// Bytes of the KV cache held: `kv_bytes_per_token` for each of `max_seq` positions.
+    pub fn kv_bytes(&self) -> u64 {
+        let s = &self.state;
+        s.k_cache.iter().chain(&s.v_cache).map(|v| 4 * v.len() as u64).sum()
+    }
+
+    /// The KV cache of `layer` as stored: K and V, [n_kv_heads, max_seq, row_words] words each.
+    pub fn kv_cache(&self, layer: usize) -> (&[u32], &[u32]) {
+        (&self.state.k_cache[layer], &self.state.v_cache[layer])
     }
 
     /// Bytes held: weights, KV cache, activations.
@@ -269,7 +286,8 @@ impl CpuLlama {
         let s = &self.state;
         let f = |v: &Vec<f32>| 4 * v.len() as u64;
         self.weights.bytes()
-            + s.acts.iter().chain(&s.k_cache).chain(&s.v_cache).map(f).sum::<u64>()
+            + self.kv_bytes()
+            + s.acts.iter().map(f).sum::<u64>()
             + (self.options.threads.max(1) * s.xq_blocks * std::mem::size_of::<BlockQ8>()) as u64
     }
 }

@@ -8,9 +8,11 @@ use crate::error::{Error, Result};
 use crate::model::graph::{Act, Activation, Checkpoint, Ids, NormKind, Op, Pass};
 use crate::model::llama::forward::forward;
 use crate::model::LlamaConfig;
+use crate::ops::kv::KvFormat;
 use crate::ops::rope::{ring_slot, RopeStyle};
 use crate::ops::sample::{sample_cpu, SampleParams};
 
+use super::attention::Attend;
 use super::engine::{act_index, Arithmetic, CpuLlama, CpuWeights};
 use super::kernels::{BlockQ8, Isa, BLOCK};
 use super::matrix::Input;
@@ -32,6 +34,7 @@ struct Exec<'a> {
     threads: usize,
     max_seq: usize,
     sinks: usize,
+    kv: KvFormat,
     t: usize,
     pos: usize,
     ids: &'a [u32],
@@ -39,8 +42,8 @@ struct Exec<'a> {
     history: &'a [u32],
     sampling: &'a SampleParams,
     acts: Vec<Shared<'a, f32>>,
-    k: Vec<Shared<'a, f32>>,
-    v: Vec<Shared<'a, f32>>,
+    k: Vec<Shared<'a, u32>>,
+    v: Vec<Shared<'a, u32>>,
     rope: &'a [f32],
     rope_local: &'a [f32],
     barrier: SpinBarrier,
@@ -99,6 +102,7 @@ impl CpuLlama {
             threads,
             max_seq: self.options.max_seq,
             sinks: self.options.sinks,
+            kv: self.options.kv,
             t: pass.n_tokens,
             pos: self.pos,
             ids,
@@ -123,9 +127,16 @@ impl CpuLlama {
     }
 }
 
+/// A thread's own buffers: attention scores over the cache, and a rotated K row before it is
+/// stored in the cache's format.
+struct Scratch {
+    scores: Vec<f32>,
+    row: Vec<f32>,
+}
+
 impl Exec<'_> {
     fn worker(&self, tid: usize, ops: &[Op], meet: &[bool]) {
-        let mut scores = vec![0f32; self.max_seq];
+        let mut scratch = Scratch { scores: vec![0f32; self.max_seq], row: vec![0f32; self.c.head_dim] };
         // This thread's 8-bit copy of a product's input, and which tensor it holds.
         let mut xq = Vec::new();
         let mut quantized = None;
@@ -133,7 +144,7 @@ impl Exec<'_> {
             if meet {
                 self.barrier.wait();
             }
-            if let Err(e) = self.op(tid, op, (&mut quantized, &mut xq), &mut scores) {
+            if let Err(e) = self.op(tid, op, (&mut quantized, &mut xq), &mut scratch) {
                 self.failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
             }
             if written(op).is_some() && written(op) == quantized {
@@ -150,7 +161,7 @@ impl Exec<'_> {
     /// only read, or written in parts that no two threads share (thread 0 alone, or `share`
     /// ranges), and no thread reads what another writes (`sync.rs` places the barriers from
     /// how each op below divides its work; the two must agree).
-    fn op(&self, tid: usize, op: &Op, q8: (&mut Option<Act>, &mut Vec<BlockQ8>), scores: &mut [f32]) -> Result<()> {
+    fn op(&self, tid: usize, op: &Op, q8: (&mut Option<Act>, &mut Vec<BlockQ8>), scratch: &mut Scratch) -> Result<()> {
         let (quantized, xq) = q8;
         let (c, t, n) = (self.c, self.t, self.threads);
         let first = tid == 0;
@@ -220,6 +231,7 @@ impl Exec<'_> {
             Op::RopeStore { layer, q, k, v } => {
                 let hd = c.head_dim;
                 let row = c.rope_dims / 2 * 2;
+                let words = self.kv.row_words(hd);
                 let (qb, kb, vb) = (self.buf(*q), self.buf(*k), self.buf(*v));
                 let (kc, vc) = (&self.k[*layer], &self.v[*layer]);
                 // One item per query head and per KV head of every token, so that a decode step's
@@ -236,19 +248,23 @@ impl Exec<'_> {
                         continue;
                     }
                     let g = h - c.n_heads;
-                    let at = (g * self.max_seq + slot) * hd;
+                    let at = (g * self.max_seq + slot) * words;
                     let src = tok * c.kv_dim() + g * hd;
-                    let kd = unsafe { kc.get_mut(at..at + hd) };
+                    // K is rotated before it is rounded to the cache's format, as on the GPU.
+                    let kd = &mut scratch.row;
                     kd.copy_from_slice(unsafe { kb.get(src..src + hd) });
                     rotate(kd, table, c.rope_style);
-                    unsafe { vc.get_mut(at..at + hd) }.copy_from_slice(unsafe { vb.get(src..src + hd) });
+                    self.kv.encode_into(kd, unsafe { kc.get_mut(at..at + words) });
+                    self.kv.encode_into(unsafe { vb.get(src..src + hd) }, unsafe { vc.get_mut(at..at + words) });
                 }
             }
             Op::Attention { layer, q, out } => {
                 let hd = c.head_dim;
+                let words = self.kv.row_words(hd);
                 let group = c.n_heads / c.n_kv_heads.max(1);
-                let scale = c.attention_scale();
-                let (window, softcap) = (c.window(*layer), c.attn_softcap);
+                let attend =
+                    Attend { isa: self.isa, kv: self.kv, head_dim: hd, scale: c.attention_scale(), softcap: c.attn_softcap };
+                let window = c.window(*layer);
                 let (kc, vc) = (&self.k[*layer], &self.v[*layer]);
                 for item in (tid..t * c.n_heads).step_by(n) {
                     let (tok, h) = (item / c.n_heads, item % c.n_heads);
@@ -259,29 +275,11 @@ impl Exec<'_> {
                     // (windowed models keep no sinks).
                     let p = self.pos + tok;
                     let seen = |j: usize| window.is_none_or(|w| (p - j) % self.max_seq < w);
-                    let base = (h / group) * self.max_seq * hd;
+                    let base = (h / group) * self.max_seq * words;
                     let qh = unsafe { self.buf(*q).get(tok * c.q_dim() + h * hd..tok * c.q_dim() + (h + 1) * hd) };
-                    let keys = unsafe { kc.get(base..base + ctx * hd) };
-                    let mut max = f32::NEG_INFINITY;
-                    for (j, (s, key)) in scores[..ctx].iter_mut().zip(keys.chunks_exact(hd)).enumerate() {
-                        *s = match (seen(j), softcap) {
-                            (false, _) => f32::NEG_INFINITY,
-                            (true, None) => self.isa.dot(qh, key) * scale,
-                            (true, Some(cap)) => cap * (self.isa.dot(qh, key) * scale / cap).tanh(),
-                        };
-                        max = max.max(*s);
-                    }
-                    let mut sum = 0f32;
-                    for s in scores[..ctx].iter_mut() {
-                        *s = (*s - max).exp();
-                        sum += *s;
-                    }
+                    let (keys, values) = unsafe { (kc.get(base..base + ctx * words), vc.get(base..base + ctx * words)) };
                     let o = unsafe { self.buf(*out).get_mut(tok * c.q_dim() + h * hd..tok * c.q_dim() + (h + 1) * hd) };
-                    o.fill(0.0);
-                    let values = unsafe { vc.get(base..base + ctx * hd) };
-                    for (s, value) in scores[..ctx].iter().zip(values.chunks_exact(hd)) {
-                        self.isa.axpy(s / sum, value, o);
-                    }
+                    attend.head(qh, keys, values, seen, &mut scratch.scores, o);
                 }
             }
             Op::Glu { act, gate, up, out } => {

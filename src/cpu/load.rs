@@ -9,6 +9,7 @@ use crate::loader::{read_header, RangeReader};
 use crate::model::load::{norm_shift, weft_entries};
 use crate::model::names::{part_of_in, LayerPart, Part};
 use crate::model::header_parts;
+use crate::ops::kv::KvFormat;
 use crate::quant::decode_to_f32;
 use crate::tokenizer::Tokenizer;
 
@@ -23,7 +24,7 @@ pub async fn open<R: RangeReader>(reader: &R, options: CpuOptions) -> Result<(Cp
     let weft = weft_entries(&header)?;
     let c = &config;
     let max_seq = options.max_seq.min(config.context_length).max(1);
-    fits_address_space(memory_needed(&header, c, max_seq), (usize::MAX as u64).saturating_add(1))?;
+    fits_address_space(memory_needed(&header, c, max_seq, options.kv), (usize::MAX as u64).saturating_add(1))?;
     let mut infos: HashMap<Part, &TensorInfo> = HashMap::new();
     for t in header.tensors() {
         let name = if weft.contains_key(&t.name) { t.name.trim_end_matches(".weft_q") } else { &t.name };
@@ -111,11 +112,10 @@ pub async fn open<R: RangeReader>(reader: &R, options: CpuOptions) -> Result<(Cp
 }
 
 /// Bytes the engine will hold for the model, known from the header before any weight is read:
-/// every tensor as stored (the upper bound of what it keeps packed) and the f32 KV cache.
-pub fn memory_needed(header: &crate::format::ModelHeader, c: &crate::model::LlamaConfig, max_seq: usize) -> u64 {
+/// every tensor as stored (the upper bound of what it keeps packed) and the KV cache in `kv`.
+pub fn memory_needed(header: &crate::format::ModelHeader, c: &crate::model::LlamaConfig, max_seq: usize, kv: KvFormat) -> u64 {
     let weights: u64 = header.tensors().iter().map(|t| t.range.end - t.range.start).sum();
-    let kv = 2 * (c.n_layers * c.n_kv_heads * c.head_dim) as u64 * max_seq as u64 * 4;
-    weights + kv
+    weights.saturating_add(crate::model::kv_bytes_per_token(c, kv).saturating_mul(max_seq as u64))
 }
 
 /// A model that cannot fit the address space (4 GiB for wasm32) is refused by name before any

@@ -1,9 +1,11 @@
 //! The CPU backend: the forward graph of `model::llama::forward` executed with CPU kernels, no
 //! GPU context involved. Weights stay packed in their stored formats (`matrix.rs`); products
 //! run per 32-weight block on 8-bit-quantized activations or in f32 (`kernels.rs`, with SIMD
-//! per instruction set); attention reads an f32 KV cache; the sampler is the GPU sampler's CPU
-//! reference. Threads split each op's rows (`threads.rs`).
+//! per instruction set); attention reads a KV cache in f32, f16 or q8 rows as the GPU stores
+//! them (`attention.rs`); the sampler is the GPU sampler's CPU reference. Threads split each
+//! op's rows (`threads.rs`).
 
+mod attention;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 mod engine;

@@ -10,6 +10,9 @@ use crate::quant::decode_to_f32;
 use crate::quant::sample::random_weights;
 use crate::selftest::random_f32;
 
+use crate::ops::kv::KvFormat;
+
+use super::attention::{self, Attend};
 use super::kernels::{dot_f32_scalar, dot_q8_scalar, quantize_scalar, BlockFormat, BlockQ8, Isa, BLOCK};
 
 /// One kernel on one instruction set against the scalar reference.
@@ -44,9 +47,10 @@ fn check(isa: Isa, kernel: String, max_err: f64, tolerance: f64) -> KernelCheck 
 }
 
 /// Checks per SIMD instruction set: quantize, 4 tilings of the 8-bit product per block format,
-/// the f32 product of the formats that have one, dot and axpy at 3 lengths.
+/// the f32 product of the formats that have one, dot and axpy at 3 lengths, and the KV-cache
+/// reads of every cache format.
 pub fn checks_per_isa() -> usize {
-    1 + 4 * BlockFormat::ALL.len() + BlockFormat::ALL.iter().filter(|f| f.has_f32_kernel()).count() + 6
+    1 + 4 * BlockFormat::ALL.len() + BlockFormat::ALL.iter().filter(|f| f.has_f32_kernel()).count() + 6 + KV_CHECKS
 }
 
 /// Runs every kernel of every instruction set other than the scalar one on `seed`'s data:
@@ -123,6 +127,59 @@ pub fn run(seed: u64) -> Result<KernelReport> {
             checks.push(check(isa, format!("axpy {n}"), axpy_err, 1e-6));
         }
     }
+    for isa in Isa::available().into_iter().filter(|&i| i != Isa::Scalar) {
+        checks.extend(kv_checks(isa, seed));
+    }
     let ok = checks.iter().all(|c| c.ok);
     Ok(KernelReport { isa: Isa::detect().name(), checks, ok })
+}
+
+/// Checks per instruction set of the KV-cache reads: dot, axpy and a head's attention for each
+/// cache format.
+const KV_CHECKS: usize = 3 * KvFormat::ALL.len();
+
+/// The KV-cache kernels of `isa` (`attention.rs`) against the scalar ones on seeded rows of 68
+/// values (a tail after the vector loops) in every format: a query's dot products with 37 key
+/// rows, a weighted value row added to an output, and one head's attention over them.
+fn kv_checks(isa: Isa, seed: u64) -> Vec<KernelCheck> {
+    let (hd, ctx) = (68, 37);
+    let q = random_f32(seed + 100, hd);
+    let y0 = random_f32(seed + 101, hd);
+    // Some values four times the others, so that each Q8 row has its own scale.
+    let rows = |s: u64| -> Vec<f32> { random_f32(s, ctx * hd).iter().enumerate().map(|(i, v)| if i % 13 == 0 { 4.0 * v } else { *v }).collect() };
+    let (k, v) = (rows(seed + 102), rows(seed + 103));
+    let mut checks = Vec::new();
+    for kv in KvFormat::ALL {
+        let (kw, vw) = (kv.encode_cache(&k, hd), kv.encode_cache(&v, hd));
+        let words = kv.row_words(hd);
+        let decoded = kv.decode_cache(&kw, hd);
+        let (mut dot_err, mut dot_tol) = (0f64, 0f64);
+        for (key, values) in kw.chunks_exact(words).zip(decoded.chunks_exact(hd)) {
+            let err = (attention::dot(isa, kv, &q, key) - attention::dot(Isa::Scalar, kv, &q, key)).abs() as f64;
+            dot_err = dot_err.max(err);
+            dot_tol = dot_tol.max(tolerance(hd, q.iter().zip(values).map(|(a, b)| (a * b).abs() as f64).sum()));
+        }
+        checks.push(check(isa, format!("kv {kv} dot"), dot_err, dot_tol));
+        let (mut y, mut y_ref) = (y0.clone(), y0.clone());
+        attention::axpy(isa, kv, 0.37, &vw[..words], &mut y);
+        attention::axpy(Isa::Scalar, kv, 0.37, &vw[..words], &mut y_ref);
+        let axpy_err = y.iter().zip(&y_ref).map(|(a, b)| (a - b).abs() as f64).fold(0f64, f64::max);
+        checks.push(check(isa, format!("kv {kv} axpy"), axpy_err, 4e-6));
+        // A score moved by the dot product's rounding moves the softmax weights by as much
+        // (relative); the weighted sum of values of magnitude up to 4 then moves by that much,
+        // plus its own rounding over ctx terms.
+        let scale = 1.0 / (hd as f32).sqrt();
+        let seen = |j: usize| j % 5 != 2;
+        let out = |isa: Isa| {
+            let attend = Attend { isa, kv, head_dim: hd, scale, softcap: None };
+            let (mut scores, mut o) = (vec![0f32; ctx], vec![0f32; hd]);
+            attend.head(&q, &kw, &vw, seen, &mut scores, &mut o);
+            o
+        };
+        let (got, want) = (out(isa), out(Isa::Scalar));
+        let err = got.iter().zip(&want).map(|(a, b)| (a - b).abs() as f64).fold(0f64, f64::max);
+        let tol = 4.0 * (2.0 * dot_tol * scale as f64 + tolerance(ctx, 1.0));
+        checks.push(check(isa, format!("kv {kv} attention"), err, tol));
+    }
+    checks
 }

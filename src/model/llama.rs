@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor, ReadSlot, StepCommands, Uniform};
 use crate::ops::attention::split_pays;
 use crate::ops::qmatmul::{tune_gemv, GemvTuning, QWeight};
@@ -135,9 +135,7 @@ impl Llama {
         };
         let b = options.max_batch;
         let decode_shape = attention_shape(c, &options, 1);
-        if !options.kv.fits(c.head_dim) {
-            return Err(Error::Model(format!("a {} KV cache cannot hold rows of head_dim {}", options.kv, c.head_dim)));
-        }
+        options.kv.check_fits(c.head_dim)?;
         let cache_shape = [c.n_kv_heads, options.max_seq, options.kv.row_words(c.head_dim)];
         let mut k_cache = Vec::with_capacity(c.n_layers);
         let mut v_cache = Vec::with_capacity(c.n_layers);

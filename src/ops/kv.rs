@@ -85,32 +85,44 @@ impl KvFormat {
         }
     }
 
+    /// A format that cannot hold rows of `head_dim` values is refused before any cache is made.
+    pub fn check_fits(self, head_dim: usize) -> Result<()> {
+        if !self.fits(head_dim) {
+            return Err(Error::Model(format!("a {self} KV cache cannot hold rows of head_dim {head_dim}")));
+        }
+        Ok(())
+    }
+
     /// CPU reference of the write path: one row in this format.
     pub fn encode_row(self, values: &[f32]) -> Vec<u32> {
+        let mut out = vec![0; self.row_words(values.len())];
+        self.encode_into(values, &mut out);
+        out
+    }
+
+    /// [`Self::encode_row`] into `out`, `row_words(values.len())` words (the CPU backend's store).
+    pub fn encode_into(self, values: &[f32], out: &mut [u32]) {
         match self {
-            KvFormat::F32 => values.iter().map(|v| v.to_bits()).collect(),
-            KvFormat::F16 => values
-                .chunks(2)
-                .map(|p| {
+            KvFormat::F32 => out.iter_mut().zip(values).for_each(|(w, v)| *w = v.to_bits()),
+            KvFormat::F16 => {
+                for (w, p) in out.iter_mut().zip(values.chunks(2)) {
                     let lo = half::f16::from_f32(p[0]).to_bits() as u32;
                     let hi = p.get(1).map_or(0, |&v| half::f16::from_f32(v).to_bits() as u32);
-                    lo | (hi << 16)
-                })
-                .collect(),
+                    *w = lo | (hi << 16);
+                }
+            }
             KvFormat::Q8 => {
                 let absmax = values.iter().fold(0f32, |m, v| m.max(v.abs()));
                 let scale = absmax / 127.0;
-                let mut out = Vec::with_capacity(self.row_words(values.len()));
-                out.push(scale.to_bits());
-                for quad in values.chunks(4) {
+                out[0] = scale.to_bits();
+                for (w, quad) in out[1..].iter_mut().zip(values.chunks(4)) {
                     let mut word = 0u32;
                     for (i, &v) in quad.iter().enumerate() {
                         let q = if scale > 0.0 { (v / scale).round_ties_even().clamp(-127.0, 127.0) } else { 0.0 };
                         word |= ((q as i32 as u32) & 0xff) << (8 * i);
                     }
-                    out.push(word);
+                    *w = word;
                 }
-                out
             }
         }
     }

@@ -17,6 +17,7 @@ use crate::cpu::{Arithmetic, CpuLlama};
 use crate::gpu::GpuContext;
 use crate::model::graph::Checkpoint;
 use crate::model::Llama;
+use crate::ops::kv::KvFormat;
 use crate::ops::sample::SampleParams;
 use crate::Result;
 
@@ -200,6 +201,14 @@ impl Engine {
         match self {
             Engine::Gpu { llama, .. } => llama.gpu_bytes(),
             Engine::Cpu(c) => c.bytes(),
+        }
+    }
+
+    /// The KV cache's format and the bytes it holds (`max_seq` positions).
+    pub fn kv_cache(&self) -> (KvFormat, u64) {
+        match self {
+            Engine::Gpu { llama, .. } => (llama.options.kv, llama.kv_bytes_per_token() * llama.options.max_seq as u64),
+            Engine::Cpu(c) => (c.options.kv, c.kv_bytes()),
         }
     }
 

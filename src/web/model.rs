@@ -263,7 +263,7 @@ async fn load_cpu(url: &str, opts: &LoadOptions) -> crate::Result<(Engine, Token
     ensure_room(&reader).await?;
     // As many threads as the pool has at each pass (workers may still be joining): every pass
     // takes the ones that have joined.
-    let options = CpuOptions { max_seq: opts.max_context, threads: usize::MAX, ..CpuOptions::default() };
+    let options = CpuOptions { max_seq: opts.max_context, threads: usize::MAX, kv: opts.kv, ..CpuOptions::default() };
     let (llama, tok) = cpu::open(&reader, options).await?;
     if let Some(f) = &opts.on_progress {
         let done = crate::loader::RangeReader::len(&reader);
@@ -503,6 +503,8 @@ impl Model {
             tokens_per_second: rate(decode_tokens, g.decode_ms),
             gpu_bytes: match s.engine { Engine::Gpu { .. } => s.engine.bytes(), Engine::Cpu(_) => 0 },
             weight_bytes: s.engine.weight_bytes(),
+            kv_format: s.engine.kv_cache().0,
+            kv_cache_bytes: s.engine.kv_cache().1,
             context_length: s.engine.max_seq(),
             wasm_memory_bytes: wasm_memory_bytes(),
         };
@@ -546,6 +548,9 @@ struct Stats {
     tokens_per_second: f64,
     gpu_bytes: u64,
     weight_bytes: u64,
+    kv_format: crate::ops::kv::KvFormat,
+    /// Bytes of the KV cache in its format, on the GPU or in wasm memory.
+    kv_cache_bytes: u64,
     context_length: usize,
     wasm_memory_bytes: f64,
 }

@@ -32,7 +32,7 @@ pub struct CpuFlags {
 impl CpuFlags {
     fn options(&self, gpu: &EngineOptions) -> CpuOptions {
         let arithmetic = if self.cpu_arith == "f32" { Arithmetic::F32 } else { Arithmetic::Q8 };
-        CpuOptions { max_seq: gpu.max_seq, sinks: gpu.sinks, max_batch: gpu.max_batch, threads: self.threads, arithmetic }
+        CpuOptions { max_seq: gpu.max_seq, sinks: gpu.sinks, max_batch: gpu.max_batch, threads: self.threads, arithmetic, kv: gpu.kv }
     }
 }
 
@@ -52,17 +52,17 @@ impl Engine {
                 Ok((Engine::Gpu(Box::new(ctx), Box::new(llama)), tok))
             }
             Backend::Cpu => {
-                anyhow::ensure!(engine.kv == weft::model::KvFormat::F32, "the CPU backend keeps its KV cache in f32: drop --kv");
                 let started = Instant::now();
                 let reader = NativeSource::open(location)?;
                 let (llama, tok) = pollster::block_on(weft::cpu::open(&reader, cpu.options(&engine)))
                     .with_context(|| format!("loading {location}"))?;
                 eprintln!(
-                    "loaded {location} in {:.2} s (CPU, {} threads, {}, {:?})",
+                    "loaded {location} in {:.2} s (CPU, {} threads, {}, {:?}, {} KV cache)",
                     started.elapsed().as_secs_f64(),
                     llama.options.threads,
                     llama.isa.name(),
-                    llama.options.arithmetic
+                    llama.options.arithmetic,
+                    llama.options.kv
                 );
                 Ok((Engine::Cpu(Box::new(llama)), tok))
             }

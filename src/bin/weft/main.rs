@@ -261,6 +261,9 @@ mod cli {
             /// With --decode-path: GEMVs of 4- and 8-bit weights with 8-bit activations.
             #[arg(long)]
             int8_activations: bool,
+            /// KV cache storage: f32, f16 or q8.
+            #[arg(long, default_value = "f32")]
+            kv: weft::model::KvFormat,
             /// gpu (wgpu: Vulkan or GL) or cpu (no GPU needed).
             #[arg(long, value_enum, default_value = "gpu")]
             backend: crate::backend::Backend,
@@ -293,7 +296,7 @@ mod cli {
             Command::DtypeTable(args) => crate::dtype_table::run(&args),
             Command::Selftest { seed, m, k, n } => crate::selftest::run(seed, m, k, n),
             Command::Inspect { file, json, export } => crate::inspect::run(&file, json, &export),
-            Command::Perplexity { model, text, ctx, save_logits, logits_dtype, kld, json, decode_path, int8_activations, backend, cpu } => {
+            Command::Perplexity { model, text, ctx, save_logits, logits_dtype, kld, json, decode_path, int8_activations, kv, backend, cpu } => {
                 crate::perplexity::run(crate::perplexity::Args {
                     model,
                     text,
@@ -304,6 +307,7 @@ mod cli {
                     json,
                     decode_path,
                     int8_activations,
+                    kv,
                     backend,
                     cpu,
                 })

@@ -19,6 +19,7 @@ pub struct Args {
     pub json: bool,
     pub decode_path: bool,
     pub int8_activations: bool,
+    pub kv: weft::model::KvFormat,
     pub backend: crate::backend::Backend,
     pub cpu: crate::backend::CpuFlags,
 }
@@ -37,8 +38,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     // --decode-path: one token a pass, which the GPU lowers like the decode step (norms and
     // activations folded into the GEMVs), so the step's kernels are what is scored.
     let max_batch = if a.decode_path { 1 } else { weft::model::EngineOptions::default().max_batch };
-    let engine =
-        weft::model::EngineOptions { max_seq: window, max_batch, int8_activations: a.int8_activations, ..Default::default() };
+    let engine = weft::model::EngineOptions {
+        max_seq: window,
+        max_batch,
+        int8_activations: a.int8_activations,
+        kv: a.kv,
+        ..Default::default()
+    };
     let (mut llama, _) = crate::backend::Engine::open(a.backend, &a.cpu, &a.model, engine)?;
     let window = window.min(llama.window().0);
     let vocab = llama.config().vocab;
