@@ -20,6 +20,7 @@ use std::ops::Range;
 
 use crate::error::Result;
 
+use super::encoder::gelu_in_place;
 use super::kernels::Isa;
 use super::threads::Shared;
 
@@ -41,12 +42,23 @@ pub struct Rows<'a> {
     pub k: usize,
 }
 
+/// What a product adds to `bias + x · wᵀ` and applies to it while its outputs are in registers,
+/// instead of ops of their own that read and write every output again.
+#[derive(Clone, Copy, Default)]
+pub struct Epilogue<'a> {
+    /// `y += residual` after the sum, `residual` laid out as `y` ([t][n_total]).
+    pub residual: Option<&'a Shared<'a, f32>>,
+    /// `y = gelu(y)` (erf), after the sum.
+    pub gelu: bool,
+}
+
 /// Computes `y[t][n]` for `n` in `rows`, `y` being `t` rows of `n_total` values: this thread's
 /// columns of every token row. `decode(r, out)` writes weight row `r` (k values) as f32.
 ///
 /// # Safety
 /// No other thread reads or writes `y`'s columns `rows` of any token row until the caller's
-/// next barrier.
+/// next barrier, nor writes the residual's.
+#[allow(clippy::too_many_arguments)]
 pub unsafe fn product(
     isa: Isa,
     x: &Rows,
@@ -55,6 +67,7 @@ pub unsafe fn product(
     bias: &[f32],
     y: &Shared<f32>,
     n_total: usize,
+    epilogue: Epilogue,
 ) -> Result<()> {
     let (t, k) = (x.t, x.k);
     if rows.is_empty() || t == 0 {
@@ -110,8 +123,16 @@ pub unsafe fn product(
                         }
                     }
                     kernel(isa, a, panel, &mut tile);
-                    for (i, acc) in tile.iter().enumerate().take(mr) {
+                    for (i, acc) in tile.iter_mut().enumerate().take(mr) {
                         let at = (tt + i) * n_total + n0;
+                        // After the whole sum, as PyTorch adds it: a large residual summed first
+                        // would round every product added to it.
+                        if let (true, Some(r)) = (k0 + kc == k, epilogue.residual) {
+                            acc.iter_mut().zip(r.get(at..at + width)).for_each(|(a, r)| *a += r);
+                        }
+                        if epilogue.gelu && k0 + kc == k {
+                            gelu_in_place(&mut acc[..width]);
+                        }
                         let dst = y.get_mut(at..at + width);
                         match <&mut [f32; NR]>::try_from(&mut *dst) {
                             Ok(whole) => *whole = *acc,
@@ -183,7 +204,8 @@ mod tests {
     use super::*;
 
     /// Every instruction set against a plain f64 product, on shapes that leave partial panels,
-    /// tiles, token blocks and k chunks, and a row range that starts mid-matrix.
+    /// tiles, token blocks and k chunks, and a row range that starts mid-matrix; with and without
+    /// each part of the epilogue.
     #[test]
     fn product_matches_the_plain_sum() {
         let (t, k, n) = (MC + 13, KC + 44, 45);
@@ -191,27 +213,40 @@ mod tests {
         let x: Vec<f32> = (0..t * k).map(val).collect();
         let w: Vec<f32> = (0..n * k).map(|i| val(i + 17)).collect();
         let bias: Vec<f32> = (0..n).map(|i| val(i + 3)).collect();
+        let mut residual: Vec<f32> = (0..t * n).map(|i| 4.0 * val(i + 29)).collect();
         let decode = |r: usize, out: &mut [f32]| {
             out.copy_from_slice(&w[r * k..(r + 1) * k]);
             Ok(())
         };
+        let gelu = |v: f64| 0.5 * v * (1.0 + libm::erf(v * std::f64::consts::FRAC_1_SQRT_2));
+        let res = Shared::new(&mut residual);
         for isa in Isa::available() {
-            let mut y = vec![f32::NAN; t * n];
-            let rows = 3..n;
-            {
-                let shared = Shared::new(&mut y);
-                unsafe { product(isa, &Rows { x: &x, t, k }, rows.clone(), &decode, &bias, &shared, n).unwrap() };
-            }
-            for tok in 0..t {
-                for r in 0..n {
-                    let got = y[tok * n + r];
-                    if !rows.contains(&r) {
-                        assert!(got.is_nan(), "{} wrote outside its rows", isa.name());
-                        continue;
+            for (with_residual, with_gelu) in [(false, false), (true, false), (false, true), (true, true)] {
+                let mut y = vec![f32::NAN; t * n];
+                let rows = 3..n;
+                {
+                    let shared = Shared::new(&mut y);
+                    let epilogue = Epilogue { residual: with_residual.then_some(&res), gelu: with_gelu };
+                    unsafe { product(isa, &Rows { x: &x, t, k }, rows.clone(), &decode, &bias, &shared, n, epilogue).unwrap() };
+                }
+                for tok in 0..t {
+                    for r in 0..n {
+                        let got = y[tok * n + r];
+                        if !rows.contains(&r) {
+                            assert!(got.is_nan(), "{} wrote outside its rows", isa.name());
+                            continue;
+                        }
+                        let mut want: f64 = bias[r] as f64
+                            + (0..k).map(|i| x[tok * k + i] as f64 * w[r * k + i] as f64).sum::<f64>();
+                        if with_residual {
+                            want += unsafe { res.get(tok * n + r..tok * n + r + 1) }[0] as f64;
+                        }
+                        if with_gelu {
+                            want = gelu(want);
+                        }
+                        let what = format!("{} residual {with_residual} gelu {with_gelu} [{tok}, {r}]", isa.name());
+                        assert!((got as f64 - want).abs() < 1e-3, "{what}: {got} vs {want}");
                     }
-                    let want: f64 = bias[r] as f64
-                        + (0..k).map(|i| x[tok * k + i] as f64 * w[r * k + i] as f64).sum::<f64>();
-                    assert!((got as f64 - want).abs() < 1e-3, "{} [{tok}, {r}]: {got} vs {want}", isa.name());
                 }
             }
         }

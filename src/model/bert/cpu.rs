@@ -1,14 +1,15 @@
 //! Executing the encoder graph on the CPU with the CPU backend's pieces: packed matrices
 //! (`cpu::matrix`) multiplied by the blocked product for many token rows (`cpu::gemm`), the
 //! SIMD dot and axpy (`cpu::kernels`), and its threads,
-//! which split each op's rows and meet at a barrier after it (`cpu::threads`).
+//! which split each op's rows and meet at a barrier after it (`cpu::threads`: OS threads
+//! natively, the page's worker pool in a wasm build with shared memory).
 
 use std::sync::Mutex;
 
 use crate::cpu::kernels::Isa;
 use crate::cpu::encoder;
-use crate::cpu::gemm::{self, Rows};
-use crate::cpu::threads::{share, Shared, SpinBarrier};
+use crate::cpu::gemm::{self, Epilogue, Rows};
+use crate::cpu::threads::{self, share, Shared, SpinBarrier};
 use crate::error::{Error, Result};
 use crate::model::graph::Checkpoint;
 
@@ -119,7 +120,8 @@ pub fn execute(
         .iter()
         .map(|&a| vec![0f32; if a == Act::Pooled { n_seq } else { t } * a.width(c)])
         .collect();
-    let threads = threads.max(1);
+    // As the LLM passes: at most the threads there are (a wasm page's joined pool workers).
+    let threads = threads.clamp(1, threads::available());
     let exec = Exec {
         c,
         w,
@@ -132,18 +134,7 @@ pub fn execute(
         failed: Mutex::new(None),
         profile,
     };
-    // One thread (the browser's) runs in place: wasm32 without atomics has no threads to scope.
-    if threads == 1 {
-        exec.worker(0, ops);
-    } else {
-        std::thread::scope(|s| {
-            for tid in 1..threads {
-                let e = &exec;
-                s.spawn(move || e.worker(tid, ops));
-            }
-            exec.worker(0, ops);
-        });
-    }
+    threads::run(threads, &|tid| exec.worker(tid, ops));
     let captures = exec.captures.into_inner().unwrap_or_else(|p| p.into_inner());
     if let Some(e) = exec.failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
@@ -182,12 +173,13 @@ impl Exec<'_> {
         let name = match op {
             Op::Embed { .. } => "embeddings",
             Op::LayerNorm { .. } => "layernorm",
-            Op::Linear { w, .. } => {
+            Op::Linear { w, gelu, .. } => {
                 let (rows, cols) = self.w.linear(*w).map_or((0, 0), |l| (l.w.rows, l.w.cols));
                 let flops = 2.0 * (self.batch.ids.len() * rows * cols) as f64;
                 let part = match w {
                     Weight::Layer(_, LayerWeight::Q | LayerWeight::K | LayerWeight::V) => "gemm q/k/v",
                     Weight::Layer(_, LayerWeight::O) => "gemm attention output",
+                    Weight::Layer(_, LayerWeight::Up) if *gelu => "gemm up + gelu",
                     Weight::Layer(_, LayerWeight::Up) => "gemm up",
                     Weight::Layer(_, LayerWeight::Down) => "gemm down",
                     _ => "gemm",
@@ -195,8 +187,6 @@ impl Exec<'_> {
                 return (part.to_string(), flops);
             }
             Op::Attention { .. } => "attention",
-            Op::GeluErf { .. } => "gelu",
-            Op::Add { .. } => "residual add",
             Op::Pool { .. } => "pooling",
             Op::L2Normalize { .. } => "normalize",
             Op::Capture { .. } => "capture",
@@ -242,7 +232,7 @@ impl Exec<'_> {
                     encoder::layer_norm(xs, &norm.w, &norm.b, c.eps, ys);
                 }
             }
-            Op::Linear { w, x, out } => {
+            Op::Linear { w, x, out, residual, gelu } => {
                 let lin = self.w.linear(*w)?;
                 let m = &lin.w;
                 let rows = Rows { x: unsafe { self.buf(*x).get(0..t * m.cols) }, t, k: m.cols };
@@ -254,7 +244,8 @@ impl Exec<'_> {
                     None => m.decode_row(r, row),
                 };
                 // SAFETY: this thread's share of the matrix rows is its own columns of `out`.
-                unsafe { gemm::product(self.isa, &rows, share(m.rows, tid, n), &decode, &lin.b, self.buf(*out), m.rows)? };
+                let epilogue = Epilogue { residual: residual.map(|r| self.buf(r)), gelu: *gelu };
+                unsafe { gemm::product(self.isa, &rows, share(m.rows, tid, n), &decode, &lin.b, self.buf(*out), m.rows, epilogue)? };
             }
             Op::Attention { q, k, v, out } => {
                 let hd = c.head_dim();
@@ -284,17 +275,6 @@ impl Exec<'_> {
                     for (i, r) in rows.enumerate() {
                         unsafe { ob.get_mut(r * d + col..r * d + col + hd) }.copy_from_slice(&scratch.o[i * hd..(i + 1) * hd]);
                     }
-                }
-            }
-            Op::GeluErf { x } => {
-                let range = share(t * x.width(c), tid, n);
-                encoder::gelu_in_place(unsafe { self.buf(*x).get_mut(range) });
-            }
-            Op::Add { x, y, out } => {
-                let range = share(t * d, tid, n);
-                let (a, b) = unsafe { (self.buf(*x).get(range.clone()), self.buf(*y).get(range.clone())) };
-                for ((o, a), b) in unsafe { self.buf(*out).get_mut(range) }.iter_mut().zip(a).zip(b) {
-                    *o = a + b;
                 }
             }
             Op::Pool { pooling, x, out } => {

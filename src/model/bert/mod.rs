@@ -40,7 +40,8 @@ pub struct EncoderOptions {
     /// contains a rule's pattern take its format instead (the first rule that matches; 16 or 32
     /// bits keep f32).
     pub keep: Vec<KeepRule>,
-    /// Threads per pass; 0: one per available core.
+    /// Threads per pass; 0: one per available core (in a wasm page with shared memory, the
+    /// joined pool workers and the caller).
     pub threads: usize,
     /// Ids per text, `[CLS]` and `[SEP]` included; longer texts are truncated.
     pub max_tokens: usize,
@@ -148,7 +149,7 @@ impl Encoder {
 
     fn threads(&self) -> usize {
         match self.options.threads {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            0 => crate::cpu::threads::available(),
             n => n,
         }
     }
