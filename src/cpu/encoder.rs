@@ -120,52 +120,86 @@ fn gelu(x: f32) -> f32 {
     0.5 * x * if x >= 0.0 { 2.0 - erfc } else { erfc }
 }
 
+/// Query rows attention takes together: each key or value loaded serves four rows, and the four
+/// rows' sums are independent chains (one row's sum over the head would wait on each addition).
+pub const ATTENTION_ROWS: usize = 4;
+
 vectorized! {
     /// Bidirectional attention of one head over one sequence of `len` rows:
     /// `out_i = Σ_j softmax_j(q_i · k_j · scale) v_j`, with `q`, `v` and `out` packed [len, hd]
     /// and the keys transposed, `kt` [hd, lp] with `lp` = len rounded up to 8 and the padding
-    /// columns zero. Each query's scores are then `hd` products vectorized over eight keys at a
-    /// time, not `len` dot products each ending in a sum across lanes; all loops run over whole
-    /// groups of eight, since the compiler leaves a loop of fewer than 32 values scalar.
-    /// `scores` holds `lp` values.
+    /// columns zero. Scores are then `hd` products vectorized over eight keys at a time, not
+    /// `len` dot products each ending in a sum across lanes; every loop runs over whole groups of
+    /// eight (the compiler leaves a loop of fewer than 32 values scalar). `scores` holds
+    /// `ATTENTION_ROWS · lp` values.
     pub fn attention_head(q: &[f32], kt: &[f32], v: &[f32], hd: usize, scale: f32, scores: &mut [f32], out: &mut [f32]) {
-        let len = q.len() / hd;
         let lp = kt.len() / hd;
-        let scores = &mut scores[..lp];
-        for (qi, oi) in q.chunks_exact(hd).zip(out.chunks_exact_mut(hd)) {
-            for (j8, s8) in scores.chunks_exact_mut(8).enumerate() {
-                let mut acc = [0f32; 8];
-                for (&qc, kc) in qi.iter().zip(kt.chunks_exact(lp)) {
-                    for (a, k) in acc.iter_mut().zip(&kc[j8 * 8..j8 * 8 + 8]) {
-                        *a += qc * k;
-                    }
-                }
-                for (s, a) in s8.iter_mut().zip(acc) {
-                    *s = a * scale;
+        for (q, o) in q.chunks(ATTENTION_ROWS * hd).zip(out.chunks_mut(ATTENTION_ROWS * hd)) {
+            if q.len() == ATTENTION_ROWS * hd {
+                attention_rows::<ATTENTION_ROWS>(q, kt, v, hd, lp, scale, scores, o);
+            } else {
+                for (q, o) in q.chunks_exact(hd).zip(o.chunks_exact_mut(hd)) {
+                    attention_rows::<1>(q, kt, v, hd, lp, scale, scores, o);
                 }
             }
-            let max = lanes_max(&scores[..len]);
-            for s in scores.iter_mut() {
-                *s = exp_neg(*s - max);
-            }
-            scores[len..].fill(0.0);
-            let inv = 1.0 / lanes_sum(scores, |s| s);
-            let mut o8 = oi.chunks_exact_mut(8);
-            for (c8, o) in o8.by_ref().enumerate() {
-                let mut acc = [0f32; 8];
-                for (&p, vj) in scores.iter().zip(v.chunks_exact(hd)) {
-                    for (a, x) in acc.iter_mut().zip(&vj[c8 * 8..c8 * 8 + 8]) {
-                        *a += p * x;
-                    }
+        }
+    }
+}
+
+/// `R` query rows of [`attention_head`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn attention_rows<const R: usize>(q: &[f32], kt: &[f32], v: &[f32], hd: usize, lp: usize, scale: f32, scores: &mut [f32], out: &mut [f32]) {
+    let len = v.len() / hd;
+    let group = |xs: &[f32], at: usize| -> [f32; 8] { xs[at..at + 8].try_into().expect("eight values") };
+    for g in (0..lp).step_by(8) {
+        let mut acc = [[0f32; 8]; R];
+        for c in 0..hd {
+            let k8 = group(kt, c * lp + g);
+            for (i, a) in acc.iter_mut().enumerate() {
+                let qc = q[i * hd + c];
+                for (a, k) in a.iter_mut().zip(k8) {
+                    *a += qc * k;
                 }
-                for (o, a) in o.iter_mut().zip(acc) {
-                    *o = a * inv;
+            }
+        }
+        for (i, a) in acc.iter().enumerate() {
+            for (s, a) in scores[i * lp + g..i * lp + g + 8].iter_mut().zip(a) {
+                *s = a * scale;
+            }
+        }
+    }
+    let mut inv = [0f32; R];
+    for (i, inv) in inv.iter_mut().enumerate() {
+        let s = &mut scores[i * lp..(i + 1) * lp];
+        let max = lanes_max(&s[..len]);
+        for s in s.iter_mut() {
+            *s = exp_neg(*s - max);
+        }
+        s[len..].fill(0.0);
+        *inv = 1.0 / lanes_sum(s, |s| s);
+    }
+    for c in (0..hd - hd % 8).step_by(8) {
+        let mut acc = [[0f32; 8]; R];
+        for j in 0..len {
+            let v8 = group(v, j * hd + c);
+            for (i, a) in acc.iter_mut().enumerate() {
+                let p = scores[i * lp + j];
+                for (a, x) in a.iter_mut().zip(v8) {
+                    *a += p * x;
                 }
             }
-            let done = hd - o8.into_remainder().len();
-            for c in done..hd {
-                oi[c] = scores.iter().zip(v.chunks_exact(hd)).map(|(p, vj)| p * vj[c]).sum::<f32>() * inv;
+        }
+        for (i, a) in acc.iter().enumerate() {
+            for (o, a) in out[i * hd + c..i * hd + c + 8].iter_mut().zip(a) {
+                *o = a * inv[i];
             }
+        }
+    }
+    for c in hd - hd % 8..hd {
+        for i in 0..R {
+            let sum: f32 = (0..len).map(|j| scores[i * lp + j] * v[j * hd + c]).sum();
+            out[i * hd + c] = sum * inv[i];
         }
     }
 }
@@ -263,7 +297,7 @@ mod tests {
             let mut out = vec![0f32; len * hd];
             let lp = len.div_ceil(8) * 8;
             let kt: Vec<f32> = (0..hd * lp).map(|i| if i % lp < len { k[(i % lp) * hd + i / lp] } else { 0.0 }).collect();
-            super::attention_head(&q, &kt, &v, hd, 0.25, &mut vec![0f32; lp], &mut out);
+            super::attention_head(&q, &kt, &v, hd, 0.25, &mut vec![0f32; super::ATTENTION_ROWS * lp], &mut out);
             for i in 0..len {
                 let s: Vec<f64> = (0..len)
                     .map(|j| (0..hd).map(|c| q[i * hd + c] as f64 * k[j * hd + c] as f64).sum::<f64>() * 0.25)

@@ -152,7 +152,7 @@ impl Exec<'_> {
             k: vec![0f32; padded * self.c.head_dim()],
             v: vec![0f32; head],
             o: vec![0f32; head],
-            scores: vec![0f32; padded],
+            scores: vec![0f32; encoder::ATTENTION_ROWS * padded],
         };
         let profile = self.profile.filter(|_| tid == 0);
         for op in ops {
