@@ -44,8 +44,10 @@ for r in range(a.rounds):
     row = run(st)
     row["round"] = r
     rows.append(row)
-    print(f"round {r}: " + ", ".join(f"{x['engine']} {x['weights']} {x['sentences_per_s']:.1f}" for x in rows if x["round"] == r),
-          f"(load {rows[-1]['load_1min']})", flush=True)
+    this = [x for x in rows if x["round"] == r]
+    ratios = ", ".join(f"{x['weights']} {x['sentences_per_s'] / row['sentences_per_s']:.2f}" for x in this if x["engine"] == "weft")
+    print(f"round {r}: " + ", ".join(f"{x['engine']} {x['weights']} {x['sentences_per_s']:.1f}" for x in this),
+          f"(load {rows[-1]['load_1min']}); weft / sentence-transformers: {ratios}", flush=True)
 
 out = Path(a.out)
 out.parent.mkdir(parents=True, exist_ok=True)
@@ -55,3 +57,8 @@ with out.open("a") as f:
 for key in dict.fromkeys((x["engine"], x["weights"]) for x in rows):
     rates = [x["sentences_per_s"] for x in rows if (x["engine"], x["weights"]) == key]
     print(f"{key[0]} {key[1]}: best {max(rates):.1f}, median {statistics.median(rates):.1f} sentences/s over {len(rates)} runs")
+st = {x["round"]: x["sentences_per_s"] for x in rows if x["engine"] != "weft"}
+for w in a.weights.split(","):
+    per_round = [x["sentences_per_s"] / st[x["round"]] for x in rows if x["engine"] == "weft" and x["weights"] == w]
+    print(f"weft {w} / sentence-transformers per round: {min(per_round):.2f}-{max(per_round):.2f}, "
+          f"median {statistics.median(per_round):.2f}")

@@ -3,17 +3,13 @@
 //! (F32: cosine ≥ 0.99999 on every fixture text and every hidden state of three texts within the
 //! activation tolerance; q8: cosine ≥ 0.995 to the F32 reference).
 
-#[path = "common/activations.rs"]
-#[allow(dead_code)]
-mod activations;
 #[path = "common/embed.rs"]
 mod embed;
 
-use std::path::Path;
 use std::rc::Rc;
 
 use weft::gpu::{BackendChoice, DType, GpuContext, GpuTensor};
-use weft::model::bert::{open_native, EmbedOptions, Encoder, EncoderOptions, Pooling};
+use weft::model::bert::{open_native, EmbedOptions, Encoder, EncoderOptions};
 use weft::ops::{encoder_attention, gelu, layernorm, pool};
 use weft::quant::weft::WeftQuant;
 use weft::selftest::random_f32;
@@ -112,41 +108,10 @@ fn gpu_encoder(ctx: &Rc<GpuContext>, quantize: Option<&str>) -> anyhow::Result<E
 #[test]
 fn gpu_embeddings_equal_sentence_transformers() -> anyhow::Result<()> {
     embed::model_present()?;
-    let fx = embed::fixture()?;
     let ctx = context();
     let enc = gpu_encoder(&ctx, None)?;
-    let texts: Vec<&str> = fx.sentences.iter().map(|s| s.text.as_str()).collect();
-    // Batches of 8 mix short and long (truncated) texts in one pass.
-    let got = enc.embed(&texts, EmbedOptions { batch_size: 8, ..Default::default() }, &mut |_, _| {})?;
-    let cosines: Vec<f64> = got.iter().zip(&fx.sentences).map(|(e, s)| embed::cosine(e, &s.embedding)).collect();
-    let worst = cosines.iter().copied().fold(1.0, f64::min);
-    println!("GPU F32: min cosine {worst:.8} over {} texts", got.len());
-    assert!(worst >= 0.99999, "min cosine {worst}");
-    for e in &got {
-        let norm: f32 = e.iter().map(|v| v * v).sum::<f32>().sqrt();
-        assert!((norm - 1.0).abs() < 1e-5, "normalised: {norm}");
-    }
-    // CLS pooling without normalisation is the first row of the last hidden state.
-    let cls = enc.embed(&texts[..1], EmbedOptions { pooling: Pooling::Cls, normalize: false, batch_size: 1 }, &mut |_, _| {})?;
-    let hidden = enc.hidden_states(texts[0])?;
-    assert_eq!(&cls[0][..], &hidden.last().expect("hidden states").2[..enc.dim()]);
-
-    // Every hidden state of three texts within the activation tolerance.
-    for s in 0..3 {
-        let got = enc.hidden_states(&fx.sentences[s].text)?;
-        assert_eq!(got.len(), enc.config.n_layers + 1);
-        for (name, shape, values) in &got {
-            let layer = name.trim_start_matches("hidden.");
-            let (ref_shape, reference) = activations::read_npy(&Path::new(embed::FIXTURES).join(format!("hidden.{s}.{layer}.npy")))?;
-            assert_eq!(shape, &ref_shape, "{name}");
-            let max_err = values.iter().zip(&reference).map(|(a, b)| (a - b).abs() as f64).fold(0.0, f64::max);
-            let scale = reference.iter().map(|v| v.abs() as f64).fold(0.0, f64::max);
-            let rel = max_err / scale;
-            println!("GPU text {s} {name:<9} max|err| {max_err:.3e} relative {rel:.2e}");
-            assert!(rel <= activations::F32_TOLERANCE, "text {s} {name}: {rel:.2e}");
-        }
-    }
-    Ok(())
+    embed::check_f32_embeddings(&enc, "GPU F32")?;
+    embed::check_hidden_states(&enc, "GPU")
 }
 
 #[test]

@@ -1,35 +1,46 @@
-import { test, expect } from '@playwright/test';
+import { appendFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { test, expect, type Page } from '@playwright/test';
 
 // Sentence embeddings in Chromium through the worker API: loadModel(folder, { task: 'embed' }),
-// on the CPU and on WebGPU (backend: 'gpu'),
-// against the sentence-transformers fixture (tests/fixtures/embed), option errors with codes,
-// and the throughput of 256 sentences of ~30 tokens in batches of 32 (tokenization included).
+// on the CPU and on WebGPU (backend: 'gpu', SwiftShader here), against the sentence-transformers
+// fixture (tests/fixtures/embed), option errors with codes, and each backend's throughput on
+// 256 sentences of ~30 tokens in batches of 32 (tokenization included). With
+// WEFT_EMBED_RESULTS=FILE each rate is appended to FILE as a row of bench/embed_compare.py's
+// (bench/results/embed/chromium.jsonl is the table's in bench/results.md); only then is the
+// WebGPU rate taken, which on SwiftShader takes minutes.
 
 const MODEL = '/models/all-MiniLM-L6-v2';
 
-test('embeddings equal sentence-transformers in the browser', async ({ page }) => {
-  test.setTimeout(600_000);
+function record(device: string, threads: number, rate: number) {
+  const file = process.env.WEFT_EMBED_RESULTS;
+  if (!file) return;
+  const row = { engine: 'weft', device, weights: 'f32', threads, sentences: 256, batch_size: 32, sentences_per_s: rate,
+    load_1min: Math.round(loadavg()[0] * 100) / 100 };
+  appendFileSync(file, JSON.stringify(row) + '\n');
+}
+
+type Encoder = { embed(texts: string[], options?: object): Promise<Float32Array[]> };
+type Helpers = {
+  weft: typeof import('../../js/index.js');
+  texts: string[];
+  refIds: number[];
+  caught(p: Promise<unknown>): Promise<string | null>;
+  minCosine(vectors: Float32Array[]): number;
+  sentencesPerSecond(m: Encoder): Promise<number>;
+};
+
+// Loads the harness and leaves on `globalThis.embedTest` what every test here uses: the
+// initialised API, the fixture's texts, the rejection code of a promise, the minimum cosine of
+// embeddings to the fixture's, and a model's rate on bench/embed_sentences.txt (after one
+// untimed batch).
+async function setUp(page: Page) {
   await page.goto('/harness.html');
-  const r = await page.evaluate(async (model) => {
+  await page.evaluate(async () => {
     const weft = await import('/js/index.js');
     await weft.init();
     const fx = await (await fetch('/fixtures/embed/sentences.json')).json();
-    const caught = async (p: Promise<unknown>) => {
-      try {
-        await p;
-        return null;
-      } catch (e) {
-        return (e as { code: string }).code;
-      }
-    };
-    const missing = await caught(weft.loadModel('/models/no-such-encoder', { task: 'embed', cache: false }));
-    const loads: number[] = [];
-    const m = await weft.loadModel(model, { task: 'embed', onProgress: (p: { bytesLoaded: number }) => loads.push(p.bytesLoaded) });
-    const badOption = await caught(m.embed(['x'], { pooling: 'max' }));
-    const badTexts = await caught(m.embed('x' as unknown as string[]));
-    const texts = fx.sentences.map((s: { text: string }) => s.text);
-    const progress: number[] = [];
-    const vectors = await m.embed(texts, { pooling: 'mean', normalize: true, batchSize: 8, onProgress: (p: { done: number }) => progress.push(p.done) });
+    const bench = (await (await fetch('/bench/embed_sentences.txt')).text()).split('\n').filter((l) => l.length);
     const cosine = (a: ArrayLike<number>, b: ArrayLike<number>) => {
       let d = 0, na = 0, nb = 0;
       for (let i = 0; i < a.length; i++) {
@@ -39,22 +50,53 @@ test('embeddings equal sentence-transformers in the browser', async ({ page }) =
       }
       return d / Math.sqrt(na * nb);
     };
-    const cosines = vectors.map((v: Float32Array, i: number) => cosine(v, fx.sentences[i].embedding));
-    const ids = await m.tokenize(texts[1]);
+    const helpers: Helpers = {
+      weft,
+      texts: fx.sentences.map((s: { text: string }) => s.text),
+      refIds: fx.sentences[1].ids,
+      caught: async (p) => {
+        try {
+          await p;
+          return null;
+        } catch (e) {
+          return (e as { code: string }).code;
+        }
+      },
+      minCosine: (vectors) => Math.min(...vectors.map((v, i) => cosine(v, fx.sentences[i].embedding))),
+      sentencesPerSecond: async (m) => {
+        if (bench.length !== 256) throw new Error(`bench/embed_sentences.txt has ${bench.length} sentences`);
+        await m.embed(bench.slice(0, 32), { batchSize: 32 });
+        const start = performance.now();
+        await m.embed(bench, { batchSize: 32 });
+        return bench.length / ((performance.now() - start) / 1000);
+      },
+    };
+    (globalThis as unknown as { embedTest: Helpers }).embedTest = helpers;
+  });
+}
 
-    const bench = (await (await fetch('/bench/embed_sentences.txt')).text()).split('\n').filter((l) => l.length);
-    await m.embed(bench.slice(0, 32), { batchSize: 32 });
-    const start = performance.now();
-    await m.embed(bench, { batchSize: 32 });
-    const seconds = (performance.now() - start) / 1000;
+test('embeddings equal sentence-transformers in the browser', async ({ page }) => {
+  test.setTimeout(600_000);
+  await setUp(page);
+  const r = await page.evaluate(async (model) => {
+    const { weft, texts, refIds, caught, minCosine, sentencesPerSecond } = (globalThis as unknown as { embedTest: Helpers }).embedTest;
+    const missing = await caught(weft.loadModel('/models/no-such-encoder', { task: 'embed', cache: false }));
+    const loads: number[] = [];
+    const m = await weft.loadModel(model, { task: 'embed', onProgress: (p: { bytesLoaded: number }) => loads.push(p.bytesLoaded) });
+    const badOption = await caught(m.embed(['x'], { pooling: 'max' }));
+    const badTexts = await caught(m.embed('x' as unknown as string[]));
+    const progress: number[] = [];
+    const vectors = await m.embed(texts, { pooling: 'mean', normalize: true, batchSize: 8, onProgress: (p: { done: number }) => progress.push(p.done) });
+    const ids = await m.tokenize(texts[1]);
     return {
       missing, badOption, badTexts, loads: loads.length, progress,
       isFloat32: vectors.every((v: unknown) => v instanceof Float32Array), dim: m.dim, n: vectors.length,
-      minCosine: Math.min(...cosines), ids, refIds: fx.sentences[1].ids,
-      benchSentences: bench.length, sentencesPerSecond: bench.length / seconds,
+      minCosine: minCosine(vectors), ids, refIds, sentencesPerSecond: await sentencesPerSecond(m),
+      threads: (await weft.capabilities()).cpu.threads,
     };
   }, MODEL);
-  console.log(`min cosine ${r.minCosine.toFixed(8)} over ${r.n} texts; ${r.benchSentences} sentences: ${r.sentencesPerSecond.toFixed(1)} sentences/s`);
+  console.log(`CPU: min cosine ${r.minCosine.toFixed(8)} over ${r.n} texts; 256 sentences: ${r.sentencesPerSecond.toFixed(1)} sentences/s`);
+  record('chromium cpu (wasm)', r.threads, r.sentencesPerSecond);
   expect(r.missing).toMatch(/^(FORMAT|LOAD_HTTP)$/);
   expect(r.badOption).toBe('INVALID_ARGUMENT');
   expect(r.badTexts).toBe('INVALID_ARGUMENT');
@@ -65,47 +107,28 @@ test('embeddings equal sentence-transformers in the browser', async ({ page }) =
   expect(r.n).toBe(24);
   expect(r.minCosine).toBeGreaterThanOrEqual(0.99999);
   expect(r.ids).toEqual(r.refIds);
-  expect(r.benchSentences).toBe(256);
 });
 
 test("backend: 'gpu' runs the encoder on WebGPU (SwiftShader) with the same embeddings", async ({ page }) => {
   test.setTimeout(600_000);
-  await page.goto('/harness.html');
-  const r = await page.evaluate(async (model) => {
-    const weft = await import('/js/index.js');
-    await weft.init();
-    const fx = await (await fetch('/fixtures/embed/sentences.json')).json();
-    const caught = async (p: Promise<unknown>) => {
-      try {
-        await p;
-        return null;
-      } catch (e) {
-        return (e as { code: string }).code;
-      }
-    };
+  await setUp(page);
+  const r = await page.evaluate(async ({ model, timed }) => {
+    const { weft, texts, caught, minCosine, sentencesPerSecond } = (globalThis as unknown as { embedTest: Helpers }).embedTest;
     const badBackend = await caught(weft.loadModel(model, { task: 'embed', backend: 'tpu' }));
     // SwiftShader is a software adapter: 'auto' keeps the CPU, as for the LLMs.
     const auto = await weft.loadModel(model, { task: 'embed', backend: 'auto' });
     const autoBackend = auto.backend;
     await auto.dispose();
     const m = await weft.loadModel(model, { task: 'embed', backend: 'gpu' });
-    const texts = fx.sentences.map((s: { text: string }) => s.text);
     const vectors = await m.embed(texts, { batchSize: 8 });
-    const cosine = (a: ArrayLike<number>, b: ArrayLike<number>) => {
-      let d = 0, na = 0, nb = 0;
-      for (let i = 0; i < a.length; i++) {
-        d += a[i] * b[i];
-        na += a[i] * a[i];
-        nb += b[i] * b[i];
-      }
-      return d / Math.sqrt(na * nb);
-    };
-    const cosines = vectors.map((v: Float32Array, i: number) => cosine(v, fx.sentences[i].embedding));
     const backend = m.backend;
+    const rate = timed ? await sentencesPerSecond(m) : null;
     await m.dispose();
-    return { badBackend, autoBackend, backend, n: vectors.length, minCosine: Math.min(...cosines) };
-  }, MODEL);
-  console.log(`GPU (SwiftShader): min cosine ${r.minCosine.toFixed(8)} over ${r.n} texts`);
+    return { badBackend, autoBackend, backend, n: vectors.length, minCosine: minCosine(vectors), sentencesPerSecond: rate };
+  }, { model: MODEL, timed: !!process.env.WEFT_EMBED_RESULTS });
+  const rate = r.sentencesPerSecond === null ? '' : `; 256 sentences: ${r.sentencesPerSecond.toFixed(2)} sentences/s`;
+  console.log(`GPU (SwiftShader): min cosine ${r.minCosine.toFixed(8)} over ${r.n} texts${rate}`);
+  if (r.sentencesPerSecond !== null) record('chromium webgpu (SwiftShader)', 1, r.sentencesPerSecond);
   expect(r.badBackend).toBe('INVALID_ARGUMENT');
   expect(r.autoBackend).toBe('cpu');
   expect(r.backend).toBe('gpu');

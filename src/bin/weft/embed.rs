@@ -58,6 +58,10 @@ pub struct BenchArgs {
     reps: usize,
     #[arg(long)]
     json: bool,
+    /// After the timed runs, one more run with every phase timed (CPU backend), printed to
+    /// stderr: seconds, share of the run, and GFLOP/s of the matrix products.
+    #[arg(long)]
+    profile: bool,
 }
 
 /// `q8` and `q4` name the formats the LLM loader uses for them.
@@ -108,7 +112,7 @@ pub fn run(a: &Args) -> anyhow::Result<()> {
 pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&a.sentences).with_context(|| a.sentences.clone())?;
     let sentences: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
-    let enc = open(&a.model)?;
+    let mut enc = open(&a.model)?;
     let tokens: usize = sentences.iter().map(|s| enc.tokenize(s).len()).sum();
     let opts = EmbedOptions { batch_size: a.batch_size, ..Default::default() };
     enc.embed(&sentences[..a.batch_size.min(sentences.len())], opts, &mut |_, _| {})?;
@@ -117,6 +121,9 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
         let start = Instant::now();
         enc.embed(&sentences, opts, &mut |_, _| {})?;
         best = best.min(start.elapsed().as_secs_f64());
+    }
+    if a.profile {
+        print_profile(&mut enc, &sentences, opts)?;
     }
     let rate = sentences.len() as f64 / best;
     let threads = match a.model.threads {
@@ -142,5 +149,23 @@ pub fn bench(a: &BenchArgs) -> anyhow::Result<()> {
             rate
         );
     }
+    Ok(())
+}
+
+fn print_profile(enc: &mut Encoder, sentences: &[&str], opts: EmbedOptions) -> anyhow::Result<()> {
+    enc.start_profile();
+    let start = Instant::now();
+    enc.embed(sentences, opts, &mut |_, _| {})?;
+    let total = start.elapsed().as_secs_f64();
+    let mut phases = enc.profile().map(|p| p.phases).unwrap_or_default();
+    anyhow::ensure!(!phases.is_empty(), "no phases timed: --profile times the CPU backend");
+    phases.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
+    eprintln!("profile of one run: {total:.3} s");
+    for p in &phases {
+        let rate = if p.flops > 0.0 { format!(", {:.1} GFLOP/s", p.flops / p.seconds / 1e9) } else { String::new() };
+        eprintln!("  {:<22} {:>8.1} ms {:>5.1} % ({} calls{rate})", p.name, p.seconds * 1e3, 100.0 * p.seconds / total, p.calls);
+    }
+    let timed: f64 = phases.iter().map(|p| p.seconds).sum();
+    eprintln!("  {:<22} {:>8.1} ms {:>5.1} %", "other", (total - timed) * 1e3, 100.0 * (total - timed) / total);
     Ok(())
 }

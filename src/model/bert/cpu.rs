@@ -1,19 +1,20 @@
 //! Executing the encoder graph on the CPU with the CPU backend's pieces: packed matrices
 //! (`cpu::matrix`) multiplied by the blocked product for many token rows (`cpu::gemm`), the
 //! SIMD dot and axpy (`cpu::kernels`), and its threads,
-//! which split each op's rows and meet at a barrier after it (`cpu::threads`).
+//! which split each op's rows and meet at a barrier after it (`cpu::threads`: OS threads
+//! natively, the page's worker pool in a wasm build with shared memory).
 
 use std::sync::Mutex;
 
 use crate::cpu::kernels::Isa;
 use crate::cpu::encoder;
-use crate::cpu::gemm::{self, Rows};
-use crate::cpu::threads::{share, Shared, SpinBarrier};
+use crate::cpu::gemm::{self, Epilogue, Rows};
+use crate::cpu::threads::{self, share, Shared, SpinBarrier};
 use crate::error::{Error, Result};
 use crate::model::graph::Checkpoint;
 
 use super::config::BertConfig;
-use super::forward::{Act, Op, Pooling, ACTS};
+use super::forward::{Act, LayerWeight, Op, Pooling, Weight, ACTS};
 use super::weights::BertWeights;
 
 /// The sequences of one pass, packed: sequence `s` is rows `starts[s]..starts[s + 1]`.
@@ -44,6 +45,36 @@ impl Batch<'_> {
     }
 }
 
+/// Wall time per phase of CPU passes (`weft bench-embed --profile`). Thread 0 times each op
+/// from its start to the barrier after it, so a phase includes the wait for its slowest thread:
+/// what the phase costs the pass.
+#[derive(Clone, Debug, Default)]
+pub struct Profile {
+    pub phases: Vec<Phase>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Phase {
+    pub name: String,
+    pub seconds: f64,
+    pub calls: u64,
+    /// Floating-point operations of the matrix products (0 elsewhere).
+    pub flops: f64,
+}
+
+impl Profile {
+    pub fn add(&mut self, name: &str, seconds: f64, flops: f64) {
+        match self.phases.iter_mut().find(|p| p.name == name) {
+            Some(p) => {
+                p.seconds += seconds;
+                p.calls += 1;
+                p.flops += flops;
+            }
+            None => self.phases.push(Phase { name: name.to_string(), seconds, calls: 1, flops }),
+        }
+    }
+}
+
 struct Exec<'a> {
     c: &'a BertConfig,
     w: &'a BertWeights,
@@ -54,9 +85,11 @@ struct Exec<'a> {
     barrier: SpinBarrier,
     captures: Mutex<Vec<Checkpoint>>,
     failed: Mutex<Option<Error>>,
+    profile: Option<&'a Mutex<Profile>>,
 }
 
-/// One thread's working rows for attention: one head of the longest sequence each.
+/// One thread's working rows for attention: one head of the longest sequence each (`k`
+/// transposed, its length rounded up to 8).
 struct Scratch {
     q: Vec<f32>,
     k: Vec<f32>,
@@ -69,7 +102,8 @@ fn index(a: Act) -> usize {
     ACTS.iter().position(|&b| b == a).unwrap_or(0)
 }
 
-/// Runs `ops` over `batch`; returns the pooled rows [sequences, dim] and the checkpoints.
+/// Runs `ops` over `batch`; returns the pooled rows [sequences, dim] and the checkpoints. With
+/// `profile` (native builds: it reads `std::time::Instant`), adds each op's time to it.
 pub fn execute(
     c: &BertConfig,
     w: &BertWeights,
@@ -77,6 +111,7 @@ pub fn execute(
     threads: usize,
     ops: &[Op],
     batch: &Batch,
+    profile: Option<&Mutex<Profile>>,
 ) -> Result<(Vec<f32>, Vec<Checkpoint>)> {
     let t = batch.ids.len();
     let n_seq = batch.starts.len().saturating_sub(1);
@@ -85,7 +120,8 @@ pub fn execute(
         .iter()
         .map(|&a| vec![0f32; if a == Act::Pooled { n_seq } else { t } * a.width(c)])
         .collect();
-    let threads = threads.max(1);
+    // As the LLM passes: at most the threads there are (a wasm page's joined pool workers).
+    let threads = threads.clamp(1, threads::available());
     let exec = Exec {
         c,
         w,
@@ -96,19 +132,9 @@ pub fn execute(
         barrier: SpinBarrier::new(threads),
         captures: Mutex::new(Vec::new()),
         failed: Mutex::new(None),
+        profile,
     };
-    // One thread (the browser's) runs in place: wasm32 without atomics has no threads to scope.
-    if threads == 1 {
-        exec.worker(0, ops);
-    } else {
-        std::thread::scope(|s| {
-            for tid in 1..threads {
-                let e = &exec;
-                s.spawn(move || e.worker(tid, ops));
-            }
-            exec.worker(0, ops);
-        });
-    }
+    threads::run(threads, &|tid| exec.worker(tid, ops));
     let captures = exec.captures.into_inner().unwrap_or_else(|p| p.into_inner());
     if let Some(e) = exec.failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
@@ -119,20 +145,53 @@ pub fn execute(
 impl Exec<'_> {
     fn worker(&self, tid: usize, ops: &[Op]) {
         let longest = self.batch.starts.windows(2).map(|p| p[1] - p[0]).max().unwrap_or(0);
+        let padded = longest.div_ceil(8) * 8;
         let head = longest * self.c.head_dim();
         let mut scratch = Scratch {
             q: vec![0f32; head],
-            k: vec![0f32; head],
+            k: vec![0f32; padded * self.c.head_dim()],
             v: vec![0f32; head],
             o: vec![0f32; head],
-            scores: vec![0f32; longest],
+            scores: vec![0f32; encoder::ATTENTION_ROWS * padded],
         };
+        let profile = self.profile.filter(|_| tid == 0);
         for op in ops {
+            let start = profile.map(|_| std::time::Instant::now());
             if let Err(e) = self.op(tid, op, &mut scratch) {
                 self.failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
             }
             self.barrier.wait();
+            if let (Some(p), Some(start)) = (profile, start) {
+                let (name, flops) = self.phase(op);
+                p.lock().unwrap_or_else(|p| p.into_inner()).add(&name, start.elapsed().as_secs_f64(), flops);
+            }
         }
+    }
+
+    /// The profile's name for `op`, and its floating-point operations where it is a product.
+    fn phase(&self, op: &Op) -> (String, f64) {
+        let name = match op {
+            Op::Embed { .. } => "embeddings",
+            Op::LayerNorm { .. } => "layernorm",
+            Op::Linear { w, gelu, .. } => {
+                let (rows, cols) = self.w.linear(*w).map_or((0, 0), |l| (l.w.rows, l.w.cols));
+                let flops = 2.0 * (self.batch.ids.len() * rows * cols) as f64;
+                let part = match w {
+                    Weight::Layer(_, LayerWeight::Q | LayerWeight::K | LayerWeight::V) => "gemm q/k/v",
+                    Weight::Layer(_, LayerWeight::O) => "gemm attention output",
+                    Weight::Layer(_, LayerWeight::Up) if *gelu => "gemm up + gelu",
+                    Weight::Layer(_, LayerWeight::Up) => "gemm up",
+                    Weight::Layer(_, LayerWeight::Down) => "gemm down",
+                    _ => "gemm",
+                };
+                return (part.to_string(), flops);
+            }
+            Op::Attention { .. } => "attention",
+            Op::Pool { .. } => "pooling",
+            Op::L2Normalize { .. } => "normalize",
+            Op::Capture { .. } => "capture",
+        };
+        (name.to_string(), 0.0)
     }
 
     fn buf(&self, a: Act) -> &Shared<'_, f32> {
@@ -169,16 +228,11 @@ impl Exec<'_> {
                 let norm = self.w.norm(*w)?;
                 for tok in share(t, tid, n) {
                     let xs = unsafe { self.buf(*x).get(tok * d..(tok + 1) * d) };
-                    let mean = xs.iter().sum::<f32>() / d as f32;
-                    let var = xs.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / d as f32;
-                    let scale = 1.0 / (var + c.eps).sqrt();
                     let ys = unsafe { self.buf(*out).get_mut(tok * d..(tok + 1) * d) };
-                    for (i, y) in ys.iter_mut().enumerate() {
-                        *y = (xs[i] - mean) * scale * norm.w[i] + norm.b[i];
-                    }
+                    encoder::layer_norm(xs, &norm.w, &norm.b, c.eps, ys);
                 }
             }
-            Op::Linear { w, x, out } => {
+            Op::Linear { w, x, out, residual, gelu } => {
                 let lin = self.w.linear(*w)?;
                 let m = &lin.w;
                 let rows = Rows { x: unsafe { self.buf(*x).get(0..t * m.cols) }, t, k: m.cols };
@@ -190,42 +244,37 @@ impl Exec<'_> {
                     None => m.decode_row(r, row),
                 };
                 // SAFETY: this thread's share of the matrix rows is its own columns of `out`.
-                unsafe { gemm::product(self.isa, &rows, share(m.rows, tid, n), &decode, &lin.b, self.buf(*out), m.rows)? };
+                let epilogue = Epilogue { residual: residual.map(|r| self.buf(r)), gelu: *gelu };
+                unsafe { gemm::product(self.isa, &rows, share(m.rows, tid, n), &decode, &lin.b, self.buf(*out), m.rows, epilogue)? };
             }
             Op::Attention { q, k, v, out } => {
                 let hd = c.head_dim();
                 let scale = 1.0 / (hd as f32).sqrt();
                 let (qb, kb, vb, ob) = (self.buf(*q), self.buf(*k), self.buf(*v), self.buf(*out));
                 let n_seq = self.batch.starts.len() - 1;
-                // One (sequence, head) at a time: its rows gathered into packed [len, hd]
-                // copies, so the kernel reads contiguous memory and no row sees another
-                // sequence's (BERT's padding mask, without the padding).
+                // One (sequence, head) at a time: its rows gathered into packed copies (the keys
+                // transposed, [hd, len]), so the kernel reads contiguous memory and no row sees
+                // another sequence's (BERT's padding mask, without the padding).
                 for item in (tid..n_seq * c.n_heads).step_by(n) {
                     let (s, h) = (item / c.n_heads, item % c.n_heads);
                     let rows = self.batch.starts[s]..self.batch.starts[s + 1];
-                    let len = rows.len();
+                    let (len, lp) = (rows.len(), rows.len().div_ceil(8) * 8);
                     let col = h * hd;
-                    for (buf, src) in [(&mut scratch.q, qb), (&mut scratch.k, kb), (&mut scratch.v, vb)] {
-                        for (i, r) in rows.clone().enumerate() {
-                            buf[i * hd..(i + 1) * hd].copy_from_slice(unsafe { src.get(r * d + col..r * d + col + hd) });
+                    let kt = &mut scratch.k[..hd * lp];
+                    kt.fill(0.0);
+                    for (i, r) in rows.clone().enumerate() {
+                        let at = r * d + col..r * d + col + hd;
+                        scratch.q[i * hd..(i + 1) * hd].copy_from_slice(unsafe { qb.get(at.clone()) });
+                        scratch.v[i * hd..(i + 1) * hd].copy_from_slice(unsafe { vb.get(at.clone()) });
+                        for (j, &kv) in unsafe { kb.get(at) }.iter().enumerate() {
+                            kt[j * lp + i] = kv;
                         }
                     }
-                    let (qs, ks, vs) = (&scratch.q[..len * hd], &scratch.k[..len * hd], &scratch.v[..len * hd]);
-                    encoder::attention_head(qs, ks, vs, hd, scale, &mut scratch.scores, &mut scratch.o[..len * hd]);
+                    let (qs, kt, vs) = (&scratch.q[..len * hd], &scratch.k[..hd * lp], &scratch.v[..len * hd]);
+                    encoder::attention_head(qs, kt, vs, hd, scale, &mut scratch.scores, &mut scratch.o[..len * hd]);
                     for (i, r) in rows.enumerate() {
                         unsafe { ob.get_mut(r * d + col..r * d + col + hd) }.copy_from_slice(&scratch.o[i * hd..(i + 1) * hd]);
                     }
-                }
-            }
-            Op::GeluErf { x } => {
-                let range = share(t * x.width(c), tid, n);
-                encoder::gelu_in_place(unsafe { self.buf(*x).get_mut(range) });
-            }
-            Op::Add { x, y, out } => {
-                let range = share(t * d, tid, n);
-                let (a, b) = unsafe { (self.buf(*x).get(range.clone()), self.buf(*y).get(range.clone())) };
-                for ((o, a), b) in unsafe { self.buf(*out).get_mut(range) }.iter_mut().zip(a).zip(b) {
-                    *o = a + b;
                 }
             }
             Op::Pool { pooling, x, out } => {

@@ -17,11 +17,10 @@ pub enum Act {
     /// A block's output before its LayerNorm (residual sum), [t, dim].
     Sum,
     Up,
-    Down,
     Pooled,
 }
 
-pub const ACTS: [Act; 9] = [Act::X, Act::Q, Act::K, Act::V, Act::Attn, Act::Sum, Act::Up, Act::Down, Act::Pooled];
+pub const ACTS: [Act; 8] = [Act::X, Act::Q, Act::K, Act::V, Act::Attn, Act::Sum, Act::Up, Act::Pooled];
 
 impl Act {
     pub fn width(self, c: &BertConfig) -> usize {
@@ -68,14 +67,11 @@ pub enum Op {
     Embed { out: Act },
     /// `out = (x - mean) / sqrt(var + eps) * w + b`, per row.
     LayerNorm { x: Act, w: Weight, out: Act },
-    /// `out = x · wᵀ + b`.
-    Linear { w: Weight, x: Act, out: Act },
+    /// `out = x · wᵀ + b (+ residual)`, then `gelu(out)` (erf) with `gelu`: the residual sum and
+    /// the GELU happen while the product's outputs are in registers.
+    Linear { w: Weight, x: Act, out: Act, residual: Option<Act>, gelu: bool },
     /// Multi-head attention of each token over every token of its own sequence.
     Attention { q: Act, k: Act, v: Act, out: Act },
-    /// `x = gelu(x)` with the exact (erf) GELU.
-    GeluErf { x: Act },
-    /// `out = x + y`.
-    Add { x: Act, y: Act, out: Act },
     /// One row per sequence.
     Pool { pooling: Pooling, x: Act, out: Act },
     /// `x /= |x|` per row.
@@ -106,18 +102,16 @@ pub fn forward(c: &BertConfig, pass: EncodePass) -> Vec<Op> {
     for l in 0..c.n_layers {
         let w = |part: LayerWeight| Weight::Layer(l, part);
         // x = norm(x + wo · attention(wq · x, wk · x, wv · x))
-        g.push(Op::Linear { w: w(LayerWeight::Q), x: Act::X, out: Act::Q });
-        g.push(Op::Linear { w: w(LayerWeight::K), x: Act::X, out: Act::K });
-        g.push(Op::Linear { w: w(LayerWeight::V), x: Act::X, out: Act::V });
+        let linear = |part, x, out, residual, gelu| Op::Linear { w: w(part), x, out, residual, gelu };
+        g.push(linear(LayerWeight::Q, Act::X, Act::Q, None, false));
+        g.push(linear(LayerWeight::K, Act::X, Act::K, None, false));
+        g.push(linear(LayerWeight::V, Act::X, Act::V, None, false));
         g.push(Op::Attention { q: Act::Q, k: Act::K, v: Act::V, out: Act::Attn });
-        g.push(Op::Linear { w: w(LayerWeight::O), x: Act::Attn, out: Act::Down });
-        g.push(Op::Add { x: Act::X, y: Act::Down, out: Act::Sum });
+        g.push(linear(LayerWeight::O, Act::Attn, Act::Sum, Some(Act::X), false));
         g.push(Op::LayerNorm { x: Act::Sum, w: w(LayerWeight::AttnNorm), out: Act::X });
         // x = norm(x + w_down · gelu(w_up · x))
-        g.push(Op::Linear { w: w(LayerWeight::Up), x: Act::X, out: Act::Up });
-        g.push(Op::GeluErf { x: Act::Up });
-        g.push(Op::Linear { w: w(LayerWeight::Down), x: Act::Up, out: Act::Down });
-        g.push(Op::Add { x: Act::X, y: Act::Down, out: Act::Sum });
+        g.push(linear(LayerWeight::Up, Act::X, Act::Up, None, true));
+        g.push(linear(LayerWeight::Down, Act::Up, Act::Sum, Some(Act::X), false));
         g.push(Op::LayerNorm { x: Act::Sum, w: w(LayerWeight::OutNorm), out: Act::X });
         capture(&mut g, format!("hidden.{}", l + 1), Act::X);
     }

@@ -12,6 +12,7 @@ pub use config::BertConfig;
 pub use forward::Pooling;
 
 use std::rc::Rc;
+use std::sync::Mutex;
 
 use crate::cpu::kernels::Isa;
 use crate::gpu::GpuContext;
@@ -39,7 +40,8 @@ pub struct EncoderOptions {
     /// contains a rule's pattern take its format instead (the first rule that matches; 16 or 32
     /// bits keep f32).
     pub keep: Vec<KeepRule>,
-    /// Threads per pass; 0: one per available core.
+    /// Threads per pass; 0: one per available core (in a wasm page with shared memory, the
+    /// joined pool workers and the caller).
     pub threads: usize,
     /// Ids per text, `[CLS]` and `[SEP]` included; longer texts are truncated.
     pub max_tokens: usize,
@@ -84,6 +86,8 @@ pub struct Encoder {
     pub weights: Weights,
     pub options: EncoderOptions,
     isa: Isa,
+    /// Phase times of the CPU passes since `start_profile` (native only).
+    profile: Option<Mutex<cpu::Profile>>,
 }
 
 impl Encoder {
@@ -110,7 +114,7 @@ impl Encoder {
         let weights = weights::load(reader, &config, options.quantize, &options.keep, progress).await?;
         let max_tokens = options.max_tokens.clamp(2, config.max_positions);
         let options = EncoderOptions { max_tokens, ..options };
-        Ok(Self { config, tokenizer, weights: Weights::Cpu(Box::new(weights)), options, isa: Isa::detect() })
+        Ok(Self { config, tokenizer, weights: Weights::Cpu(Box::new(weights)), options, isa: Isa::detect(), profile: None })
     }
 
     /// Moves the weights to `ctx`'s GPU (in their format: f32, or weft's packed levels), so
@@ -145,9 +149,20 @@ impl Encoder {
 
     fn threads(&self) -> usize {
         match self.options.threads {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            0 => crate::cpu::threads::available(),
             n => n,
         }
+    }
+
+    /// Times tokenization and every op of the CPU passes from now on (a clean slate each call).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn start_profile(&mut self) {
+        self.profile = Some(Mutex::new(cpu::Profile::default()));
+    }
+
+    /// The phase times summed since `start_profile`.
+    pub fn profile(&self) -> Option<cpu::Profile> {
+        self.profile.as_ref().map(|p| p.lock().unwrap_or_else(|e| e.into_inner()).clone())
     }
 
     /// The ids of `text` as the encoder reads them.
@@ -164,7 +179,12 @@ impl Encoder {
     pub async fn embed_async(&self, texts: &[&str], opts: EmbedOptions, progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<Vec<f32>>> {
         let mut out = Vec::with_capacity(texts.len());
         for chunk in texts.chunks(opts.batch_size.max(1)) {
+            // Only `start_profile` (native) sets the profile, so wasm never reads the clock.
+            let start = self.profile.as_ref().map(|_| std::time::Instant::now());
             let seqs: Vec<Vec<u32>> = chunk.iter().map(|t| self.tokenize(t)).collect();
+            if let (Some(p), Some(start)) = (&self.profile, start) {
+                p.lock().unwrap_or_else(|e| e.into_inner()).add("tokenization", start.elapsed().as_secs_f64(), 0.0);
+            }
             let pooled = self.encode_ids_async(&seqs, opts.pooling, opts.normalize).await?;
             out.extend(pooled.chunks_exact(self.config.dim).map(<[f32]>::to_vec));
             progress(out.len(), texts.len());
@@ -211,7 +231,7 @@ impl Encoder {
         match &self.weights {
             Weights::Cpu(w) => {
                 let ops = forward::forward(&self.config, pass);
-                cpu::execute(&self.config, w, self.isa, self.threads(), &ops, &batch)
+                cpu::execute(&self.config, w, self.isa, self.threads(), &ops, &batch, self.profile.as_ref())
             }
             Weights::Gpu { ctx, bert } => bert.run(ctx, &self.config, &batch, pass).await,
         }
