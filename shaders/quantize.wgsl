@@ -220,17 +220,15 @@ fn f32_div(a: u32, b: u32) -> u32 {
     let na = f32_normal(a);
     let nb = f32_normal(b);
     let mb = u32(nb.x);
-    // Restoring division: q = floor(ma * 2^26 / mb), at least 26 bits, and the remainder's
-    // sticky bit.
-    var r = u32(na.x);
-    var q = 0u;
-    for (var i = 0u; i < 27u; i++) {
-        q = q << 1u;
-        if r >= mb {
-            r -= mb;
-            q |= 1u;
-        }
-        r = r << 1u;
+    // Long division in integer steps (exact): q = floor(ma * 2^26 / mb), at least 26 bits, then
+    // 8 bits at a time; every partial remainder stays below mb < 2^24.
+    var n = u32(na.x) << 2u;
+    var q = n / mb;
+    var r = n % mb;
+    for (var i = 0u; i < 3u; i++) {
+        n = r << 8u;
+        q = (q << 8u) | (n / mb);
+        r = n % mb;
     }
     return f32_round(s, vec2<u32>(q | select(0u, 1u, r != 0u), 0u), na.y - nb.y - 26);
 }
