@@ -165,8 +165,14 @@ export interface LoadOptions {
   /** Float matrices (F32, F16, BF16) quantized as their layer arrives, under `weft quantize`'s
    * default keep rules (the embedding and an untied head at 8 bits): 'q4' (q4_g32_asym), 'q8'
    * (q8_g32_asym), 'q3' (q3_g32_asym), a weft format name, or 'none' (default). WebGPU only.
-   * `stats().load.quantized` lists each matrix with its format and digest. */
+   * The GPU quantizes (the same bytes as `weft quantize`); a matrix holding NaN or an infinity
+   * is FORMAT. `stats().load.quantized` lists each matrix with its format. */
   quantize?: 'q4' | 'q8' | 'q3' | 'none' | string;
+  /** Where `quantize` runs: 'gpu' (default) or 'cpu' (the reference quantizer, in wasm). */
+  quantizeOn?: 'gpu' | 'cpu';
+  /** Read each GPU-quantized matrix back for its digest in `stats().load.quantized` (a copy of
+   * the weights; for comparing a load with `weft quantize`). */
+  quantizeDigests?: boolean;
 }
 
 /** Unknown keys and values out of range are INVALID_ARGUMENT errors naming the option. */
@@ -228,8 +234,9 @@ export interface LoadStats {
   peakWasmMemoryBytes: number;
   /** The matrices `quantize` quantized while loading: the name in the file, the weft format,
    * and the FNV-1a 64 (16 hex digits) of the packed words, scales and zero points as a weft
-   * file made by `weft quantize` stores them. Empty without `quantize`. */
-  quantized: { name: string; format: string; digest: string }[];
+   * file made by `weft quantize` stores them (on the GPU only with `quantizeDigests`). Empty
+   * without `quantize`. */
+  quantized: { name: string; format: string; digest?: string }[];
 }
 
 export interface Stats {

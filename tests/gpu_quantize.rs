@@ -119,3 +119,46 @@ fn non_finite_weights_are_a_typed_error_naming_the_tensor() -> anyhow::Result<()
     }
     Ok(())
 }
+
+/// A tiny model's F16 folder loaded with `quantize`, once quantized on the GPU (digests read
+/// back) and once by the CPU reference: the same matrices in the same formats with equal
+/// digests, then the same logits and greedy ids.
+#[test]
+fn a_load_quantized_on_the_gpu_equals_the_cpu_quantizers_load() -> anyhow::Result<()> {
+    use weft::loader::native::FileReader;
+    use weft::model::{self, EngineOptions, WeightOptions};
+    let ctx = ctx();
+    for dir in ["tests/fixtures/qwen3-tiny", "tests/fixtures/gemma2-tiny", "tests/fixtures/phi3-tiny"] {
+        let mut runs = Vec::new();
+        for on_cpu in [false, true] {
+            let reader = FileReader::open(format!("{dir}/model.safetensors"))?;
+            let config = std::fs::read_to_string(format!("{dir}/config.json"))?;
+            let tokenizer = std::fs::read_to_string("tests/fixtures/qwen2-tiny/tokenizer.json")?;
+            let weights = WeightOptions {
+                quantize: Some(WeftQuant::parse("q4_g32_asym")?),
+                default_keep: true,
+                quantize_on_cpu: on_cpu,
+                digests: true,
+                ..Default::default()
+            };
+            let engine = EngineOptions { max_seq: 32, max_batch: 8, ..Default::default() };
+            let mut progress = |_| {};
+            let open = model::open_safetensors(ctx, &reader, &config, &tokenizer, None, engine, weights, &mut progress);
+            let mut llama = pollster::block_on(open)?.0;
+            let quantized: Vec<(String, String, Option<u64>)> =
+                llama.weights.quantized.iter().map(|q| (q.name.clone(), q.format.name(), q.digest)).collect();
+            let mut ids = vec![pollster::block_on(llama.prefill(ctx, &[5, 17, 42, 9]))?];
+            while ids.len() < 8 {
+                ids.push(pollster::block_on(llama.step(ctx))?);
+            }
+            runs.push((quantized, ids));
+        }
+        let (gpu, cpu) = (&runs[0], &runs[1]);
+        assert!(gpu.0.len() >= 7 && gpu.0.iter().all(|q| q.2.is_some()), "{dir}: {:?}", gpu.0);
+        assert!(gpu.0.iter().any(|q| q.1 == "q8_g32_asym") && gpu.0.iter().any(|q| q.1 == "q4_g32_asym"));
+        assert_eq!(gpu.0, cpu.0, "{dir}: digests differ");
+        assert_eq!(gpu.1, cpu.1, "{dir}: greedy ids differ");
+        println!("{dir}: {} matrices quantized on the GPU equal the CPU's; greedy {:?}", gpu.0.len(), gpu.1);
+    }
+    Ok(())
+}

@@ -66,7 +66,9 @@ struct LoadStats {
 struct QuantizedTensor {
     name: String,
     format: String,
-    digest: String,
+    /// Only where the CPU quantized the matrix, or `quantizeDigests` asked for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    digest: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -149,7 +151,7 @@ pub async fn load_model(url: String, options: JsValue) -> Result<Model, JsValue>
                 .weights
                 .quantized
                 .iter()
-                .map(|q| QuantizedTensor { name: q.name.clone(), format: q.format.name(), digest: format!("{:016x}", q.digest) })
+                .map(|q| QuantizedTensor { name: q.name.clone(), format: q.format.name(), digest: q.digest.map(|d| format!("{d:016x}")) })
                 .collect(),
             Engine::Cpu(_) => Vec::new(),
         },
@@ -221,11 +223,14 @@ async fn load_once(
     let watch = ctx.watch_out_of_memory();
     // The budget is checked against weights + KV cache + activations after the header, before
     // any weight is fetched: a model over it is GPU_OOM (needed, available) with nothing spent.
-    // Float matrices are quantized as they arrive, under `weft quantize`'s default keep rules.
+    // Float matrices are quantized as they arrive, under `weft quantize`'s default keep rules,
+    // on the GPU unless `quantizeOn: 'cpu'`.
     let weights = WeightOptions {
         memory_budget_mb: opts.memory_budget_mb,
         quantize: opts.quantize,
         default_keep: true,
+        quantize_on_cpu: opts.quantize_on_cpu,
+        digests: opts.quantize_digests,
     };
     let (opened, fetched) = if is_folder(url) {
         let folder = WebFolder::parse(url, opts.web.clone()).expect("a folder URL");

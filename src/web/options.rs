@@ -23,6 +23,8 @@ pub const LOAD_KEYS: &[&str] = &[
     "backend",
     "quantize",
     "memoryBudgetMB",
+    "quantizeOn",
+    "quantizeDigests",
     "task",
 ];
 
@@ -92,6 +94,10 @@ pub struct LoadOptions {
     pub backend: Option<super::backend::Choice>,
     /// Float matrices quantized while loading (`quantize`); None keeps them as stored.
     pub quantize: Option<crate::quant::weft::WeftQuant>,
+    /// `quantizeOn: 'cpu'`: quantize with the CPU reference in wasm rather than on the GPU.
+    pub quantize_on_cpu: bool,
+    /// `quantizeDigests`: read GPU-quantized matrices back for their digests in `stats()`.
+    pub quantize_digests: bool,
 }
 
 /// `quantize` of `loadModel`: 'q4', 'q8', 'q3', 'none', or a weft format name.
@@ -162,7 +168,16 @@ impl LoadOptions {
             }
         };
         let quantize = quantize(options)?;
-        Ok(Self { on_progress, web, max_context, kv, memory_budget_mb, backend, quantize })
+        let quantize_on_cpu = match field(options, "quantizeOn").map(|v| v.as_string()) {
+            None => false,
+            Some(Some(on)) if on == "gpu" || on == "cpu" => on == "cpu",
+            Some(_) => return Err(invalid("option 'quantizeOn' must be 'gpu' or 'cpu'")),
+        };
+        let quantize_digests = match field(options, "quantizeDigests") {
+            None => false,
+            Some(v) => v.as_bool().ok_or_else(|| invalid("option 'quantizeDigests' must be a boolean"))?,
+        };
+        Ok(Self { on_progress, web, max_context, kv, memory_budget_mb, backend, quantize, quantize_on_cpu, quantize_digests })
     }
 }
 

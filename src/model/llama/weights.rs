@@ -110,12 +110,12 @@ pub struct Weights {
 }
 
 /// A matrix quantized while loading: its file name, the format and `load::quant_digest` of
-/// its packed form.
+/// its packed form (None when the GPU quantized it and no digest was asked for).
 #[derive(Clone, Debug)]
 pub struct Quantized {
     pub name: String,
     pub format: crate::quant::weft::WeftQuant,
-    pub digest: u64,
+    pub digest: Option<u64>,
 }
 
 impl Weights {
