@@ -146,7 +146,7 @@ fn f32_exp(a: u32) -> i32 {
     return max(i32((a >> 23u) & 0xFFu), 1);
 }
 
-// m shifted right by n >= 1, jammed.
+// m shifted right by n, jammed.
 fn jam32(m: u32, n: u32) -> u32 {
     if n >= 32u {
         return select(0u, 1u, m != 0u);
@@ -155,13 +155,13 @@ fn jam32(m: u32, n: u32) -> u32 {
 }
 
 // sig * 2^k (sig != 0) rounded to the nearest f32, ties to even, with sign bit s.
-fn f32_round(s: u32, sig: vec2<u32>, k: i32) -> u32 {
-    let shift = 33 - i32(u64_clz(sig));
+fn f32_round32(s: u32, sig: u32, k: i32) -> u32 {
+    let shift = 1 - i32(countLeadingZeros(sig));
     var m: u32;
     if shift > 0 {
-        m = u64_shr_jam(sig, u32(shift)).x;
+        m = jam32(sig, u32(shift));
     } else {
-        m = sig.x << u32(-shift);
+        m = sig << u32(-shift);
     }
     // m has its leading bit at bit 30: the value is m * 2^(e - 157) with e the exponent field.
     var e = k + shift + 157;
@@ -180,6 +180,19 @@ fn f32_round(s: u32, sig: vec2<u32>, k: i32) -> u32 {
     // The hidden bit adds one to the exponent field; a carry out of the significand adds one
     // more, up to infinity.
     return s | ((u32(e - 1) << 23u) + r);
+}
+
+// The same for a 64-bit significand: its top 32 bits, jammed with the rest.
+fn f32_round(s: u32, sig: vec2<u32>, k: i32) -> u32 {
+    if sig.y == 0u {
+        return f32_round32(s, sig.x, k);
+    }
+    let shift = 32u - countLeadingZeros(sig.y);
+    if shift == 32u {
+        return f32_round32(s, sig.y | select(0u, 1u, sig.x != 0u), k + 32);
+    }
+    let m = (sig.y << (32u - shift)) | (sig.x >> shift) | select(0u, 1u, (sig.x << (32u - shift)) != 0u);
+    return f32_round32(s, m, k + i32(shift));
 }
 
 fn f32_mul(a: u32, b: u32) -> u32 {
@@ -230,7 +243,7 @@ fn f32_div(a: u32, b: u32) -> u32 {
         q = (q << 8u) | (n / mb);
         r = n % mb;
     }
-    return f32_round(s, vec2<u32>(q | select(0u, 1u, r != 0u), 0u), na.y - nb.y - 26);
+    return f32_round32(s, q | select(0u, 1u, r != 0u), na.y - nb.y - 26);
 }
 
 fn f32_add(a: u32, b: u32) -> u32 {
@@ -253,7 +266,9 @@ fn f32_add(a: u32, b: u32) -> u32 {
     if f32_is_zero(b) {
         return a;
     }
-    // The operand of larger exponent first; the other shifted right, jammed, 32 guard bits.
+    // The operand of larger exponent first; the other shifted right, jammed, 7 guard bits:
+    // with a shift of 2 or more a difference loses at most one leading bit, with less the
+    // shift is exact.
     var x = a;
     var y = b;
     if f32_exp(b) > f32_exp(a) {
@@ -261,22 +276,22 @@ fn f32_add(a: u32, b: u32) -> u32 {
         y = a;
     }
     let ex = f32_exp(x);
-    let big = vec2<u32>(0u, f32_sig(x));
-    let small = u64_shr_jam(vec2<u32>(0u, f32_sig(y)), u32(ex - f32_exp(y)));
-    var sum: vec2<u32>;
+    let big = f32_sig(x) << 7u;
+    let small = jam32(f32_sig(y) << 7u, u32(ex - f32_exp(y)));
+    var sum: u32;
     var s = x & SIGN;
     if ((x ^ y) & SIGN) == 0u {
-        sum = u64_add(big, small);
-    } else if u64_lt(big, small) {
-        sum = u64_sub(small, big);
+        sum = big + small;
+    } else if big < small {
+        sum = small - big;
         s = y & SIGN;
     } else {
-        sum = u64_sub(big, small);
+        sum = big - small;
     }
-    if u64_zero(sum) {
+    if sum == 0u {
         return 0u;
     }
-    return f32_round(s, sum, ex - 182);
+    return f32_round32(s, sum, ex - 157);
 }
 
 fn f32_sub(a: u32, b: u32) -> u32 {
