@@ -162,3 +162,46 @@ fn a_load_quantized_on_the_gpu_equals_the_cpu_quantizers_load() -> anyhow::Resul
     }
     Ok(())
 }
+
+/// `quantize: 'auto'` on a tiny model: the plan (made from the header) names every float
+/// matrix, the load quantizes each to its planned format, and the model generates; a budget
+/// the KV cache and activations alone exceed is ModelTooLarge before any weight is read.
+#[test]
+fn auto_quantization_loads_the_planned_formats_and_generates() -> anyhow::Result<()> {
+    use weft::loader::native::FileReader;
+    use weft::model::{self, EngineOptions, WeightOptions};
+    let ctx = ctx();
+    let dir = "tests/fixtures/qwen3-tiny";
+    let open = |budget_mb: u64, max_seq: usize| -> weft::Result<model::Llama> {
+        let reader = FileReader::open(format!("{dir}/model.safetensors"))?;
+        let config = std::fs::read_to_string(format!("{dir}/config.json")).map_err(|e| Error::Model(e.to_string()))?;
+        let tokenizer = std::fs::read_to_string("tests/fixtures/qwen2-tiny/tokenizer.json").map_err(|e| Error::Model(e.to_string()))?;
+        let weights = WeightOptions { auto: true, memory_budget_mb: Some(budget_mb), ..Default::default() };
+        let engine = EngineOptions { max_seq, max_batch: 8, ..Default::default() };
+        let mut progress = |_| {};
+        Ok(pollster::block_on(model::open_safetensors(ctx, &reader, &config, &tokenizer, None, engine, weights, &mut progress))?.0)
+    };
+    let mut llama = open(2, 32)?;
+    let plan = llama.weights.plan.clone().expect("a plan");
+    assert!(plan.fixed_bytes + plan.matrix_bytes <= 2_000_000);
+    let planned: Vec<(String, String)> = plan.assignments.iter().map(|a| (a.name.clone(), a.format.name())).collect();
+    let loaded: Vec<(String, String)> = llama.weights.quantized.iter().map(|q| (q.name.clone(), q.format.name())).collect();
+    assert_eq!(planned.len(), 15);
+    let mut sorted = loaded.clone();
+    sorted.sort();
+    let mut want = planned.clone();
+    want.sort();
+    assert_eq!(sorted, want, "the load quantized what the plan chose");
+    let mut ids = vec![pollster::block_on(llama.prefill(ctx, &[5, 17, 42, 9]))?];
+    while ids.len() < 8 {
+        ids.push(pollster::block_on(llama.step(ctx))?);
+    }
+    assert!(ids.iter().all(|&t| (t as usize) < llama.config.vocab));
+    println!("auto, 2 MB: {} matrix bytes, formats {:?}; greedy {ids:?}", plan.matrix_bytes, planned.iter().map(|p| &p.1).collect::<std::collections::BTreeSet<_>>());
+    match open(0, 32) {
+        Err(Error::ModelTooLarge { needed, available, .. }) => assert!(needed > available),
+        Err(e) => panic!("expected ModelTooLarge, got {e}"),
+        Ok(_) => panic!("expected ModelTooLarge, the model loaded"),
+    }
+    Ok(())
+}

@@ -19,6 +19,7 @@ use crate::quant::weft::{quantize, QuantMatrix, WeftQuant};
 
 use super::config::LlamaConfig;
 use super::convert::default_keep_format;
+use super::fit::AutoPlan;
 use super::llama::{GateUp, LayerWeights, Quantized, Qkv, Weights};
 use super::names::{part_of, part_of_in, tensor_name, LayerPart, Naming, Part};
 
@@ -59,6 +60,9 @@ pub struct WeightOptions {
     /// With `quantize`: quantize with the CPU reference instead of the GPU kernel
     /// (`ops::quantize`, the same bytes), for timing one against the other.
     pub quantize_on_cpu: bool,
+    /// `quantize: 'auto'`: each float matrix in the format [`super::fit::plan_auto`] chose for
+    /// the budget (`quantize` and `default_keep` are then not used).
+    pub auto: bool,
     /// With `quantize` on the GPU: read each quantized matrix back for its digest
     /// ([`quant_digest`]), to compare a load with `weft quantize`; costs a copy of the weights.
     pub digests: bool,
@@ -382,22 +386,23 @@ pub fn quant_digest(m: &QuantMatrix) -> u64 {
 /// How a load quantizes: the GPU kernel (with the matrices whose digests it reads back at the
 /// end) or the CPU reference, and what it quantized.
 struct Quantizing {
+    plan: Option<AutoPlan>,
     gpu: Option<Quantizer>,
     pending: RefCell<Vec<(usize, QWeight)>>,
     done: RefCell<Vec<Quantized>>,
 }
 
 impl Quantizing {
-    async fn new(ctx: &GpuContext, opts: &WeightOptions) -> Result<Self> {
-        let gpu = match opts.quantize {
-            Some(_) if !opts.quantize_on_cpu => Some(Quantizer::new(ctx).await?),
+    async fn new(ctx: &GpuContext, opts: &WeightOptions, plan: Option<AutoPlan>) -> Result<Self> {
+        let gpu = match opts.quantize.is_some() || plan.is_some() {
+            true if !opts.quantize_on_cpu => Some(Quantizer::new(ctx).await?),
             _ => None,
         };
-        Ok(Self { gpu, pending: RefCell::new(Vec::new()), done: RefCell::new(Vec::new()) })
+        Ok(Self { plan, gpu, pending: RefCell::new(Vec::new()), done: RefCell::new(Vec::new()) })
     }
 
     /// Waits for the GPU's quantization, checks it and reads the digests asked for.
-    async fn finish(self, ctx: &GpuContext) -> Result<Vec<Quantized>> {
+    async fn finish(self, ctx: &GpuContext) -> Result<(Vec<Quantized>, Option<AutoPlan>)> {
         if let Some(q) = &self.gpu {
             q.check(ctx).await?;
         }
@@ -405,7 +410,7 @@ impl Quantizing {
         for (i, w) in self.pending.into_inner() {
             done[i].digest = Some(quant_digest(&read_back(ctx, &w).await?));
         }
-        Ok(done)
+        Ok((done, self.plan))
     }
 }
 
@@ -425,9 +430,10 @@ fn matrix(
         t.storage,
         StorageType::Safe(_) | StorageType::Ggml(GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
     );
-    let quant = match opts.quantize {
-        Some(q) if opts.default_keep => default_keep_format(&t.name, q)?,
-        q => q,
+    let quant = match (&quantizing.plan, opts.quantize) {
+        (Some(plan), _) => plan.format_of(&t.name),
+        (None, Some(q)) if opts.default_keep => default_keep_format(&t.name, q)?,
+        (None, q) => q,
     };
     if let (true, Some(q)) = (float, quant) {
         let mut done = quantizing.done.borrow_mut();
@@ -483,6 +489,7 @@ pub async fn load_weights<R: RangeReader>(
     header: &ModelHeader,
     config: &LlamaConfig,
     opts: &WeightOptions,
+    plan: Option<AutoPlan>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Weights> {
     let c = config;
@@ -496,7 +503,7 @@ pub async fn load_weights<R: RangeReader>(
     let mut out_norm = None;
     let mut output = None;
     let mut layers: Vec<Option<LayerWeights>> = (0..c.n_layers).map(|_| None).collect();
-    let quantizing = Quantizing::new(ctx, opts).await?;
+    let quantizing = Quantizing::new(ctx, opts, plan).await?;
     // In file order, so a reader that can only stream the file front to back (a server that
     // ignores Range) never has to go back. GGUF files often store blk.10 before blk.2.
     let mut order: Vec<usize> = (0..steps).collect();
@@ -577,7 +584,7 @@ pub async fn load_weights<R: RangeReader>(
         loaded += group.bytes();
         progress(Progress { phase: Phase::Weights, step: done + 1, steps, bytes_loaded: loaded, bytes_total: total });
     }
-    let quantized = quantizing.finish(ctx).await?;
+    let (quantized, plan) = quantizing.finish(ctx).await?;
     let layers = layers
         .into_iter()
         .enumerate()
@@ -589,5 +596,6 @@ pub async fn load_weights<R: RangeReader>(
         out_norm: out_norm.ok_or_else(|| Error::Model("the file has no output norm".into()))?,
         output,
         quantized,
+        plan,
     })
 }

@@ -77,8 +77,15 @@ async fn build<R: RangeReader>(
     // both before the first weight is fetched.
     load::validate_tensors(header, &config)?;
     let device = DeviceMemory::of(ctx, weights.memory_budget_mb);
-    check_memory_fit(&config, header.tensors(), &engine, &weights, &device)?;
-    let w = load::load_weights(ctx, reader, header, &config, &weights, progress).await?;
+    // `quantize: 'auto'` plans the formats within the budget; the buffer limits are checked
+    // as for any load.
+    let plan = match weights.auto {
+        true => Some(fit::plan_auto(&config, header.tensors(), &engine, &device)?),
+        false => None,
+    };
+    let limits_only = DeviceMemory { budget_bytes: None, ..device };
+    check_memory_fit(&config, header.tensors(), &engine, &weights, if weights.auto { &limits_only } else { &device })?;
+    let w = load::load_weights(ctx, reader, header, &config, &weights, plan, progress).await?;
     progress(Progress { phase: Phase::Compile, step: 0, steps: 0, bytes_loaded: total, bytes_total: total });
     let (max_seq, sinks) = config.kv_window(engine.max_seq, engine.sinks);
     let engine = EngineOptions { max_seq, sinks, ..engine };

@@ -57,6 +57,9 @@ struct LoadStats {
     peak_wasm_memory_bytes: f64,
     /// The matrices quantized while loading (`quantize`), in load order.
     quantized: Vec<QuantizedTensor>,
+    /// `quantize: 'auto'`: the budget, what it was spent on, and each matrix's format.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    plan: Option<crate::model::fit::AutoPlan>,
 }
 
 /// One matrix quantized while loading: its name in the file, its weft format, and the FNV-1a
@@ -155,6 +158,10 @@ pub async fn load_model(url: String, options: JsValue) -> Result<Model, JsValue>
                 .collect(),
             Engine::Cpu(_) => Vec::new(),
         },
+        plan: match &engine {
+            Engine::Gpu { llama, .. } => llama.weights.plan.clone(),
+            Engine::Cpu(_) => None,
+        },
     };
     let session = Session {
         engine,
@@ -229,6 +236,7 @@ async fn load_once(
         memory_budget_mb: opts.memory_budget_mb,
         quantize: opts.quantize,
         default_keep: true,
+        auto: opts.quantize_auto,
         quantize_on_cpu: opts.quantize_on_cpu,
         digests: opts.quantize_digests,
     };
@@ -258,7 +266,7 @@ async fn load_once(
 /// One load onto the CPU backend: every weight read into wasm memory in its stored format,
 /// one progress event (phase `ready`) at the end.
 async fn load_cpu(url: &str, opts: &LoadOptions) -> crate::Result<(Engine, Tokenizer, Fetched, f64)> {
-    if is_folder(url) || opts.quantize.is_some() {
+    if is_folder(url) || opts.quantize.is_some() || opts.quantize_auto {
         return Err(Error::UnsupportedModel {
             what: "a model folder or quantizing at load on the CPU backend".into(),
             hint: "load a GGUF or weft file (`weft quantize` makes one from a folder), or use backend 'webgpu'".into(),

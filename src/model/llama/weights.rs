@@ -107,6 +107,8 @@ pub struct Weights {
     pub output: Option<QWeight>, // [vocab, dim]
     /// Each matrix quantized while loading (empty when nothing was).
     pub quantized: Vec<Quantized>,
+    /// The formats `quantize: 'auto'` chose, and for what budget.
+    pub plan: Option<crate::model::fit::AutoPlan>,
 }
 
 /// A matrix quantized while loading: its file name, the format and `load::quant_digest` of
