@@ -581,6 +581,11 @@ pub async fn load_weights<R: RangeReader>(
                 down: layer_mat(LayerPart::Down, c.dim, c.ffn_dim)?,
             });
         }
+        // The GPU quantizes a group before the next one is uploaded: its source bytes are freed
+        // as it goes, whatever the GPU's speed, and a non-finite matrix stops the load here.
+        if let Some(q) = &quantizing.gpu {
+            q.check(ctx).await?;
+        }
         loaded += group.bytes();
         progress(Progress { phase: Phase::Weights, step: done + 1, steps, bytes_loaded: loaded, bytes_total: total });
     }
