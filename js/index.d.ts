@@ -169,11 +169,13 @@ export interface LoadOptions {
    * what `memoryBudgetMB` leaves after the KV cache, activations and other tensors where the
    * predicted error falls most (role sensitivities of docs/QUALITY.md; 8 bits everywhere
    * without a budget); `stats().load.plan` reports it.
-   * The GPU quantizes (the same bytes as `weft quantize`); a matrix holding NaN or an infinity
+   * The GPU quantizes (see `quantizeOn`; the same bytes as `weft quantize`); a matrix holding NaN or an infinity
    * is FORMAT. `stats().load.quantized` lists each matrix with its format. */
   quantize?: 'q4' | 'q8' | 'q3' | 'auto' | 'none' | string;
-  /** Where `quantize` runs: 'gpu' (default) or 'cpu' (the reference quantizer, in wasm). */
-  quantizeOn?: 'gpu' | 'cpu';
+  /** Where `quantize` runs: 'auto' (default: the GPU on a hardware adapter, the CPU on a
+   * software one such as SwiftShader, where the GPU kernel is several times slower), 'gpu' or
+   * 'cpu' (the reference quantizer, in wasm). Both give the same bytes. */
+  quantizeOn?: 'auto' | 'gpu' | 'cpu';
   /** Read each GPU-quantized matrix back for its digest in `stats().load.quantized` (a copy of
    * the weights; for comparing a load with `weft quantize`). */
   quantizeDigests?: boolean;

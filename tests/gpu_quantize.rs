@@ -126,7 +126,7 @@ fn non_finite_weights_are_a_typed_error_naming_the_tensor() -> anyhow::Result<()
 #[test]
 fn a_load_quantized_on_the_gpu_equals_the_cpu_quantizers_load() -> anyhow::Result<()> {
     use weft::loader::native::FileReader;
-    use weft::model::{self, EngineOptions, WeightOptions};
+    use weft::model::{self, EngineOptions, QuantizeOn, WeightOptions};
     let ctx = ctx();
     for dir in ["tests/fixtures/qwen3-tiny", "tests/fixtures/gemma2-tiny", "tests/fixtures/phi3-tiny"] {
         let mut runs = Vec::new();
@@ -137,7 +137,7 @@ fn a_load_quantized_on_the_gpu_equals_the_cpu_quantizers_load() -> anyhow::Resul
             let weights = WeightOptions {
                 quantize: Some(WeftQuant::parse("q4_g32_asym")?),
                 default_keep: true,
-                quantize_on_cpu: on_cpu,
+                quantize_on: if on_cpu { QuantizeOn::Cpu } else { QuantizeOn::Gpu },
                 digests: true,
                 ..Default::default()
             };
@@ -169,14 +169,14 @@ fn a_load_quantized_on_the_gpu_equals_the_cpu_quantizers_load() -> anyhow::Resul
 #[test]
 fn auto_quantization_loads_the_planned_formats_and_generates() -> anyhow::Result<()> {
     use weft::loader::native::FileReader;
-    use weft::model::{self, EngineOptions, WeightOptions};
+    use weft::model::{self, EngineOptions, QuantizeOn, WeightOptions};
     let ctx = ctx();
     let dir = "tests/fixtures/qwen3-tiny";
     let open = |budget_mb: u64, max_seq: usize| -> weft::Result<model::Llama> {
         let reader = FileReader::open(format!("{dir}/model.safetensors"))?;
         let config = std::fs::read_to_string(format!("{dir}/config.json")).map_err(|e| Error::Model(e.to_string()))?;
         let tokenizer = std::fs::read_to_string("tests/fixtures/qwen2-tiny/tokenizer.json").map_err(|e| Error::Model(e.to_string()))?;
-        let weights = WeightOptions { auto: true, memory_budget_mb: Some(budget_mb), ..Default::default() };
+        let weights = WeightOptions { auto: true, memory_budget_mb: Some(budget_mb), quantize_on: QuantizeOn::Gpu, ..Default::default() };
         let engine = EngineOptions { max_seq, max_batch: 8, ..Default::default() };
         let mut progress = |_| {};
         Ok(pollster::block_on(model::open_safetensors(ctx, &reader, &config, &tokenizer, None, engine, weights, &mut progress))?.0)

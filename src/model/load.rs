@@ -57,15 +57,27 @@ pub struct WeightOptions {
     /// With `quantize`: apply the default keep rules of `weft quantize` (the token embedding and
     /// an untied head at 8 bits), so that a load quantizes as the command line does.
     pub default_keep: bool,
-    /// With `quantize`: quantize with the CPU reference instead of the GPU kernel
-    /// (`ops::quantize`, the same bytes), for timing one against the other.
-    pub quantize_on_cpu: bool,
+    /// With `quantize`: where matrices are quantized (the GPU kernel and the CPU reference give
+    /// the same bytes).
+    pub quantize_on: QuantizeOn,
     /// `quantize: 'auto'`: each float matrix in the format [`super::fit::plan_auto`] chose for
     /// the budget (`quantize` and `default_keep` are then not used).
     pub auto: bool,
     /// With `quantize` on the GPU: read each quantized matrix back for its digest
     /// ([`quant_digest`]), to compare a load with `weft quantize`; costs a copy of the weights.
     pub digests: bool,
+}
+
+/// Where a load quantizes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum QuantizeOn {
+    /// The GPU on hardware adapters; the CPU on software ones (lavapipe, SwiftShader), where
+    /// the kernel's integer emulation of the reference's float arithmetic runs several times
+    /// slower than the CPU quantizer itself.
+    #[default]
+    Auto,
+    Gpu,
+    Cpu,
 }
 
 /// The bytes of one group: a single covering read, or one read per tensor.
@@ -394,8 +406,13 @@ struct Quantizing {
 
 impl Quantizing {
     async fn new(ctx: &GpuContext, opts: &WeightOptions, plan: Option<AutoPlan>) -> Result<Self> {
+        let on_gpu = match opts.quantize_on {
+            QuantizeOn::Auto => !ctx.capabilities().is_software,
+            QuantizeOn::Gpu => true,
+            QuantizeOn::Cpu => false,
+        };
         let gpu = match opts.quantize.is_some() || plan.is_some() {
-            true if !opts.quantize_on_cpu => Some(Quantizer::new(ctx).await?),
+            true if on_gpu => Some(Quantizer::new(ctx).await?),
             _ => None,
         };
         Ok(Self { plan, gpu, pending: RefCell::new(Vec::new()), done: RefCell::new(Vec::new()) })

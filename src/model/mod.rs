@@ -19,7 +19,7 @@ pub use config::{Arch, LlamaConfig};
 pub use crate::ops::kv::KvFormat;
 pub use llama::{kv_bytes_per_token, EngineOptions, Llama, StepProfile};
 pub use fit::{check_memory_fit, DeviceMemory, MemoryNeeds};
-pub use load::{Phase, Progress, WeightOptions};
+pub use load::{Phase, Progress, QuantizeOn, WeightOptions};
 
 use crate::error::{Error, Result};
 use crate::format::ModelHeader;

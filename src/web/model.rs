@@ -231,13 +231,13 @@ async fn load_once(
     // The budget is checked against weights + KV cache + activations after the header, before
     // any weight is fetched: a model over it is GPU_OOM (needed, available) with nothing spent.
     // Float matrices are quantized as they arrive, under `weft quantize`'s default keep rules,
-    // on the GPU unless `quantizeOn: 'cpu'`.
+    // on the GPU of a hardware adapter unless `quantizeOn` says otherwise.
     let weights = WeightOptions {
         memory_budget_mb: opts.memory_budget_mb,
         quantize: opts.quantize,
         default_keep: true,
         auto: opts.quantize_auto,
-        quantize_on_cpu: opts.quantize_on_cpu,
+        quantize_on: opts.quantize_on,
         digests: opts.quantize_digests,
     };
     let (opened, fetched) = if is_folder(url) {

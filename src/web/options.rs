@@ -96,8 +96,8 @@ pub struct LoadOptions {
     pub quantize: Option<crate::quant::weft::WeftQuant>,
     /// `quantize: 'auto'`: formats planned for the memory budget (`model::fit::plan_auto`).
     pub quantize_auto: bool,
-    /// `quantizeOn: 'cpu'`: quantize with the CPU reference in wasm rather than on the GPU.
-    pub quantize_on_cpu: bool,
+    /// `quantizeOn`: 'auto' (default: the GPU on a hardware adapter), 'gpu' or 'cpu'.
+    pub quantize_on: crate::model::QuantizeOn,
     /// `quantizeDigests`: read GPU-quantized matrices back for their digests in `stats()`.
     pub quantize_digests: bool,
 }
@@ -169,16 +169,20 @@ impl LoadOptions {
         };
         let quantize = quantize(options)?;
         let quantize_auto = field(options, "quantize").and_then(|v| v.as_string()).as_deref() == Some("auto");
-        let quantize_on_cpu = match field(options, "quantizeOn").map(|v| v.as_string()) {
-            None => false,
-            Some(Some(on)) if on == "gpu" || on == "cpu" => on == "cpu",
-            Some(_) => return Err(invalid("option 'quantizeOn' must be 'gpu' or 'cpu'")),
+        let quantize_on = match field(options, "quantizeOn").map(|v| v.as_string()).map(|v| v.unwrap_or_default()) {
+            None => crate::model::QuantizeOn::Auto,
+            Some(on) => match on.as_str() {
+                "auto" => crate::model::QuantizeOn::Auto,
+                "gpu" => crate::model::QuantizeOn::Gpu,
+                "cpu" => crate::model::QuantizeOn::Cpu,
+                _ => return Err(invalid("option 'quantizeOn' must be 'auto', 'gpu' or 'cpu'")),
+            },
         };
         let quantize_digests = match field(options, "quantizeDigests") {
             None => false,
             Some(v) => v.as_bool().ok_or_else(|| invalid("option 'quantizeDigests' must be a boolean"))?,
         };
-        Ok(Self { on_progress, web, max_context, kv, memory_budget_mb, backend, quantize, quantize_auto, quantize_on_cpu, quantize_digests })
+        Ok(Self { on_progress, web, max_context, kv, memory_budget_mb, backend, quantize, quantize_auto, quantize_on, quantize_digests })
     }
 }
 
