@@ -165,8 +165,20 @@ export interface LoadOptions {
   /** Float matrices (F32, F16, BF16) quantized as their layer arrives, under `weft quantize`'s
    * default keep rules (the embedding and an untied head at 8 bits): 'q4' (q4_g32_asym), 'q8'
    * (q8_g32_asym), 'q3' (q3_g32_asym), a weft format name, or 'none' (default). WebGPU only.
-   * `stats().load.quantized` lists each matrix with its format and digest. */
-  quantize?: 'q4' | 'q8' | 'q3' | 'none' | string;
+   * 'auto' picks a format per matrix from the header before any weight is fetched, spending
+   * what `memoryBudgetMB` leaves after the KV cache, activations and other tensors where the
+   * predicted error falls most (role sensitivities of docs/QUALITY.md; 8 bits everywhere
+   * without a budget); `stats().load.plan` reports it.
+   * The GPU quantizes (see `quantizeOn`; the same bytes as `weft quantize`); a matrix holding NaN or an infinity
+   * is FORMAT. `stats().load.quantized` lists each matrix with its format. */
+  quantize?: 'q4' | 'q8' | 'q3' | 'auto' | 'none' | string;
+  /** Where `quantize` runs: 'auto' (default: the GPU on a hardware adapter, the CPU on a
+   * software one such as SwiftShader, where the GPU kernel is several times slower), 'gpu' or
+   * 'cpu' (the reference quantizer, in wasm). Both give the same bytes. */
+  quantizeOn?: 'auto' | 'gpu' | 'cpu';
+  /** Read each GPU-quantized matrix back for its digest in `stats().load.quantized` (a copy of
+   * the weights; for comparing a load with `weft quantize`). */
+  quantizeDigests?: boolean;
 }
 
 /** Unknown keys and values out of range are INVALID_ARGUMENT errors naming the option. */
@@ -228,8 +240,16 @@ export interface LoadStats {
   peakWasmMemoryBytes: number;
   /** The matrices `quantize` quantized while loading: the name in the file, the weft format,
    * and the FNV-1a 64 (16 hex digits) of the packed words, scales and zero points as a weft
-   * file made by `weft quantize` stores them. Empty without `quantize`. */
-  quantized: { name: string; format: string; digest: string }[];
+   * file made by `weft quantize` stores them (on the GPU only with `quantizeDigests`). Empty
+   * without `quantize`. */
+  quantized: { name: string; format: string; digest?: string }[];
+  /** With `quantize: 'auto'`: the budget in bytes (null without one), what the other tensors,
+   * KV cache and activations take of it, the matrices' bytes and predicted error (KL divergence),
+   * and each matrix's format. */
+  plan?: {
+    budgetBytes: number | null; fixedBytes: number; matrixBytes: number; predictedError: number;
+    assignments: { name: string; format: { bits: number; group: number; scheme: 'sym' | 'asym' }; bytes: number; error: number }[];
+  };
 }
 
 export interface Stats {

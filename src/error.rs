@@ -89,6 +89,11 @@ pub enum Error {
     #[error("tensor '{name}' has shape {shape:?} but the model configuration needs {expected:?}")]
     TensorShape { name: String, shape: Vec<u64>, expected: Vec<u64> },
 
+    /// A float matrix quantized while loading holds NaN or an infinity, which no scale
+    /// represents.
+    #[error("tensor '{name}' holds NaN or infinite values and cannot be quantized: load the model without `quantize`, or repair the file")]
+    NonFiniteWeights { name: String },
+
     /// Found before any weight is fetched: the model with these options cannot fit.
     #[error("the model needs {needed} bytes for {what} but only {available} are available: {hint}")]
     ModelTooLarge { what: String, needed: u64, available: u64, hint: String },

@@ -12,7 +12,11 @@ use crate::format::{GgmlType, SafeDtype, StorageType, TensorInfo};
 use crate::gpu::GpuContext;
 use crate::ops::attention::SPLIT_CHUNK;
 
+use crate::quant::weft::{Scheme, WeftQuant};
+
+use super::budget::{plan_budget, role_weight, Assignment, Candidate, TensorChoices};
 use super::config::LlamaConfig;
+use super::convert::{budget_formats, is_matrix};
 use super::llama::EngineOptions;
 use super::load::WeightOptions;
 use super::names::part_of;
@@ -166,6 +170,106 @@ pub fn check_memory_fit(
     Ok(needs)
 }
 
+/// `quantize: 'auto'`: a weft format for every float matrix, chosen from the header alone (the
+/// weights are not there yet) so that matrices, the other tensors, KV cache and activations fit
+/// the memory budget, spending it where the predicted error falls most per byte
+/// ([`super::budget::plan_budget`]). Without a budget every matrix gets 8 bits.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AutoPlan {
+    /// The budget, and what the tensors other than the matrices, the KV cache and the
+    /// activations take of it.
+    pub budget_bytes: Option<u64>,
+    pub fixed_bytes: u64,
+    /// What the chosen formats take.
+    pub matrix_bytes: u64,
+    /// The planner's predicted KL divergence (role sensitivity times predicted relative error).
+    pub predicted_error: f64,
+    pub assignments: Vec<Assignment>,
+}
+
+impl AutoPlan {
+    pub fn format_of(&self, name: &str) -> Option<WeftQuant> {
+        self.assignments.iter().find(|a| a.name == name).map(|a| a.format)
+    }
+}
+
+/// Relative squared error of `format` on weights drawn from a normal distribution, the data-free
+/// prediction of what a group's grid costs: step² / 12 over unit variance, the step spanning the
+/// expected range of a group (asymmetric) or twice its expected largest magnitude (symmetric).
+pub fn predicted_error(format: WeftQuant) -> f64 {
+    // Expected largest of n standard normal draws.
+    let expected_max = |n: u32| match n {
+        0..=32 => 2.070,
+        33..=64 => 2.336,
+        65..=128 => 2.580,
+        _ => 2.807,
+    };
+    let levels = (1u64 << format.bits) as f64;
+    let step = match format.scheme {
+        Scheme::Asym => 2.0 * expected_max(format.group) / (levels - 1.0),
+        Scheme::Sym => expected_max(2 * format.group) / (levels / 2.0),
+    };
+    step * step / 12.0
+}
+
+/// GPU bytes of a [rows, cols] matrix in `format`: packed words, then f16 scales (and zero
+/// points), as `QWeight` stores them.
+fn weft_bytes(format: WeftQuant, rows: u64, cols: u64) -> u64 {
+    let groups = rows.saturating_mul(format.groups_per_row(cols as usize) as u64);
+    let halves = if format.scheme == Scheme::Asym { 2 } else { 1 };
+    rows.saturating_mul(format.words_per_row(cols as usize) as u64 * 4).saturating_add(groups * 2 * halves)
+}
+
+/// The float matrices `quantize` applies to.
+fn is_float_matrix(t: &TensorInfo) -> bool {
+    let float = matches!(
+        t.storage,
+        StorageType::Safe(_) | StorageType::Ggml(GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
+    );
+    float && t.shape.len() == 2 && is_matrix(&t.name)
+}
+
+/// Plans `quantize: 'auto'` for `config`'s model stored as `tensors` against `device`'s budget:
+/// [`Error::ModelTooLarge`] when even the smallest formats do not fit.
+pub fn plan_auto(config: &LlamaConfig, tensors: &[TensorInfo], engine: &EngineOptions, device: &DeviceMemory) -> Result<AutoPlan> {
+    let (matrices, rest): (Vec<TensorInfo>, Vec<TensorInfo>) = tensors.iter().cloned().partition(is_float_matrix);
+    let fixed = memory_needs(config, &rest, engine, &WeightOptions::default()).total();
+    let formats = budget_formats(WeftQuant { bits: 4, group: 32, scheme: Scheme::Asym });
+    let choices: Vec<TensorChoices> = matrices
+        .iter()
+        .map(|t| TensorChoices {
+            name: t.name.clone(),
+            candidates: formats
+                .iter()
+                .map(|&format| Candidate {
+                    format,
+                    bytes: weft_bytes(format, t.shape[0], t.shape[1]),
+                    error: role_weight(&t.name) * predicted_error(format),
+                })
+                .collect(),
+        })
+        .collect();
+    let smallest: u64 = choices.iter().map(|c| c.candidates.iter().map(|x| x.bytes).min().unwrap_or(0)).sum();
+    let budget = device.budget_bytes.unwrap_or(u64::MAX);
+    if fixed.saturating_add(smallest) > budget {
+        return Err(Error::ModelTooLarge {
+            what: format!("the smallest quantization of the matrices ({smallest}), the other tensors, KV cache and activations ({fixed})"),
+            needed: fixed.saturating_add(smallest),
+            available: budget,
+            hint: "raise the memory budget, pick a smaller model, or use a smaller maximum context (maxContext) or KV format (kv: 'q8')".into(),
+        });
+    }
+    let assignments = plan_budget(&choices, fixed, budget)?;
+    Ok(AutoPlan {
+        budget_bytes: device.budget_bytes,
+        fixed_bytes: fixed,
+        matrix_bytes: assignments.iter().map(|a| a.bytes).sum(),
+        predicted_error: assignments.iter().map(|a| a.error).sum(),
+        assignments,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,5 +315,36 @@ mod tests {
             Err(Error::ModelTooLarge { needed, available, .. }) => assert!(needed > available && available == 1 << 20),
             other => panic!("expected ModelTooLarge, got {other:?}"),
         }
+    }
+
+    /// SmolLM2's matrices as F32 in the header: a smaller budget gives a smaller plan within it,
+    /// of mixed formats, with a larger predicted error; too small a budget is ModelTooLarge.
+    #[test]
+    fn auto_plans_shrink_with_the_budget() {
+        use crate::format::TensorInfo;
+        let c = smollm2_shape();
+        let f32s = StorageType::Safe(SafeDtype::F32);
+        let mut tensors = vec![TensorInfo { name: "model.embed_tokens.weight".into(), storage: f32s, shape: vec![49152, 576], range: 0..0 }];
+        for l in 0..30 {
+            for (part, rows, cols) in [("self_attn.q_proj", 576, 576), ("self_attn.k_proj", 192, 576), ("self_attn.v_proj", 192, 576),
+                ("self_attn.o_proj", 576, 576), ("mlp.gate_proj", 1536, 576), ("mlp.up_proj", 1536, 576), ("mlp.down_proj", 576, 1536)] {
+                tensors.push(TensorInfo { name: format!("model.layers.{l}.{part}.weight"), storage: f32s, shape: vec![rows, cols], range: 0..0 });
+            }
+            tensors.push(TensorInfo { name: format!("model.layers.{l}.input_layernorm.weight"), storage: f32s, shape: vec![576], range: 0..0 });
+        }
+        let engine = EngineOptions { max_seq: 512, ..Default::default() };
+        let roomy = plan_auto(&c, &tensors, &engine, &device(None)).unwrap();
+        assert!(roomy.assignments.iter().all(|a| a.format.bits == 8), "no budget: 8 bits everywhere");
+        assert_eq!(roomy.assignments.len(), 211);
+        let (big, small) = (plan_auto(&c, &tensors, &engine, &device(Some(150))).unwrap(), plan_auto(&c, &tensors, &engine, &device(Some(90))).unwrap());
+        for p in [&big, &small] {
+            assert!(p.fixed_bytes + p.matrix_bytes <= p.budget_bytes.unwrap(), "{} + {} over the budget", p.fixed_bytes, p.matrix_bytes);
+        }
+        assert!(small.matrix_bytes < big.matrix_bytes && big.matrix_bytes < roomy.matrix_bytes);
+        assert!(small.predicted_error > big.predicted_error && big.predicted_error > roomy.predicted_error);
+        // Mixed formats: the budget is spent where the error falls most per byte.
+        let formats: std::collections::BTreeSet<String> = small.assignments.iter().map(|a| a.format.name()).collect();
+        assert!(formats.len() >= 2, "{formats:?}");
+        assert!(matches!(plan_auto(&c, &tensors, &engine, &device(Some(40))), Err(Error::ModelTooLarge { .. })));
     }
 }

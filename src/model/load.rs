@@ -13,11 +13,13 @@ use crate::gpu::{GpuContext, GpuTensor};
 use crate::loader::cache::{fnv1a64_update, FNV1A64_START};
 use crate::loader::RangeReader;
 use crate::ops::qmatmul::QWeight;
+use crate::ops::quantize::{read_back, source_type, Quantizer};
 use crate::quant::decode_to_f32;
 use crate::quant::weft::{quantize, QuantMatrix, WeftQuant};
 
 use super::config::LlamaConfig;
 use super::convert::default_keep_format;
+use super::fit::AutoPlan;
 use super::llama::{GateUp, LayerWeights, Quantized, Qkv, Weights};
 use super::names::{part_of, part_of_in, tensor_name, LayerPart, Naming, Part};
 
@@ -55,6 +57,27 @@ pub struct WeightOptions {
     /// With `quantize`: apply the default keep rules of `weft quantize` (the token embedding and
     /// an untied head at 8 bits), so that a load quantizes as the command line does.
     pub default_keep: bool,
+    /// With `quantize`: where matrices are quantized (the GPU kernel and the CPU reference give
+    /// the same bytes).
+    pub quantize_on: QuantizeOn,
+    /// `quantize: 'auto'`: each float matrix in the format [`super::fit::plan_auto`] chose for
+    /// the budget (`quantize` and `default_keep` are then not used).
+    pub auto: bool,
+    /// With `quantize` on the GPU: read each quantized matrix back for its digest
+    /// ([`quant_digest`]), to compare a load with `weft quantize`; costs a copy of the weights.
+    pub digests: bool,
+}
+
+/// Where a load quantizes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum QuantizeOn {
+    /// The GPU on hardware adapters; the CPU on software ones (lavapipe, SwiftShader), where
+    /// the kernel's integer emulation of the reference's float arithmetic runs several times
+    /// slower than the CPU quantizer itself.
+    #[default]
+    Auto,
+    Gpu,
+    Cpu,
 }
 
 /// The bytes of one group: a single covering read, or one read per tensor.
@@ -372,6 +395,42 @@ pub fn quant_digest(m: &QuantMatrix) -> u64 {
     fnv1a64_update(h, bytemuck::cast_slice(&m.zeros))
 }
 
+/// How a load quantizes: the GPU kernel (with the matrices whose digests it reads back at the
+/// end) or the CPU reference, and what it quantized.
+struct Quantizing {
+    plan: Option<AutoPlan>,
+    gpu: Option<Quantizer>,
+    pending: RefCell<Vec<(usize, QWeight)>>,
+    done: RefCell<Vec<Quantized>>,
+}
+
+impl Quantizing {
+    async fn new(ctx: &GpuContext, opts: &WeightOptions, plan: Option<AutoPlan>) -> Result<Self> {
+        let on_gpu = match opts.quantize_on {
+            QuantizeOn::Auto => !ctx.capabilities().is_software,
+            QuantizeOn::Gpu => true,
+            QuantizeOn::Cpu => false,
+        };
+        let gpu = match opts.quantize.is_some() || plan.is_some() {
+            true if on_gpu => Some(Quantizer::new(ctx).await?),
+            _ => None,
+        };
+        Ok(Self { plan, gpu, pending: RefCell::new(Vec::new()), done: RefCell::new(Vec::new()) })
+    }
+
+    /// Waits for the GPU's quantization, checks it and reads the digests asked for.
+    async fn finish(self, ctx: &GpuContext) -> Result<(Vec<Quantized>, Option<AutoPlan>)> {
+        if let Some(q) = &self.gpu {
+            q.check(ctx).await?;
+        }
+        let mut done = self.done.into_inner();
+        for (i, w) in self.pending.into_inner() {
+            done[i].digest = Some(quant_digest(&read_back(ctx, &w).await?));
+        }
+        Ok((done, self.plan))
+    }
+}
+
 fn matrix(
     ctx: &GpuContext,
     t: &TensorInfo,
@@ -379,7 +438,7 @@ fn matrix(
     rows: usize,
     cols: usize,
     opts: &WeightOptions,
-    digests: &RefCell<Vec<Quantized>>,
+    quantizing: &Quantizing,
 ) -> Result<QWeight> {
     if t.shape != [rows as u64, cols as u64] {
         return Err(Error::Model(format!("{} has shape {:?}, expected [{rows}, {cols}]", t.name, t.shape)));
@@ -388,11 +447,29 @@ fn matrix(
         t.storage,
         StorageType::Safe(_) | StorageType::Ggml(GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
     );
-    let quant = match opts.quantize {
-        Some(q) if opts.default_keep => default_keep_format(&t.name, q)?,
-        q => q,
+    let quant = match (&quantizing.plan, opts.quantize) {
+        (Some(plan), _) => plan.format_of(&t.name),
+        (None, Some(q)) if opts.default_keep => default_keep_format(&t.name, q)?,
+        (None, q) => q,
     };
     if let (true, Some(q)) = (float, quant) {
+        let mut done = quantizing.done.borrow_mut();
+        if let Some(gpu) = &quantizing.gpu {
+            // F32, F16 and BF16 go up as stored; other float types as their f32 values.
+            let w = match source_type(t.storage) {
+                Some(_) => gpu.quantize(ctx, &t.name, q, t.storage, bytes, rows, cols)?,
+                None => {
+                    let values = decode_to_f32(t.storage, bytes, rows * cols)?;
+                    let f32s = StorageType::Safe(SafeDtype::F32);
+                    gpu.quantize(ctx, &t.name, q, f32s, bytemuck::cast_slice(&values), rows, cols)?
+                }
+            };
+            if opts.digests {
+                quantizing.pending.borrow_mut().push((done.len(), w.alias()?));
+            }
+            done.push(Quantized { name: t.name.clone(), format: q, digest: None });
+            return Ok(w);
+        }
         // F32 weights are quantized from the bytes read, where they are aligned: a copy of the
         // largest layer (the embedding) would double the load's peak memory.
         let f32_stored = matches!(t.storage, StorageType::Safe(SafeDtype::F32) | StorageType::Ggml(GgmlType::F32));
@@ -400,8 +477,12 @@ fn matrix(
             Ok(v) if f32_stored && cfg!(target_endian = "little") && v.len() == rows * cols => Cow::Borrowed(v),
             _ => Cow::Owned(decode_to_f32(t.storage, bytes, rows * cols)?),
         };
+        // The GPU kernel refuses non-finite weights; so does the CPU path.
+        if !values.iter().all(|v| v.is_finite()) {
+            return Err(Error::NonFiniteWeights { name: t.name.clone() });
+        }
         let m = quantize(q, &values, rows, cols)?;
-        digests.borrow_mut().push(Quantized { name: t.name.clone(), format: q, digest: quant_digest(&m) });
+        done.push(Quantized { name: t.name.clone(), format: q, digest: Some(quant_digest(&m)) });
         return QWeight::from_weft(ctx, &t.name, &m);
     }
     // safetensors floats share GGML's little-endian layouts.
@@ -425,6 +506,7 @@ pub async fn load_weights<R: RangeReader>(
     header: &ModelHeader,
     config: &LlamaConfig,
     opts: &WeightOptions,
+    plan: Option<AutoPlan>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Weights> {
     let c = config;
@@ -438,7 +520,7 @@ pub async fn load_weights<R: RangeReader>(
     let mut out_norm = None;
     let mut output = None;
     let mut layers: Vec<Option<LayerWeights>> = (0..c.n_layers).map(|_| None).collect();
-    let digests = RefCell::new(Vec::new());
+    let quantizing = Quantizing::new(ctx, opts, plan).await?;
     // In file order, so a reader that can only stream the file front to back (a server that
     // ignores Range) never has to go back. GGUF files often store blk.10 before blk.2.
     let mut order: Vec<usize> = (0..steps).collect();
@@ -460,7 +542,7 @@ pub async fn load_weights<R: RangeReader>(
         let mat = |t: &TensorInfo, rows: usize, cols: usize| -> Result<QWeight> {
             match weft.get(&t.name) {
                 Some(e) => weft_matrix(ctx, t, e, &reads, rows, cols),
-                None => matrix(ctx, t, reads.bytes_of(t)?, rows, cols, opts, &digests),
+                None => matrix(ctx, t, reads.bytes_of(t)?, rows, cols, opts, &quantizing),
             }
         };
         let mut parts: HashMap<LayerPart, &TensorInfo> = HashMap::new();
@@ -516,9 +598,15 @@ pub async fn load_weights<R: RangeReader>(
                 down: layer_mat(LayerPart::Down, c.dim, c.ffn_dim)?,
             });
         }
+        // The GPU quantizes a group before the next one is uploaded: its source bytes are freed
+        // as it goes, whatever the GPU's speed, and a non-finite matrix stops the load here.
+        if let Some(q) = &quantizing.gpu {
+            q.check(ctx).await?;
+        }
         loaded += group.bytes();
         progress(Progress { phase: Phase::Weights, step: done + 1, steps, bytes_loaded: loaded, bytes_total: total });
     }
+    let (quantized, plan) = quantizing.finish(ctx).await?;
     let layers = layers
         .into_iter()
         .enumerate()
@@ -529,6 +617,7 @@ pub async fn load_weights<R: RangeReader>(
         layers,
         out_norm: out_norm.ok_or_else(|| Error::Model("the file has no output norm".into()))?,
         output,
-        quantized: digests.into_inner(),
+        quantized,
+        plan,
     })
 }

@@ -19,7 +19,7 @@ pub use config::{Arch, LlamaConfig};
 pub use crate::ops::kv::KvFormat;
 pub use llama::{kv_bytes_per_token, EngineOptions, Llama, StepProfile};
 pub use fit::{check_memory_fit, DeviceMemory, MemoryNeeds};
-pub use load::{Phase, Progress, WeightOptions};
+pub use load::{Phase, Progress, QuantizeOn, WeightOptions};
 
 use crate::error::{Error, Result};
 use crate::format::ModelHeader;
@@ -77,8 +77,15 @@ async fn build<R: RangeReader>(
     // both before the first weight is fetched.
     load::validate_tensors(header, &config)?;
     let device = DeviceMemory::of(ctx, weights.memory_budget_mb);
-    check_memory_fit(&config, header.tensors(), &engine, &weights, &device)?;
-    let w = load::load_weights(ctx, reader, header, &config, &weights, progress).await?;
+    // `quantize: 'auto'` plans the formats within the budget; the buffer limits are checked
+    // as for any load.
+    let plan = match weights.auto {
+        true => Some(fit::plan_auto(&config, header.tensors(), &engine, &device)?),
+        false => None,
+    };
+    let limits_only = DeviceMemory { budget_bytes: None, ..device };
+    check_memory_fit(&config, header.tensors(), &engine, &weights, if weights.auto { &limits_only } else { &device })?;
+    let w = load::load_weights(ctx, reader, header, &config, &weights, plan, progress).await?;
     progress(Progress { phase: Phase::Compile, step: 0, steps: 0, bytes_loaded: total, bytes_total: total });
     let (max_seq, sinks) = config.kv_window(engine.max_seq, engine.sinks);
     let engine = EngineOptions { max_seq, sinks, ..engine };

@@ -13,6 +13,7 @@ pub mod matmul;
 pub mod norm;
 pub mod pool;
 pub mod qmatmul;
+pub mod quantize;
 pub mod rope;
 pub mod sample;
 pub mod softmax;
@@ -37,6 +38,7 @@ pub fn shader_variants() -> Vec<(ShaderSource, Defines)> {
     all.extend(gelu::variants());
     all.extend(encoder_attention::variants());
     all.extend(pool::variants());
+    all.extend(quantize::variants());
     all
 }
 

@@ -21,7 +21,8 @@ pub fn code(e: &Error) -> &'static str {
         Error::NoAdapter { .. } | Error::RequestDevice(_) => "UNSUPPORTED",
         Error::DeviceOption(_) => "INVALID_ARGUMENT",
         Error::Quota { .. } => "QUOTA",
-        Error::Format(_) | Error::Calibration { .. } | Error::BadConfig { .. } | Error::MissingTensor { .. } | Error::TensorShape { .. } => "FORMAT",
+        Error::Format(_) | Error::Calibration { .. } | Error::BadConfig { .. } | Error::MissingTensor { .. } | Error::TensorShape { .. }
+        | Error::NonFiniteWeights { .. } => "FORMAT",
         Error::UnsupportedModel { .. } => "UNSUPPORTED",
         Error::ModelTooLarge { .. } => "GPU_OOM",
         Error::AddressSpace { .. } => "MEMORY_LIMIT",

@@ -57,6 +57,9 @@ struct LoadStats {
     peak_wasm_memory_bytes: f64,
     /// The matrices quantized while loading (`quantize`), in load order.
     quantized: Vec<QuantizedTensor>,
+    /// `quantize: 'auto'`: the budget, what it was spent on, and each matrix's format.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    plan: Option<crate::model::fit::AutoPlan>,
 }
 
 /// One matrix quantized while loading: its name in the file, its weft format, and the FNV-1a
@@ -66,7 +69,9 @@ struct LoadStats {
 struct QuantizedTensor {
     name: String,
     format: String,
-    digest: String,
+    /// Only where the CPU quantized the matrix, or `quantizeDigests` asked for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    digest: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -149,9 +154,13 @@ pub async fn load_model(url: String, options: JsValue) -> Result<Model, JsValue>
                 .weights
                 .quantized
                 .iter()
-                .map(|q| QuantizedTensor { name: q.name.clone(), format: q.format.name(), digest: format!("{:016x}", q.digest) })
+                .map(|q| QuantizedTensor { name: q.name.clone(), format: q.format.name(), digest: q.digest.map(|d| format!("{d:016x}")) })
                 .collect(),
             Engine::Cpu(_) => Vec::new(),
+        },
+        plan: match &engine {
+            Engine::Gpu { llama, .. } => llama.weights.plan.clone(),
+            Engine::Cpu(_) => None,
         },
     };
     let session = Session {
@@ -221,11 +230,15 @@ async fn load_once(
     let watch = ctx.watch_out_of_memory();
     // The budget is checked against weights + KV cache + activations after the header, before
     // any weight is fetched: a model over it is GPU_OOM (needed, available) with nothing spent.
-    // Float matrices are quantized as they arrive, under `weft quantize`'s default keep rules.
+    // Float matrices are quantized as they arrive, under `weft quantize`'s default keep rules,
+    // on the GPU of a hardware adapter unless `quantizeOn` says otherwise.
     let weights = WeightOptions {
         memory_budget_mb: opts.memory_budget_mb,
         quantize: opts.quantize,
         default_keep: true,
+        auto: opts.quantize_auto,
+        quantize_on: opts.quantize_on,
+        digests: opts.quantize_digests,
     };
     let (opened, fetched) = if is_folder(url) {
         let folder = WebFolder::parse(url, opts.web.clone()).expect("a folder URL");
@@ -253,7 +266,7 @@ async fn load_once(
 /// One load onto the CPU backend: every weight read into wasm memory in its stored format,
 /// one progress event (phase `ready`) at the end.
 async fn load_cpu(url: &str, opts: &LoadOptions) -> crate::Result<(Engine, Tokenizer, Fetched, f64)> {
-    if is_folder(url) || opts.quantize.is_some() {
+    if is_folder(url) || opts.quantize.is_some() || opts.quantize_auto {
         return Err(Error::UnsupportedModel {
             what: "a model folder or quantizing at load on the CPU backend".into(),
             hint: "load a GGUF or weft file (`weft quantize` makes one from a folder), or use backend 'webgpu'".into(),

@@ -23,6 +23,8 @@ pub const LOAD_KEYS: &[&str] = &[
     "backend",
     "quantize",
     "memoryBudgetMB",
+    "quantizeOn",
+    "quantizeDigests",
     "task",
 ];
 
@@ -92,24 +94,28 @@ pub struct LoadOptions {
     pub backend: Option<super::backend::Choice>,
     /// Float matrices quantized while loading (`quantize`); None keeps them as stored.
     pub quantize: Option<crate::quant::weft::WeftQuant>,
+    /// `quantize: 'auto'`: formats planned for the memory budget (`model::fit::plan_auto`).
+    pub quantize_auto: bool,
+    /// `quantizeOn`: 'auto' (default: the GPU on a hardware adapter), 'gpu' or 'cpu'.
+    pub quantize_on: crate::model::QuantizeOn,
+    /// `quantizeDigests`: read GPU-quantized matrices back for their digests in `stats()`.
+    pub quantize_digests: bool,
 }
 
-/// `quantize` of `loadModel`: 'q4', 'q8', 'q3', 'none', or a weft format name.
+/// `quantize` of `loadModel`: 'q4', 'q8', 'q3', 'none', or a weft format name; 'auto' is
+/// handled by the caller.
 fn quantize(options: &JsValue) -> Result<Option<crate::quant::weft::WeftQuant>, JsValue> {
     let Some(v) = field(options, "quantize") else { return Ok(None) };
     let name = v.as_string().unwrap_or_default();
     let full = match name.as_str() {
-        "none" => return Ok(None),
-        "auto" => {
-            return Err(js_error("UNSUPPORTED", "option 'quantize' 'auto' is not available yet; use 'q4', 'q8', 'q3' or 'none'"))
-        }
+        "none" | "auto" => return Ok(None),
         "q4" => "q4_g32_asym",
         "q8" => "q8_g32_asym",
         "q3" => "q3_g32_asym",
         other => other,
     };
     crate::quant::weft::WeftQuant::parse(full).map(Some).map_err(|_| {
-        invalid(&format!("option 'quantize' is {}; use 'q4', 'q8', 'q3', 'none' or a weft format such as 'q4_g64_sym'", describe(&v)))
+        invalid(&format!("option 'quantize' is {}; use 'q4', 'q8', 'q3', 'auto', 'none' or a weft format such as 'q4_g64_sym'", describe(&v)))
     })
 }
 
@@ -162,7 +168,21 @@ impl LoadOptions {
             }
         };
         let quantize = quantize(options)?;
-        Ok(Self { on_progress, web, max_context, kv, memory_budget_mb, backend, quantize })
+        let quantize_auto = field(options, "quantize").and_then(|v| v.as_string()).as_deref() == Some("auto");
+        let quantize_on = match field(options, "quantizeOn").map(|v| v.as_string()).map(|v| v.unwrap_or_default()) {
+            None => crate::model::QuantizeOn::Auto,
+            Some(on) => match on.as_str() {
+                "auto" => crate::model::QuantizeOn::Auto,
+                "gpu" => crate::model::QuantizeOn::Gpu,
+                "cpu" => crate::model::QuantizeOn::Cpu,
+                _ => return Err(invalid("option 'quantizeOn' must be 'auto', 'gpu' or 'cpu'")),
+            },
+        };
+        let quantize_digests = match field(options, "quantizeDigests") {
+            None => false,
+            Some(v) => v.as_bool().ok_or_else(|| invalid("option 'quantizeDigests' must be a boolean"))?,
+        };
+        Ok(Self { on_progress, web, max_context, kv, memory_budget_mb, backend, quantize, quantize_auto, quantize_on, quantize_digests })
     }
 }
 

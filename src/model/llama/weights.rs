@@ -107,15 +107,17 @@ pub struct Weights {
     pub output: Option<QWeight>, // [vocab, dim]
     /// Each matrix quantized while loading (empty when nothing was).
     pub quantized: Vec<Quantized>,
+    /// The formats `quantize: 'auto'` chose, and for what budget.
+    pub plan: Option<crate::model::fit::AutoPlan>,
 }
 
 /// A matrix quantized while loading: its file name, the format and `load::quant_digest` of
-/// its packed form.
+/// its packed form (None when the GPU quantized it and no digest was asked for).
 #[derive(Clone, Debug)]
 pub struct Quantized {
     pub name: String,
     pub format: crate::quant::weft::WeftQuant,
-    pub digest: u64,
+    pub digest: Option<u64>,
 }
 
 impl Weights {

@@ -5,7 +5,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::format::GgmlType;
 use crate::gpu::shader::Defines;
-use crate::gpu::{GpuContext, GpuTensor};
+use crate::gpu::{DType, GpuContext, GpuTensor};
 use crate::quant::weft::{QuantMatrix, Scheme, WeftQuant};
 use crate::quant;
 
@@ -150,7 +150,7 @@ impl QPart {
 }
 
 /// The most bytes one storage binding may hold on this device.
-fn binding_limit(ctx: &GpuContext) -> u64 {
+pub(crate) fn binding_limit(ctx: &GpuContext) -> u64 {
     let limits = &ctx.capabilities().limits;
     limits.max_storage_buffer_binding_size.min(limits.max_buffer_size) / 4 * 4
 }
@@ -250,8 +250,6 @@ impl QWeight {
     /// split into runs of rows; a single row over the limit is [`Error::BufferTooLarge`] naming
     /// `name` and the limit.
     pub fn from_weft(ctx: &GpuContext, name: &str, m: &QuantMatrix) -> Result<Self> {
-        let format = WeightFormat::Weft(m.quant);
-        check_shape(name, format, m.rows, m.cols)?;
         let (wpr, gpr) = (m.quant.words_per_row(m.cols), m.quant.groups_per_row(m.cols));
         let wants = [
             (m.words.len(), m.rows * wpr, "packed words"),
@@ -267,26 +265,57 @@ impl QWeight {
                 });
             }
         }
-        let ranges = row_ranges(ctx, m.rows, (wpr as u64 * 4).max(gpr as u64 * 2));
+        let w = Self::weft_zeroed(ctx, name, m.quant, m.rows, m.cols)?;
+        for part in &w.parts {
+            let (r0, n) = (part.row0, part.rows);
+            ctx.write_tensor(&part.data, 0, bytemuck::cast_slice(&m.words[r0 * wpr..(r0 + n) * wpr]))?;
+            let halves = [(&part.scales, &m.scales), (&part.zeros, &m.zeros)];
+            for (tensor, h) in halves {
+                if let Some(t) = tensor {
+                    ctx.write_tensor(t, 0, bytemuck::cast_slice(&pack_halves(&h[r0 * gpr..(r0 + n) * gpr])))?;
+                }
+            }
+        }
+        Ok(w)
+    }
+
+    /// The same buffers under a second handle, to read a weight back after handing it on.
+    pub(crate) fn alias(&self) -> Result<Self> {
+        let view = |t: &GpuTensor| t.view(&t.shape);
+        let parts = self
+            .parts
+            .iter()
+            .map(|p| {
+                let (scales, zeros) = (p.scales.as_ref().map(view).transpose()?, p.zeros.as_ref().map(view).transpose()?);
+                Ok(QPart { row0: p.row0, rows: p.rows, data: view(&p.data)?, scales, zeros })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Self { format: self.format, rows: self.rows, cols: self.cols, parts })
+    }
+
+    /// A weft weight of zero words, scales and zero points, in the parts (runs of rows within a
+    /// storage binding) that every weft weight has: what [`QWeight::from_weft`] fills from the
+    /// CPU and `ops::quantize` from a kernel.
+    pub(crate) fn weft_zeroed(ctx: &GpuContext, name: &str, quant: WeftQuant, rows: usize, cols: usize) -> Result<Self> {
+        let format = WeightFormat::Weft(quant);
+        check_shape(name, format, rows, cols)?;
+        let (wpr, gpr) = (quant.words_per_row(cols), quant.groups_per_row(cols));
+        let ranges = row_ranges(ctx, rows, (wpr as u64 * 4).max(gpr as u64 * 2));
         let parts = ranges
             .iter()
             .map(|&(row0, n)| {
                 let label = part_label(name, row0, ranges.len());
-                let words = &m.words[row0 * wpr..(row0 + n) * wpr];
-                let data = ctx.upload_u32(&format!("{label}.weft_q"), &[words.len()], words)?;
-                let halves = |what: &str, h: &[u16]| {
-                    let words = pack_halves(&h[row0 * gpr..(row0 + n) * gpr]);
-                    ctx.upload_u32(&format!("{label}.{what}"), &[words.len()], &words)
-                };
-                let scales = Some(halves("weft_scale", &m.scales)?);
-                let zeros = match m.quant.scheme {
-                    Scheme::Asym => Some(halves("weft_zero", &m.zeros)?),
+                let data = ctx.zeros(&format!("{label}.weft_q"), &[n * wpr], DType::U32)?;
+                let halves = |what: &str| ctx.zeros(&format!("{label}.{what}"), &[(n * gpr).div_ceil(2)], DType::U32);
+                let scales = Some(halves("weft_scale")?);
+                let zeros = match quant.scheme {
+                    Scheme::Asym => Some(halves("weft_zero")?),
                     Scheme::Sym => None,
                 };
                 Ok(QPart { row0, rows: n, data, scales, zeros })
             })
             .collect::<Result<_>>()?;
-        Ok(Self { format, rows: m.rows, cols: m.cols, parts })
+        Ok(Self { format, rows, cols, parts })
     }
 
     /// The rows of `weights` stacked into one matrix [sum of rows, cols] in one buffer per
