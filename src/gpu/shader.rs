@@ -8,11 +8,14 @@ use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
 
-/// A WGSL file compiled into the binary with `include_str!`.
+/// A WGSL file compiled into the binary with `include_str!`, followed by the shared fragments it
+/// uses (each fragment a `const` of its own, so the binary holds one copy however many kernels
+/// concatenate it: in the wasm module that is tens of kilobytes).
 #[derive(Clone, Copy, Debug)]
 pub struct ShaderSource {
     pub name: &'static str,
-    pub source: &'static str,
+    /// The parts, in order; each ends with a newline.
+    pub source: &'static [&'static str],
 }
 
 /// Defines for one shader variant; ordered so that its key is stable.
@@ -47,8 +50,8 @@ pub fn preprocess(shader: &ShaderSource, defines: &Defines) -> Result<String> {
     };
     // One condition per open block; a line is emitted only when all of them hold.
     let mut stack: Vec<bool> = Vec::new();
-    let mut out = String::with_capacity(shader.source.len());
-    for (n, line) in shader.source.lines().enumerate() {
+    let mut out = String::with_capacity(shader.source.iter().map(|p| p.len()).sum());
+    for (n, line) in shader.source.iter().flat_map(|p| p.lines()).enumerate() {
         let active = stack.iter().all(|&cond| cond);
         let trimmed = line.trim_start();
         if let Some(rest) = trimmed.strip_prefix('#') {
@@ -78,7 +81,7 @@ pub fn preprocess(shader: &ShaderSource, defines: &Defines) -> Result<String> {
         out.push('\n');
     }
     if !stack.is_empty() {
-        return Err(fail(shader.source.lines().count(), "missing #endif".into()));
+        return Err(fail(shader.source.iter().map(|p| p.lines().count()).sum(), "missing #endif".into()));
     }
     Ok(out)
 }
@@ -105,7 +108,7 @@ mod tests {
 
     const SRC: ShaderSource = ShaderSource {
         name: "t",
-        source: "a\n#ifdef F16\nenable f16;\n#else\nno\n#endif\nalias T = ${ELEM};\n",
+        source: &["a\n#ifdef F16\nenable f16;\n#else\nno\n#endif\nalias T = ${ELEM};\n"],
     };
 
     #[test]
@@ -118,7 +121,7 @@ mod tests {
 
     #[test]
     fn nested_inactive_blocks_stay_inactive() {
-        let src = ShaderSource { name: "n", source: "#ifdef A\n#ifdef B\nx\n#else\ny\n#endif\n#endif\n" };
+        let src = ShaderSource { name: "n", source: &["#ifdef A\n#ifdef B\nx\n", "#else\ny\n#endif\n#endif\n"] };
         let out = preprocess(&src, &Defines::new().set("B", 1)).unwrap();
         assert!(!out.contains('x') && !out.contains('y'), "{out:?}");
     }
@@ -127,7 +130,7 @@ mod tests {
     fn errors_name_shader_and_line() {
         let err = preprocess(&SRC, &Defines::new()).unwrap_err().to_string();
         assert!(err.contains("'t'") && err.contains("line 7") && err.contains("ELEM"), "{err}");
-        let src = ShaderSource { name: "u", source: "#ifdef A\n" };
+        let src = ShaderSource { name: "u", source: &["#ifdef A\n"] };
         assert!(preprocess(&src, &Defines::new()).unwrap_err().to_string().contains("#endif"));
     }
 }

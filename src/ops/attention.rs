@@ -12,17 +12,17 @@ use super::Tolerance;
 // the last workgroup of each head. With ROPE the rotation is rope_store's (rope_pair.wgsl).
 pub const ATTENTION_SHADER: ShaderSource = ShaderSource {
     name: "attention",
-    source: concat!(
+    source: &[
         include_str!("../../shaders/attention.wgsl"),
         "#ifdef ROPE\n",
-        include_str!("../../shaders/attention_merge.wgsl"),
-        include_str!("../../shaders/rope_pair.wgsl"),
+        crate::ops::fragments::ATTENTION_MERGE,
+        crate::ops::fragments::ROPE_PAIR,
         "#endif\n"
-    ),
+    ],
 };
 pub const ATTENTION_COMBINE_SHADER: ShaderSource = ShaderSource {
     name: "attention_combine",
-    source: concat!(include_str!("../../shaders/attention_combine.wgsl"), include_str!("../../shaders/attention_merge.wgsl")),
+    source: &[include_str!("../../shaders/attention_combine.wgsl"), crate::ops::fragments::ATTENTION_MERGE],
 };
 
 /// Context positions one workgroup of split attention covers: one 64-position tile, so a

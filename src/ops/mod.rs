@@ -18,6 +18,21 @@ pub mod rope;
 pub mod sample;
 pub mod softmax;
 
+/// The WGSL fragments several kernels concatenate after their own file (see [`ShaderSource`](
+/// crate::gpu::shader::ShaderSource)): each is one `const`, so the binary holds one copy.
+pub(crate) mod fragments {
+    pub const QPARAMS: &str = include_str!("../../shaders/qparams.wgsl");
+    pub const GEMV_NORM: &str = include_str!("../../shaders/gemv_norm.wgsl");
+    pub const GEMV_ROWSUM: &str = include_str!("../../shaders/gemv_rowsum.wgsl");
+    pub const QWEIGHT: &str = include_str!("../../shaders/qweight.wgsl");
+    pub const QBLOCK: &str = include_str!("../../shaders/qblock.wgsl");
+    pub const QBLOCK_K: &str = include_str!("../../shaders/qblock_k.wgsl");
+    pub const DECODE: &str = include_str!("../../shaders/decode.wgsl");
+    pub const ROPE_PAIR: &str = include_str!("../../shaders/rope_pair.wgsl");
+    pub const ATTENTION_MERGE: &str = include_str!("../../shaders/attention_merge.wgsl");
+    pub const GEMV_DP4: &str = include_str!("../../shaders/gemv_dp4.wgsl");
+}
+
 use crate::gpu::shader::{Defines, ShaderSource};
 
 /// Every shader with every define set weft may compile it with; `cargo test` validates each

@@ -39,16 +39,16 @@ macro_rules! q_shader {
     ($name:literal, $file:literal) => {
         ShaderSource {
             name: $name,
-            source: concat!(
+            source: &[
                 include_str!(concat!("../../../shaders/", $file)),
-                include_str!("../../../shaders/qparams.wgsl"),
-                include_str!("../../../shaders/gemv_norm.wgsl"),
-                include_str!("../../../shaders/gemv_rowsum.wgsl"),
-                include_str!("../../../shaders/qweight.wgsl"),
-                include_str!("../../../shaders/qblock.wgsl"),
-                include_str!("../../../shaders/qblock_k.wgsl"),
-                include_str!("../../../shaders/decode.wgsl"),
-            ),
+                crate::ops::fragments::QPARAMS,
+                crate::ops::fragments::GEMV_NORM,
+                crate::ops::fragments::GEMV_ROWSUM,
+                crate::ops::fragments::QWEIGHT,
+                crate::ops::fragments::QBLOCK,
+                crate::ops::fragments::QBLOCK_K,
+                crate::ops::fragments::DECODE,
+            ],
         }
     };
 }
@@ -56,18 +56,23 @@ macro_rules! q_shader {
 pub const QGEMV_SHADER: ShaderSource = q_shader!("qgemv", "qgemv.wgsl");
 pub const QGEMM_SHADER: ShaderSource = q_shader!("qgemm", "qgemm.wgsl");
 pub const QGEMM_OUTER_SHADER: ShaderSource = q_shader!("qgemm_outer", "qgemm_outer.wgsl");
+#[cfg(not(target_arch = "wasm32"))]
 pub const QGEMM_COOP_SHADER: ShaderSource = q_shader!("qgemm_coop", "qgemm_coop.wgsl");
+/// Browsers' WebGPU has no cooperative matrices, so `gemm` refuses the matrix kernel there
+/// before it would compile: the module carries no source for it.
+#[cfg(target_arch = "wasm32")]
+pub const QGEMM_COOP_SHADER: ShaderSource = ShaderSource { name: "qgemm_coop", source: &[] };
 pub const QEMBED_SHADER: ShaderSource = q_shader!("qembed", "qembed.wgsl");
 /// The GEMV of GPUs for weft weights with K a multiple of 32 ([`gpu_gemv`]).
 pub const QGEMV_GPU_SHADER: ShaderSource = ShaderSource {
     name: "qgemv_gpu",
-    source: concat!(
+    source: &[
         include_str!("../../../shaders/qgemv_gpu.wgsl"),
-        include_str!("../../../shaders/qparams.wgsl"),
-        include_str!("../../../shaders/gemv_norm.wgsl"),
-        include_str!("../../../shaders/gemv_rowsum.wgsl"),
-        include_str!("../../../shaders/gemv_dp4.wgsl"),
-    ),
+        crate::ops::fragments::QPARAMS,
+        crate::ops::fragments::GEMV_NORM,
+        crate::ops::fragments::GEMV_ROWSUM,
+        crate::ops::fragments::GEMV_DP4,
+    ],
 };
 
 /// Launch shape of the GEMV kernel. Block formats (see [`WeightFormat::gemv_block`]): `wg`
