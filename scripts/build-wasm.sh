@@ -25,7 +25,12 @@ T="${CARGO_TARGET_DIR:-target}"
 # iterators) are inlined as before, and the decode and prefill speeds in Chromium did not
 # change. Passed to the final crate only (`cargo rustc`), which runs the whole-program (LTO)
 # optimization, so no dependency is rebuilt for it.
-SMALL=(-C llvm-args=-inline-threshold=0)
+# Panic messages without file names and lines (`-Z location-detail=none`, weft's own code only):
+# 596,457 against 603,815 bytes gzipped. weft reports bad input as typed errors; a panic is a
+# bug, and its message still says what failed. -Z needs RUSTC_BOOTSTRAP=1, which is set for every
+# build here so that they share one set of compiled dependencies.
+export RUSTC_BOOTSTRAP=1
+SMALL=(-C llvm-args=-inline-threshold=0 -Z location-detail=none)
 cargo rustc --release --target wasm32-unknown-unknown --lib -- "${SMALL[@]}"
 wasm-bindgen --target web --out-dir www/pkg "$T"/wasm32-unknown-unknown/release/weft.wasm
 opt www/pkg/weft_bg.wasm -o www/pkg/weft_bg.wasm
