@@ -136,7 +136,7 @@ fn broken_shader_is_a_typed_error_naming_the_shader() {
         Ok(_) => panic!("a broken shader compiled"),
     }
     // Through the cache path too, with the variant in the name.
-    const BROKEN: ShaderSource = ShaderSource { name: "broken_cached", source: "fn main( {}" };
+    const BROKEN: ShaderSource = ShaderSource { name: "broken_cached", source: &["fn main( {}"] };
     let err = pollster::block_on(ctx.pipeline(&BROKEN, &Defines::new().set("WG", 8))).err();
     match err {
         Some(Error::ShaderCompile { shader, .. }) => assert_eq!(shader, "broken_cached[WG=8]"),
