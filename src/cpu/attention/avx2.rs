@@ -4,14 +4,7 @@
 
 use std::arch::x86_64::*;
 
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn hsum(v: __m256) -> f32 {
-    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    _mm_cvtss_f32(s)
-}
+use crate::cpu::avx2::hsum;
 
 /// Values `i..i + 8` of an f16 row (words of two, low half first: little-endian memory order).
 #[inline]
