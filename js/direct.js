@@ -83,6 +83,7 @@ async function loadWasm(options) {
 export function init(options = {}) {
   ready ??= loadWasm(options).then((glue) => {
     wasm = glue;
+    askForSubgroups();
   }).catch((e) => {
     ready = null;
     throw toWeftError(e);
@@ -95,6 +96,27 @@ export function init(options = {}) {
       throw toWeftError(e);
     }
   });
+}
+
+/** wgpu's web backend passes on only the WebGPU features it has names for, and "subgroups" is
+ * not one of them. weft's device request (the label below, src/gpu/mod.rs `WEB_SUBGROUPS_LABEL`)
+ * gets it added here where the adapter offers it, and the module is told, so that the GEMVs sum
+ * with subgroup shuffles instead of through workgroup memory. Other requests are left alone. */
+function askForSubgroups() {
+  const proto = globalThis.GPUAdapter?.prototype;
+  if (!proto || typeof proto.requestDevice !== 'function' || proto.requestDevice.weftSubgroups) return;
+  const original = proto.requestDevice;
+  const wrapped = function requestDevice(descriptor) {
+    if (descriptor?.label !== 'weft +subgroups') return original.call(this, descriptor);
+    const add = this.features?.has('subgroups') === true;
+    wasm.deviceSubgroups(add);
+    if (!add) return original.call(this, descriptor);
+    const features = [...(descriptor.requiredFeatures ?? [])];
+    if (!features.includes('subgroups')) features.push('subgroups');
+    return original.call(this, { ...descriptor, requiredFeatures: features });
+  };
+  wrapped.weftSubgroups = true;
+  proto.requestDevice = wrapped;
 }
 
 let chatRenderer = null;
@@ -362,6 +384,12 @@ export class Model extends EventTarget {
   /** Load cost, generation speed and memory. */
   async stats() {
     return this.#call((m) => m.stats());
+  }
+
+  /** Where a decode step's time goes (WebGPU models, after a generation): the step run `reps`
+   * times, `{ dispatches, record_submit_ms, wait_ms, kernels_us: [[name, µs, count]] }`. */
+  async profileStep(reps = 20) {
+    return this.#call((m) => m.profileStep(reps));
   }
 
   /** Destroys the GPU device as a driver reset would, to exercise recovery. */

@@ -78,8 +78,9 @@ export interface InitOptions {
   /** 'default' creates the device with WebGPU's default limits only (a `requiredLimits`-free
    * device) instead of the adapter's maxima (default 'adapter'). */
   limits?: 'adapter' | 'default';
-  /** 'none' requests no optional feature (shader-f16, subgroups, timestamp-query); default 'all'. */
-  features?: 'all' | 'none';
+  /** 'none' requests no optional feature (shader-f16, subgroups, timestamp-query); 'no-subgroups' all but
+   * subgroups; default 'all'. */
+  features?: 'all' | 'none' | 'no-subgroups';
   /** Where models run: 'auto' (default) takes WebGPU on a hardware adapter and the CPU backend
    * (wasm SIMD128) where there is no adapter or a software one (SwiftShader, llvmpipe);
    * 'webgpu' only WebGPU (loads reject with UNSUPPORTED without it); 'cpu' only the CPU. */
@@ -252,6 +253,13 @@ export interface LoadStats {
   };
 }
 
+export interface StepProfile {
+  dispatches: number;
+  record_submit_ms: number;
+  wait_ms: number;
+  kernels_us: [string, number, number][];
+}
+
 export interface Stats {
   load: LoadStats;
   /** Where the model runs. */
@@ -300,6 +308,10 @@ export declare class Model extends EventTarget {
    * embedding, each block's attention output, MLP output and residual, final norm, logits. */
   checkpoints(ids: ArrayLike<number>): Promise<Checkpoint[]>;
   stats(): Promise<Stats>;
+  /** Where a decode step's time goes on the WebGPU backend, after a generation: the step run
+   * `reps` times (default 20); `kernels_us` holds [pipeline, µs summed over the step, dispatches]
+   * where the device has timestamp queries. Rejects with UNSUPPORTED on the CPU backend. */
+  profileStep(reps?: number): Promise<StepProfile>;
   /** Destroys the GPU device as a driver reset would, to exercise recovery. */
   destroyDevice(): Promise<void>;
   dispose(): Promise<void>;

@@ -248,6 +248,11 @@ export class Model extends EventTarget {
     return request('stats', this.#args());
   }
 
+  /** Where a decode step's time goes (see direct.js). */
+  profileStep(reps = 20) {
+    return request('profileStep', this.#args({ reps }));
+  }
+
   destroyDevice() {
     return request('destroyDevice', this.#args());
   }

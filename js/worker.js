@@ -70,6 +70,7 @@ const ops = {
   encode: ({ model: handle, text }) => model(handle).encode(text),
   decode: ({ model: handle, ids }) => model(handle).decode(ids),
   stats: ({ model: handle }) => model(handle).stats(),
+  profileStep: ({ model: handle, reps }) => model(handle).profileStep(reps),
   destroyDevice: ({ model: handle }) => model(handle).destroyDevice(),
 
   async checkpoints({ model: handle, ids }) {

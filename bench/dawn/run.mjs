@@ -6,7 +6,7 @@
 // HTTP by scripts/serve.mjs (Range, strong ETags), so the loader reads them as a page does.
 //
 //   node bench/dawn/run.mjs [--webgpu DIR] [--dawn-icd JSON] [--prompt-len 128] [--gen 128] [--reps 3]
-//       [--native WEFT] [--check 16] [--check-prompt TEXT] [--check-only] [--port 4391] MODEL.gguf...
+//       [--native WEFT] [--check 16] [--check-prompt TEXT] [--check-only] [--profile] [--dawn-flag F]... [--port 4391] MODEL.gguf...
 //
 //   --webgpu DIR  the package's index.js, package.json and dist/linux-x64/dawn.node
 //                 (default: target/dawn/webgpu, where bench/dawn/fetch-webgpu.sh puts them)
@@ -17,6 +17,11 @@
 //   --native WEFT a native weft binary: `WEFT generate MODEL --ids` gives the greedy ids the
 //                 JS API's must equal for the first --check tokens (0: print both, assert nothing)
 //   --check-only  the id check only, no timing
+//   --profile     after the timed runs, `profileStep(20)`: the decode step's CPU time, its wait and
+//                 each kernel's GPU time (timestamp queries), as `weft bench --profile` natively;
+//                 Dawn's timestamps are then not quantized (Chrome rounds them to 100 us)
+//   --dawn-flag F a flag for Dawn's `create()`, e.g. disable-dawn-features=disable_robustness to
+//                 see what a Chrome default costs (repeatable; diagnostics, not a page's setting)
 //
 // The protocol of `weft bench --prompt-len 128 --gen 128 --reps 3`, with text prompts (the API
 // takes text): reps + 1 prompts of random words, each exactly --prompt-len tokens past what the
@@ -43,7 +48,7 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 function parseArgs(argv) {
   const o = {
     webgpu: join(ROOT, 'target', 'dawn', 'webgpu'), icd: null, promptLen: 128, gen: 128, reps: 3, native: null,
-    check: 16, checkPrompt: 'The capital of France is', checkOnly: false, port: 4391, models: [],
+    check: 16, checkPrompt: 'The capital of France is', checkOnly: false, profile: false, dawnFlags: [], port: 4391, models: [],
   };
   const numbers = { '--prompt-len': 'promptLen', '--gen': 'gen', '--reps': 'reps', '--check': 'check', '--port': 'port' };
   for (let i = 0; i < argv.length; i++) {
@@ -54,6 +59,8 @@ function parseArgs(argv) {
     else if (a === '--dawn-icd') o.icd = resolve(argv[++i]);
     else if (a === '--check-prompt') o.checkPrompt = argv[++i];
     else if (a === '--check-only') o.checkOnly = true;
+    else if (a === '--profile') o.profile = true;
+    else if (a === '--dawn-flag') o.dawnFlags.push(argv[++i]);
     else if (a.startsWith('--')) throw new Error(`unknown option ${a}`);
     else o.models.push(resolve(a));
   }
@@ -71,7 +78,7 @@ const devices = [];
 
 /** Dawn as the page's `navigator.gpu`. wgpu's web backend reads navigator.gpu from a Window or a
  * WorkerGlobalScope and finds neither in Node: a `Window` constructor makes it take the first. */
-async function installDawn(dir) {
+async function installDawn(dir, flags) {
   const { create, globals } = await import(pathToFileURL(join(dir, 'index.js')).href);
   Object.assign(globalThis, globals);
   const { requestDevice } = globals.GPUAdapter.prototype;
@@ -80,7 +87,7 @@ async function installDawn(dir) {
     devices.push(device);
     return device;
   };
-  const gpu = create([]);
+  const gpu = create(flags);
   const navigator = { gpu, hardwareConcurrency: availableParallelism(), userAgent: `Node.js ${process.version}` };
   Object.defineProperty(globalThis, 'navigator', { value: navigator, configurable: true, writable: true });
   globalThis.Window ??= class Window {};
@@ -263,6 +270,12 @@ async function bench(api, o, file, url, adapter) {
         decode_weight_gb_s: round((s.weightBytes * median(decode)) / 1e9, 3),
         kv: 'f32',
       });
+      if (o.profile) {
+        out.profile = await m.profileStep(20);
+        const p = out.profile;
+        console.error(`profile: ${p.dispatches} dispatches, record + submit ${p.record_submit_ms.toFixed(3)} ms, wait ${p.wait_ms.toFixed(3)} ms`);
+        for (const [name, us, n] of p.kernels_us.slice(0, 12)) console.error(`profile:   ${us.toFixed(1).padStart(9)} us ${String(n).padStart(4)}x ${name}`);
+      }
     }
   } finally {
     await m.dispose();
@@ -277,7 +290,9 @@ const nativeEnv = { ...process.env };
 async function main() {
   const o = parseArgs(process.argv.slice(2));
   if (o.icd) process.env.VK_DRIVER_FILES = o.icd;
-  const gpu = await installDawn(o.webgpu);
+  const flags = [...o.dawnFlags];
+  if (o.profile && !flags.some((f) => f.includes('timestamp_quantization'))) flags.push('disable-dawn-features=timestamp_quantization');
+  const gpu = await installDawn(o.webgpu, flags);
   const dir = stage();
   let server = null;
   let failed = false;

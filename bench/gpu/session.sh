@@ -20,7 +20,8 @@
 #   llama   build llama-bench (CUDA, sm_90) from .llama/llama.tar.xz (the llama.cpp source of the
 #           llama-cpp-python sdist) while the other steps run, then run it on every model file
 #   dawn    weft's JS API on Dawn (bench/dawn/run.mjs, carried as .dev/weft-dawn.txz) beside a
-#           native weft bench of each model file (after `models` in the same call)
+#           native weft bench of each model file (after `models` in the same call); DAWN_ARGS
+#           (e.g. --profile) go to run.mjs
 #   embed   sentence embeddings: a random-weight all-MiniLM-L6-v2-shape BertModel made with the
 #           device's transformers; weft bench-embed --backend gpu (EMBED_WEIGHTS, default f32,q8)
 #           beside PyTorch f32 and fp16 on the GPU, 256 sentences, batch 32, tokenization
@@ -187,7 +188,9 @@ if [[ $steps == *dawn* ]]; then
       "$bin/weft" bench "$f" --prompt-len 128 --gen 128 --reps 3 --json >"$tmp/native.json" 2>"$tmp/native.err"
       log "dawn $name: JS API on Dawn"
       timeout "${DAWN_TIMEOUT:-300}" "$dawn/node" "$dawn/bench/dawn/run.mjs" --webgpu "$dawn/target/dawn/webgpu" \
-        ${DAWN_ICD:+--dawn-icd "$DAWN_ICD"} --native "$bin/weft" --check 0 "$f" >"$tmp/js.json" 2>"$tmp/js.err"
+        ${DAWN_ICD:+--dawn-icd "$DAWN_ICD"} --native "$bin/weft" --check 0 ${DAWN_ARGS:-} "$f" >"$tmp/js.json" 2>"$tmp/js.err"
+      # DAWN_ARGS=--profile: the JS API's decode-step profile, beside the native one in the log.
+      grep '^profile' "$tmp/js.err" | sed 's/^/dawn: /' | tee -a "$out/session.log"
       # One record a model in dawn.jsonl (a failure keeps its error text there and in the log).
       python3 - "$name" "$tmp" "$?" "$out/dawn.jsonl" <<'EOF' 2>&1 | sed 's/^/dawn: /' | tee -a "$out/session.log"
 import json, sys

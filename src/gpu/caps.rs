@@ -84,6 +84,15 @@ impl Capabilities {
         }
     }
 
+    /// Subgroups that the browser granted outside wgpu's feature table (see
+    /// `gpu::device_label`), with the adapter's smallest subgroup; a size of 0 (not reported)
+    /// leaves the kernels on their shared-memory sums.
+    pub fn with_web_subgroups(mut self, min_size: u32) -> Self {
+        self.subgroups = true;
+        self.subgroup_min_size = min_size;
+        self
+    }
+
     /// Folds in what only the browser's `GPUAdapterInfo` tells (wgpu leaves these empty on the web).
     pub fn with_web_info(mut self, vendor: String, architecture: String, is_fallback: bool) -> Self {
         if !vendor.is_empty() {

@@ -67,10 +67,13 @@ pub struct DeviceOptions {
     /// Request none of the optional features (shader-f16, subgroups, timestamp-query), as on an
     /// adapter that has none of them.
     pub no_features: bool,
+    /// Request every optional feature but subgroups: the kernels' shared-memory sums on an
+    /// adapter that has subgroups, to measure what they cost.
+    pub no_subgroups: bool,
 }
 
 impl DeviceOptions {
-    /// Reads `WEFT_LIMITS` (adapter, default) and `WEFT_FEATURES` (all, none); unset means the
+    /// Reads `WEFT_LIMITS` (adapter, default) and `WEFT_FEATURES` (all, none, no-subgroups); unset means the
     /// adapter's limits and every optional feature weft uses.
     pub fn from_env() -> Result<Self> {
         let limits = std::env::var("WEFT_LIMITS").unwrap_or_default();
@@ -78,7 +81,7 @@ impl DeviceOptions {
         Self::parse(&limits, &features)
     }
 
-    /// `limits`: "" or "adapter", or "default"; `features`: "" or "all", or "none".
+    /// `limits`: "" or "adapter", or "default"; `features`: "" or "all", "none" or "no-subgroups".
     pub fn parse(limits: &str, features: &str) -> Result<Self> {
         let default_limits = match limits.trim().to_ascii_lowercase().as_str() {
             "" | "adapter" => false,
@@ -89,18 +92,34 @@ impl DeviceOptions {
                 )))
             }
         };
-        let no_features = match features.trim().to_ascii_lowercase().as_str() {
-            "" | "all" => false,
-            "none" => true,
+        let (no_features, no_subgroups) = match features.trim().to_ascii_lowercase().as_str() {
+            "" | "all" => (false, false),
+            "none" => (true, false),
+            "no-subgroups" => (false, true),
             other => {
                 return Err(Error::DeviceOption(format!(
-                    "features '{other}': use \"all\" (every optional feature the adapter has) or \"none\""
+                    "features '{other}': use \"all\" (every optional feature the adapter has), \"none\" or \"no-subgroups\""
                 )))
             }
         };
-        Ok(Self { default_limits, no_features })
+        Ok(Self { default_limits, no_features, no_subgroups })
     }
 }
+
+/// The label of weft's device request. wgpu's web backend has no name for WebGPU's "subgroups"
+/// feature, so it can neither ask for it nor report it; the JS API's `requestDevice` wrapper
+/// (js/direct.js) adds it to requests labelled [`WEB_SUBGROUPS_LABEL`] where the adapter offers
+/// it and tells the module (`deviceSubgroups`).
+fn device_label(options: DeviceOptions) -> &'static str {
+    if cfg!(target_arch = "wasm32") && !options.no_features && !options.no_subgroups {
+        WEB_SUBGROUPS_LABEL
+    } else {
+        "weft"
+    }
+}
+
+/// See [`device_label`]; js/direct.js matches this string.
+pub const WEB_SUBGROUPS_LABEL: &str = "weft +subgroups";
 
 /// The device, its queue, what it can do, and the compiled pipelines.
 pub struct GpuContext {
@@ -179,6 +198,9 @@ impl GpuContext {
                 | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX
         };
         let mut features = adapter.features() & wanted;
+        if options.no_subgroups {
+            features.remove(wgpu::Features::SUBGROUP);
+        }
         let info = adapter.get_info();
         // The matrix-unit GEMM (shaders/qgemm_coop.wgsl) is written for 16 x 16 x 16 products of
         // f16 into f32, by subgroups of 32 lanes; without that shape the feature is not asked for.
@@ -198,7 +220,7 @@ impl GpuContext {
         let limits = if options.default_limits { wgpu::Limits::default() } else { adapter.limits() };
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
-                label: Some("weft"),
+                label: Some(device_label(options)),
                 required_features: features,
                 required_limits: limits.clone(),
                 // SAFETY: the one experimental feature weft may ask for is the cooperative
@@ -319,7 +341,11 @@ mod tests {
         assert_eq!(DeviceOptions::parse("", "").unwrap(), DeviceOptions::default());
         assert_eq!(
             DeviceOptions::parse("Default", " none ").unwrap(),
-            DeviceOptions { default_limits: true, no_features: true }
+            DeviceOptions { default_limits: true, no_features: true, no_subgroups: false }
+        );
+        assert_eq!(
+            DeviceOptions::parse("", "No-Subgroups").unwrap(),
+            DeviceOptions { default_limits: false, no_features: false, no_subgroups: true }
         );
         assert_eq!(DeviceOptions::parse("adapter", "all").unwrap(), DeviceOptions::default());
         let e = DeviceOptions::parse("huge", "").unwrap_err();

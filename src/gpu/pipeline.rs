@@ -31,7 +31,13 @@ impl GpuContext {
         } else {
             format!("{}[{}]", shader.name, defines.key())
         };
-        let wgsl = preprocess(shader, defines)?;
+        let mut wgsl = preprocess(shader, defines)?;
+        // Browsers compile the text themselves and want the extension named; naga, natively,
+        // refuses the directive and takes the builtins under the device feature. Put on the
+        // first line so that compiler messages keep the file's line numbers.
+        if cfg!(target_arch = "wasm32") && defines.get("SG").is_some() {
+            wgsl.insert_str(0, "enable subgroups; ");
+        }
         let pipeline = Arc::new(self.compile(&label, &wgsl).await?);
         self.lock_pipelines().insert(key, pipeline.clone());
         Ok(pipeline)

@@ -91,9 +91,17 @@ fn web_time_now() -> f64 {
     START.get_or_init(std::time::Instant::now).elapsed().as_secs_f64() * 1e3
 }
 
+/// `performance.now()` where the global has it (windows, workers, Node: fractions of a
+/// millisecond), else `Date.now()` (whole milliseconds, too coarse for one decode step).
 #[cfg(target_arch = "wasm32")]
-fn web_time_now() -> f64 {
-    js_sys::Date::now()
+pub(crate) fn web_time_now() -> f64 {
+    use wasm_bindgen::JsCast;
+    let perf = js_sys::Reflect::get(&js_sys::global(), &"performance".into()).ok();
+    let now = perf.as_ref().and_then(|p| js_sys::Reflect::get(p, &"now".into()).ok());
+    match (perf, now.as_ref().and_then(|n| n.dyn_ref::<js_sys::Function>())) {
+        (Some(p), Some(f)) => f.call0(&p).ok().and_then(|v| v.as_f64()).unwrap_or_else(js_sys::Date::now),
+        _ => js_sys::Date::now(),
+    }
 }
 
 impl Llama {

@@ -10,6 +10,20 @@ use crate::gpu::DeviceOptions;
 
 thread_local! {
     static OPTIONS: Cell<DeviceOptions> = Cell::new(DeviceOptions::default());
+    static SUBGROUPS_GRANTED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Called by the JS API's `requestDevice` wrapper (js/direct.js) as it sends weft's device
+/// request: whether it added WebGPU's "subgroups" feature, which wgpu's web backend cannot name
+/// (see `gpu::device_label`).
+#[wasm_bindgen(js_name = deviceSubgroups)]
+pub fn device_subgroups(granted: bool) {
+    SUBGROUPS_GRANTED.with(|g| g.set(granted));
+}
+
+/// Whether the last device request got subgroups added; reading it clears it.
+pub(crate) fn take_subgroups_granted() -> bool {
+    SUBGROUPS_GRANTED.with(|g| g.replace(false))
 }
 
 /// The options the next device is created with.

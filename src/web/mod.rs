@@ -39,8 +39,10 @@ pub(crate) async fn shared_context() -> crate::Result<Rc<GpuContext>> {
     if let Some(e) = device::missing_webgpu() {
         return Err(e);
     }
+    device::take_subgroups_granted();
     let mut ctx = GpuContext::with_options(BackendChoice::Auto, device::options()).await?;
-    let caps = web_adapter_info(ctx.capabilities().clone()).await;
+    let subgroups = device::take_subgroups_granted();
+    let caps = web_adapter_info(ctx.capabilities().clone(), subgroups).await;
     ctx.set_capabilities(caps);
     let ctx = Rc::new(ctx);
     CONTEXT.with(|c| *c.borrow_mut() = Some(ctx.clone()));
@@ -49,8 +51,8 @@ pub(crate) async fn shared_context() -> crate::Result<Rc<GpuContext>> {
 
 /// wgpu maps only the description from `GPUAdapterInfo`; vendor and architecture come from the
 /// browser directly. A failure here only leaves those fields empty.
-async fn web_adapter_info(caps: Capabilities) -> Capabilities {
-    async fn read() -> Result<(String, String, bool), JsValue> {
+async fn web_adapter_info(caps: Capabilities, subgroups: bool) -> Capabilities {
+    async fn read() -> Result<(String, String, bool, u32), JsValue> {
         let global = js_sys::global();
         let navigator = js_sys::Reflect::get(&global, &"navigator".into())?;
         let gpu = js_sys::Reflect::get(&navigator, &"gpu".into())?;
@@ -66,10 +68,17 @@ async fn web_adapter_info(caps: Capabilities) -> Capabilities {
             .ok()
             .and_then(|v| v.as_bool())
             .unwrap_or(false);
-        Ok((text("vendor"), text("architecture"), fallback))
+        let min_subgroup = js_sys::Reflect::get(&info, &"subgroupMinSize".into())
+            .ok()
+            .and_then(|v| v.as_f64())
+            .unwrap_or(0.0) as u32;
+        Ok((text("vendor"), text("architecture"), fallback, min_subgroup))
     }
     match read().await {
-        Ok((vendor, architecture, fallback)) => caps.with_web_info(vendor, architecture, fallback),
+        Ok((vendor, architecture, fallback, min_subgroup)) => {
+            let caps = caps.with_web_info(vendor, architecture, fallback);
+            if subgroups { caps.with_web_subgroups(min_subgroup) } else { caps }
+        }
         Err(_) => caps,
     }
 }

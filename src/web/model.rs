@@ -23,8 +23,10 @@ use crate::tokenizer::chat::Message;
 use crate::tokenizer::{TextStream, Tokenizer};
 use crate::Error;
 
+mod profile;
+
 fn now_ms() -> f64 {
-    js_sys::Date::now()
+    crate::model::llama::web_time_now()
 }
 
 /// Bytes of this module's linear memory (it only grows, so the last value is the peak).

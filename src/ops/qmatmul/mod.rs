@@ -425,9 +425,8 @@ async fn gemv_with(
     if !wg.is_power_of_two() || rows == 0 || !lanes.is_power_of_two() || lanes > wg {
         return Err(Error::Shape { op: "gemv", message: format!("workgroup {wg}, rows {rows}, lanes {lanes}") });
     }
-    // Subgroup builtins in WGSL need `enable subgroups;`, which naga's front end refuses: the
-    // browser (which compiles the text itself) gets the shared-memory sum.
-    let subgroup = if cfg!(target_arch = "wasm32") { 0 } else { ctx.capabilities().subgroup_min_size };
+    // In a browser the pipeline cache adds `enable subgroups;` (see `GpuContext::pipeline`).
+    let subgroup = ctx.capabilities().subgroup_min_size;
     let gpu = gpu_gemv(&w.format, w.cols, precision, config);
     let (shader, mut defines) = if gpu {
         (&QGEMV_GPU_SHADER, gpu_gemv_defines(&w.format, config, subgroup))
