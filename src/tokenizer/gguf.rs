@@ -27,8 +27,9 @@ impl Tokenizer {
             bos: opt_u32("tokenizer.ggml.bos_token_id"),
             eos: opt_u32("tokenizer.ggml.eos_token_id"),
             unknown: opt_u32("tokenizer.ggml.unknown_token_id"),
-            // SentencePiece models add BOS and a leading space unless told otherwise.
-            add_bos: opt_bool("tokenizer.ggml.add_bos_token", model == "llama"),
+            // SentencePiece models add BOS and a leading space unless told otherwise; Gemma
+            // adds BOS but no space.
+            add_bos: opt_bool("tokenizer.ggml.add_bos_token", model == "llama" || model == "gemma4"),
             add_space_prefix: opt_bool("tokenizer.ggml.add_space_prefix", model == "llama"),
             space_prefix_if_missing: false,
             space_prefix_every_segment: false,

@@ -3,12 +3,15 @@
 
 use serde_json::Value;
 
-use super::{token_type, Tokenizer, TokenizerSpec};
+use super::{token_type, unsupported, Tokenizer, TokenizerSpec};
 use crate::error::{Error, Result};
 
 fn bad(message: impl Into<String>) -> Error {
     Error::Tokenizer(message.into())
 }
+
+const SUPPORTED_PRE: &str = "weft knows ByteLevel alone, Digits then ByteLevel, and a Split with Qwen2's or \
+                             Llama 3's pattern then ByteLevel";
 
 /// Which of weft's pre-tokenizers a `pre_tokenizer` block describes.
 fn pre_tokenizer_name(pre: &Value) -> Result<&'static str> {
@@ -26,10 +29,10 @@ fn pre_tokenizer_name(pre: &Value) -> Result<&'static str> {
                 ["Digits", "ByteLevel"] => Ok("smollm"),
                 ["Split", "ByteLevel"] if regex.contains(r"[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|") => Ok("qwen2"),
                 ["Split", "ByteLevel"] if regex.contains(r"[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|") => Ok("llama-bpe"),
-                _ => Err(bad(format!("pre-tokenizer {kinds:?} with pattern {regex:?} is not supported"))),
+                _ => Err(unsupported(format!("the pre-tokenizer {kinds:?} with pattern {regex:?}"), SUPPORTED_PRE)),
             }
         }
-        other => Err(bad(format!("pre-tokenizer '{other}' is not supported"))),
+        other => Err(unsupported(format!("the pre-tokenizer '{other}'"), SUPPORTED_PRE)),
     }
 }
 
@@ -120,7 +123,8 @@ fn hf_spec(json: &str, chat_template: Option<String>) -> Result<TokenizerSpec> {
     let root: Value = serde_json::from_str(json).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
     let model = root.get("model").ok_or_else(|| bad("tokenizer.json has no model"))?;
     if model.get("type").and_then(Value::as_str) != Some("BPE") {
-        return Err(bad("only BPE tokenizer.json models are supported"));
+        let kind = model.get("type").and_then(Value::as_str).unwrap_or("(none)");
+        return Err(unsupported(format!("the tokenizer.json model type '{kind}'"), "weft reads BPE models from tokenizer.json"));
     }
     let vocab = model.get("vocab").and_then(Value::as_object).ok_or_else(|| bad("BPE model without vocab"))?;
     let added = root.get("added_tokens").and_then(Value::as_array).cloned().unwrap_or_default();
@@ -226,7 +230,7 @@ fn sentencepiece_spaces(normalizer: Option<&Value>, pre: Option<&Value>) -> Resu
     }
     if let Some(p) = pre.filter(|p| kind(p) == "Metaspace") {
         if p.get("replacement").and_then(Value::as_str).is_some_and(|r| r != "\u{2581}") {
-            return Err(bad("a Metaspace replacement other than U+2581 is not supported"));
+            return Err(unsupported("a Metaspace replacement other than U+2581".into(), "SentencePiece files use U+2581"));
         }
         // prepend_scheme "first" (or the older add_prefix_space) puts U+2581 before the text.
         let prepend = match p.get("prepend_scheme").and_then(Value::as_str) {
@@ -251,7 +255,7 @@ fn sentencepiece_spaces(normalizer: Option<&Value>, pre: Option<&Value>) -> Resu
     match pre {
         None => Ok(Some(spaces)),
         Some(p) if kind(p) == "Split" && p.pointer("/pattern/String") == Some(&Value::from(" ")) => Ok(Some(spaces)),
-        Some(p) => Err(bad(format!("pre-tokenizer '{}' after a SentencePiece normalizer is not supported", kind(p)))),
+        Some(p) => Err(unsupported(format!("the pre-tokenizer '{}' after a SentencePiece normalizer", kind(p)), SUPPORTED_PRE)),
     }
 }
 

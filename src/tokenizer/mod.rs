@@ -1,7 +1,7 @@
 //! Tokenizers: byte-level BPE (GPT-2 family: SmolLM, Qwen2, Llama 3) and SentencePiece-style
-//! BPE (Llama 2 family), built from a model file's vocabulary. Written here rather than taken
-//! from the `tokenizers` crate, whose wasm32 build alone is about 2.1 MB (0.7 MB gzipped),
-//! several times the rest of the library.
+//! BPE (Llama 2 family, Phi-3, Gemma), built from a model file's vocabulary. Written here rather
+//! than taken from the `tokenizers` crate, whose wasm32 build alone is about 2.1 MB (0.7 MB
+//! gzipped), several times the rest of the library.
 
 mod accents;
 mod accents_table;
@@ -36,14 +36,15 @@ pub mod token_type {
 /// Everything a model file says about its tokenizer.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct TokenizerSpec {
-    /// `gpt2` (byte-level BPE) or `llama` (SentencePiece BPE).
+    /// `gpt2` (byte-level BPE), `llama` (SentencePiece BPE merged by score) or `gemma4`
+    /// (SentencePiece BPE merged by rank), as GGUF names them.
     pub model: String,
     /// Pre-tokenizer name (byte-level BPE only), e.g. `smollm`.
     pub pre: Option<String>,
     pub tokens: Vec<String>,
     /// One of [`token_type`] per token; empty means all normal.
     pub token_types: Vec<i32>,
-    /// "left right" pairs in rank order (byte-level BPE).
+    /// "left right" pairs in rank order (byte-level BPE, `gemma4`).
     pub merges: Vec<String>,
     /// Per-token scores (SentencePiece).
     pub scores: Vec<f32>,
@@ -74,7 +75,7 @@ enum Kind {
         byte_ids: Box<[Option<u32>; 256]>,
     },
     SentencePiece {
-        scores: Vec<f32>,
+        rule: spm::Rule,
         byte_tokens: Box<[Option<u32>; 256]>,
         add_space_prefix: bool,
         space_prefix_if_missing: bool,
@@ -104,6 +105,11 @@ pub struct Tokenizer {
 
 fn bad(message: impl Into<String>) -> Error {
     Error::Tokenizer(message.into())
+}
+
+/// A tokenizer weft has no rule for: refused by name rather than tokenized with another rule.
+fn unsupported(what: String, hint: &str) -> Error {
+    Error::UnsupportedModel { what, hint: hint.into() }
 }
 
 impl Tokenizer {
@@ -148,8 +154,9 @@ impl Tokenizer {
         let (kind, bytes) = match spec.model.as_str() {
             "gpt2" => {
                 let pre_name = spec.pre.as_deref().unwrap_or("gpt2");
-                let pre = PreTokenizer::from_gguf_name(pre_name)
-                    .ok_or_else(|| bad(format!("pre-tokenizer '{pre_name}' is not supported")))?;
+                let pre = PreTokenizer::from_gguf_name(pre_name).ok_or_else(|| {
+                    unsupported(format!("the byte-level BPE pre-tokenizer '{pre_name}'"), PreTokenizer::SUPPORTED)
+                })?;
                 let table = bpe::byte_to_char();
                 // Vocabularies may leave out bytes that never occurred in training (SmolLM2
                 // has no token for most control characters); those encode as the unknown token.
@@ -176,10 +183,17 @@ impl Tokenizer {
                 let merges = bpe::Merges::new(&spec.merges, &ids);
                 (Kind::ByteBpe { pre, merges, byte_ids }, bytes)
             }
-            "llama" => {
-                if spec.scores.len() != n {
+            "llama" | "gemma4" => {
+                let rule = if spec.model == "gemma4" {
+                    if spec.merges.is_empty() {
+                        return Err(bad("a gemma4 vocabulary without merges"));
+                    }
+                    spm::Rule::Ranks(bpe::Merges::new(&spec.merges, &ids))
+                } else if spec.scores.len() != n {
                     return Err(bad(format!("{} scores for {n} tokens", spec.scores.len())));
-                }
+                } else {
+                    spm::Rule::Scores(spec.scores)
+                };
                 let mut byte_tokens = Box::new([None; 256]);
                 let bytes = spec
                     .tokens
@@ -194,7 +208,7 @@ impl Tokenizer {
                     })
                     .collect();
                 let kind = Kind::SentencePiece {
-                    scores: spec.scores,
+                    rule,
                     byte_tokens,
                     add_space_prefix: spec.add_space_prefix,
                     space_prefix_if_missing: spec.space_prefix_if_missing,
@@ -202,7 +216,12 @@ impl Tokenizer {
                 };
                 (kind, bytes)
             }
-            other => return Err(bad(format!("tokenizer model '{other}' is not supported"))),
+            other => {
+                return Err(unsupported(
+                    format!("the tokenizer model '{other}'"),
+                    "weft reads gpt2 (byte-level BPE), llama (SentencePiece) and gemma4 (SentencePiece BPE) vocabularies",
+                ))
+            }
         };
         Ok(Self {
             spec: kept,
@@ -264,8 +283,9 @@ impl Tokenizer {
     }
 
     /// Token ids for `text`. With `parse_special`, control tokens written in the text (such as
-    /// `<|im_start|>`) become their ids; without, they are tokenized as plain text. `add_bos`
-    /// follows the model's own setting.
+    /// `<|im_start|>`) become their ids; without, they are tokenized as plain text.
+    /// User-defined tokens (MPT's runs of spaces, Gemma's tool-call markers) are matched either
+    /// way, as llama.cpp and Hugging Face do. `add_bos` follows the model's own setting.
     pub fn encode(&self, text: &str, parse_special: bool) -> Vec<u32> {
         let mut out = Vec::new();
         if self.add_bos {
@@ -274,7 +294,7 @@ impl Tokenizer {
         let mut rest = text;
         let mut at_start = true;
         while !rest.is_empty() {
-            let found = if parse_special { self.next_special(rest) } else { None };
+            let found = self.next_special(rest, parse_special);
             let (plain, special) = match found {
                 Some((pos, len, id)) => (&rest[..pos], Some((len, id, pos))),
                 None => (rest, None),
@@ -306,7 +326,7 @@ impl Tokenizer {
             match part {
                 chat::ChatPart::Template(t) => {
                     let mut rest = t.as_str();
-                    while let Some((pos, len, id)) = self.next_special(rest) {
+                    while let Some((pos, len, id)) = self.next_special(rest, true) {
                         text.push_str(&rest[..pos]);
                         self.encode_plain(&text, at_start, &mut out);
                         text.clear();
@@ -334,9 +354,10 @@ impl Tokenizer {
     }
 
     /// Earliest special token in `text`, longest at that position: (byte offset, length, id).
-    fn next_special(&self, text: &str) -> Option<(usize, usize, u32)> {
+    /// Control tokens count only with `control`.
+    fn next_special(&self, text: &str, control: bool) -> Option<(usize, usize, u32)> {
         let mut best: Option<(usize, usize, u32)> = None;
-        for (s, id) in &self.specials {
+        for (s, id) in self.specials.iter().filter(|(_, id)| control || !self.is_control(*id)) {
             if let Some(pos) = text.find(s.as_str()) {
                 if best.is_none_or(|(p, l, _)| pos < p || (pos == p && s.len() > l)) {
                     best = Some((pos, s.len(), *id));
@@ -366,7 +387,13 @@ impl Tokenizer {
                     }
                 }
             }
-            Kind::SentencePiece { scores, byte_tokens, add_space_prefix, space_prefix_if_missing, space_prefix_every_segment } => {
+            Kind::SentencePiece {
+                rule,
+                byte_tokens,
+                add_space_prefix,
+                space_prefix_if_missing,
+                space_prefix_every_segment,
+            } => {
                 let mut s = String::with_capacity(text.len() + 3);
                 let first = at_start || *space_prefix_every_segment;
                 if *add_space_prefix && first && !(*space_prefix_if_missing && text.starts_with(' ')) {
@@ -374,7 +401,7 @@ impl Tokenizer {
                 }
                 s.push_str(&text.replace(' ', "\u{2581}"));
                 for chunk in merge::chunks(&s, true) {
-                    spm::encode(chunk, &self.ids, scores, byte_tokens, self.unknown, out);
+                    spm::encode(chunk, &self.ids, rule, byte_tokens, self.unknown, out);
                 }
             }
         }
@@ -430,12 +457,10 @@ mod tests {
         for m in merges {
             tokens.push(m.replace(' ', ""));
         }
-        tokens.push("<|im_start|>".into());
-        tokens.push("<|im_end|>".into());
+        tokens.extend(["<tool>".into(), "<|im_start|>".into(), "<|im_end|>".into()]);
         let mut types = vec![token_type::NORMAL; tokens.len()];
         let n = types.len();
-        types[n - 2] = token_type::CONTROL;
-        types[n - 1] = token_type::CONTROL;
+        types[n - 3..].copy_from_slice(&[token_type::USER_DEFINED, token_type::CONTROL, token_type::CONTROL]);
         Tokenizer::new(TokenizerSpec {
             model: "gpt2".into(),
             pre: Some("smollm".into()),
@@ -460,7 +485,7 @@ mod tests {
     }
 
     #[test]
-    fn control_tokens_only_when_parsing_specials() {
+    fn control_tokens_only_when_parsing_specials_user_defined_always() {
         let t = toy();
         let start = t.id("<|im_start|>").unwrap();
         let ids = t.encode("<|im_start|>hello<|im_end|>", true);
@@ -470,6 +495,8 @@ mod tests {
         let plain = t.encode("<|im_start|>", false);
         assert!(plain.len() > 1 && !plain.contains(&start));
         assert_eq!(t.decode(&ids, true).unwrap(), "hello");
+        let tool = t.id("<tool>").unwrap();
+        assert_eq!(t.encode("hello<tool>", false), [t.id("hello").unwrap(), tool]);
     }
 
     #[test]

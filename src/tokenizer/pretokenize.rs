@@ -17,9 +17,13 @@ pub enum PreTokenizer {
 }
 
 impl PreTokenizer {
+    /// The `tokenizer.ggml.pre` names [`Self::from_gguf_name`] knows, for error messages.
+    pub const SUPPORTED: &'static str = "weft knows gpt2, gpt-2, phi-2, default, mpt, olmo, jais, smollm, starcoder, \
+                                          refact, codeshell, command-r, qwen2, llama-bpe and llama3";
+
     pub fn from_gguf_name(name: &str) -> Option<Self> {
         match name {
-            "gpt2" | "default" | "mpt" | "olmo" | "jais" => Some(Self::Gpt2),
+            "gpt2" | "gpt-2" | "phi-2" | "default" | "mpt" | "olmo" | "jais" => Some(Self::Gpt2),
             "smollm" | "starcoder" | "refact" | "codeshell" | "command-r" => Some(Self::DigitsThenGpt2),
             "qwen2" => Some(Self::Qwen2),
             "llama-bpe" | "llama3" => Some(Self::Llama3),
