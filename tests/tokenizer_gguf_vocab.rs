@@ -99,6 +99,34 @@ fn starcoder_refact_mpt_command_r_ggufs_match_hugging_face() -> anyhow::Result<(
     Ok(())
 }
 
+#[derive(serde::Deserialize)]
+struct Special {
+    text: String,
+    ids: Vec<u32>,
+}
+
+/// Chat-like texts with special tokens parsed, against the ids llama.cpp gives
+/// (scripts/make_gguf_vocab_references.py): Gemma 4's turn and tool-call markers (the latter
+/// user-defined), Phi-3's special tokens that drop the whitespace after them, the space prefix
+/// after every special token of SentencePiece files, Llama 3's headers, Qwen2's ChatML.
+#[test]
+fn special_tokens_match_llama_cpp() -> anyhow::Result<()> {
+    let path = "tests/fixtures/tokenizer-references/gguf-special.json";
+    let all: std::collections::BTreeMap<String, Vec<Special>> = serde_json::from_str(&std::fs::read_to_string(path)?)?;
+    assert!(all.len() >= 5);
+    for (name, cases) in &all {
+        let tok = open(name)?;
+        for case in cases {
+            let mut ids = tok.encode(&case.text, true);
+            if tok.add_bos {
+                ids.remove(0);
+            }
+            assert_eq!(ids, case.ids, "{name}: {:?}", case.text);
+        }
+    }
+    Ok(())
+}
+
 /// Files whose pre-tokenizer or tokenizer model weft does not have are refused with a typed
 /// error naming what is missing, never tokenized with a wrong rule.
 #[test]
