@@ -10,8 +10,8 @@ fn bad(message: impl Into<String>) -> Error {
     Error::Tokenizer(message.into())
 }
 
-const SUPPORTED_PRE: &str = "weft knows ByteLevel alone, Digits then ByteLevel, and a Split with Qwen2's or \
-                             Llama 3's pattern then ByteLevel";
+const SUPPORTED_PRE: &str = "weft knows ByteLevel alone, Digits then ByteLevel, and a Split with Qwen2's, \
+                             Qwen3.5's or Llama 3's pattern then ByteLevel";
 
 /// Which of weft's pre-tokenizers a `pre_tokenizer` block describes.
 fn pre_tokenizer_name(pre: &Value) -> Result<&'static str> {
@@ -29,6 +29,9 @@ fn pre_tokenizer_name(pre: &Value) -> Result<&'static str> {
                 ["Digits", "ByteLevel"] => Ok("smollm"),
                 ["Split", "ByteLevel"] if regex.contains(r"[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|") => Ok("qwen2"),
                 ["Split", "ByteLevel"] if regex.contains(r"[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|") => Ok("llama-bpe"),
+                ["Split", "ByteLevel"] if regex.contains(r"[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+") => {
+                    Ok("qwen35")
+                }
                 _ => Err(unsupported(format!("the pre-tokenizer {kinds:?} with pattern {regex:?}"), SUPPORTED_PRE)),
             }
         }
