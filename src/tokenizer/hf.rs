@@ -178,7 +178,7 @@ fn hf_spec(json: &str, chat_template: Option<String>) -> Result<TokenizerSpec> {
     // The special token the post-processor puts before every text.
     let bos = post_processor_bos(&root).and_then(id_of);
     if let Some(spaces) = sentencepiece_spaces(root.get("normalizer").filter(|n| !n.is_null()), pre)? {
-        let mut spec = sentencepiece(model, spaces, tokens, types, &merges, eos, chat_template)?;
+        let mut spec = sentencepiece(model, spaces, tokens, types, merges, eos, chat_template)?;
         if bos.is_some() {
             (spec.bos, spec.add_bos) = (bos, true);
         }
@@ -262,33 +262,18 @@ fn sentencepiece_spaces(normalizer: Option<&Value>, pre: Option<&Value>) -> Resu
     }
 }
 
-/// A SentencePiece-style BPE model as weft's SentencePiece tokenizer. SentencePiece merges by token score;
-/// a BPE file has merge ranks instead, so a token made by merge k scores -k (earlier merges
-/// win), the way a SentencePiece model scores pieces in the order training made them.
+/// A SentencePiece-style BPE model as weft's SentencePiece tokenizer, merged by the file's
+/// merge ranks.
 fn sentencepiece(
     model: &Value,
     spaces: Spaces,
     tokens: Vec<String>,
     mut types: Vec<i32>,
-    merges: &[String],
+    merges: Vec<String>,
     eos: Option<u32>,
     chat_template: Option<String>,
 ) -> Result<TokenizerSpec> {
     let ids: std::collections::HashMap<&str, usize> = tokens.iter().enumerate().map(|(i, t)| (t.as_str(), i)).collect();
-    let mut scores = vec![f32::NEG_INFINITY; tokens.len()];
-    for (rank, merge) in merges.iter().enumerate() {
-        let merged = merge.replacen(' ', "", 1);
-        if let Some(&id) = ids.get(merged.as_str()) {
-            if scores[id] == f32::NEG_INFINITY {
-                scores[id] = -(rank as f32);
-            }
-        }
-    }
-    // Single characters never come out of a merge; below every merged token.
-    let floor = -(merges.len() as f32) - 1.0;
-    for s in scores.iter_mut().filter(|s| **s == f32::NEG_INFINITY) {
-        *s = floor;
-    }
     if model.get("byte_fallback").and_then(Value::as_bool).unwrap_or(false) {
         for (t, ty) in tokens.iter().zip(types.iter_mut()) {
             if super::byte_token_value(t).is_some() {
@@ -305,7 +290,7 @@ fn sentencepiece(
         unknown,
         tokens,
         token_types: types,
-        scores,
+        merges,
         add_space_prefix: spaces.prepend,
         space_prefix_if_missing: spaces.if_missing,
         space_prefix_every_segment: spaces.every_segment,

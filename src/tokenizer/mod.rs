@@ -36,15 +36,15 @@ pub mod token_type {
 /// Everything a model file says about its tokenizer.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct TokenizerSpec {
-    /// `gpt2` (byte-level BPE), `llama` (SentencePiece BPE merged by score) or `gemma4`
-    /// (SentencePiece BPE merged by rank), as GGUF names them.
+    /// `gpt2` (byte-level BPE), `llama` (SentencePiece BPE: by merge rank where `merges` are
+    /// given, else by score) or `gemma4` (SentencePiece BPE by merge rank), as GGUF names them.
     pub model: String,
     /// Pre-tokenizer name (byte-level BPE only), e.g. `smollm`.
     pub pre: Option<String>,
     pub tokens: Vec<String>,
     /// One of [`token_type`] per token; empty means all normal.
     pub token_types: Vec<i32>,
-    /// "left right" pairs in rank order (byte-level BPE, `gemma4`).
+    /// "left right" pairs in rank order.
     pub merges: Vec<String>,
     /// Per-token scores (SentencePiece).
     pub scores: Vec<f32>,
@@ -193,11 +193,12 @@ impl Tokenizer {
                 (Kind::ByteBpe { pre, merges, byte_ids }, bytes)
             }
             "llama" | "gemma4" => {
-                let rule = if spec.model == "gemma4" {
-                    if spec.merges.is_empty() {
-                        return Err(bad("a gemma4 vocabulary without merges"));
-                    }
+                // Merge ranks where the file has them (gemma4 GGUF files, whose scores are all
+                // equal, and tokenizer.json files), else SentencePiece's scores.
+                let rule = if !spec.merges.is_empty() {
                     spm::Rule::Ranks(bpe::Merges::new(&spec.merges, &ids))
+                } else if spec.model == "gemma4" {
+                    return Err(bad("a gemma4 vocabulary without merges"));
                 } else if spec.scores.len() != n {
                     return Err(bad(format!("{} scores for {n} tokens", spec.scores.len())));
                 } else {
