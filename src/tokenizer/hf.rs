@@ -157,6 +157,12 @@ fn hf_spec(json: &str, chat_template: Option<String>) -> Result<TokenizerSpec> {
         let special = t.get("special").and_then(Value::as_bool).unwrap_or(false);
         types[id as usize] = if special { token_type::CONTROL } else { token_type::USER_DEFINED };
     }
+    // Added tokens that take the whitespace after them (Phi-3's chat tokens).
+    let rstrip: Vec<u32> = added
+        .iter()
+        .filter(|t| t.get("rstrip").and_then(Value::as_bool) == Some(true))
+        .filter_map(|t| t.get("id").and_then(Value::as_u64).map(|id| id as u32))
+        .collect();
     // Merges are "a b" strings in older files and ["a", "b"] pairs in newer ones.
     let merges = model
         .get("merges")
@@ -182,6 +188,7 @@ fn hf_spec(json: &str, chat_template: Option<String>) -> Result<TokenizerSpec> {
         if bos.is_some() {
             (spec.bos, spec.add_bos) = (bos, true);
         }
+        spec.rstrip = rstrip;
         return Ok(spec);
     }
     let pre = pre.ok_or_else(|| bad("no pre_tokenizer"))?;
@@ -190,6 +197,7 @@ fn hf_spec(json: &str, chat_template: Option<String>) -> Result<TokenizerSpec> {
         add_bos: bos.is_some(),
         model: "gpt2".into(),
         pre: Some(pre_tokenizer_name(pre)?.into()),
+        rstrip,
         eos,
         unknown: None,
         tokens,
