@@ -51,6 +51,7 @@ fi
 bash scripts/fetch-model.sh
 bash scripts/fetch-embed-model.sh
 bash scripts/fetch-tokenizers.sh
+bash scripts/fetch-llama-vocab.sh
 # Dawn for Node (npm `webgpu`): the JS API's check in scripts/test.sh and bench/dawn.
 bash bench/dawn/fetch-webgpu.sh
 say "ready"

@@ -97,3 +97,30 @@ fn stop_tokens_come_from_generation_config() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// Added tokens with `rstrip` take the whitespace after them (as Phi-3's chat tokens do): the
+/// real Llama 2-style tokenizer.json with two such tokens added, against the ids `tokenizers`
+/// gives for the same file (scripts/make_rstrip_reference.py).
+#[test]
+fn rstrip_added_tokens_match_hugging_face() -> anyhow::Result<()> {
+    use serde_json::Value;
+    let path = "tests/fixtures/npm-tokenizers/llama2/tokenizer.json";
+    let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{path}: {e}: run scripts/fetch-tokenizers.sh"))?;
+    let mut json: Value = serde_json::from_str(&text)?;
+    let r: Value = serde_json::from_str(&std::fs::read_to_string("tests/fixtures/tokenizer-references/llama2-rstrip.json")?)?;
+    let added = r["added_tokens"].as_array().expect("added_tokens");
+    json["added_tokens"].as_array_mut().expect("added_tokens").extend(added.iter().cloned());
+    let tok = Tokenizer::from_hf_json(&json.to_string(), None)?;
+    let cases = r["texts"].as_array().expect("texts");
+    assert!(cases.len() >= 4);
+    for case in cases {
+        let text = case["text"].as_str().expect("text");
+        let want: Vec<u32> = serde_json::from_value(case["ids"].clone())?;
+        let mut ids = tok.encode(text, true);
+        if tok.add_bos {
+            ids.remove(0);
+        }
+        assert_eq!(ids, want, "{text:?}");
+    }
+    Ok(())
+}

@@ -50,7 +50,12 @@ impl Merges {
             .enumerate()
             .map(|(i, b)| Symbol { id: byte_ids[b as usize].unwrap_or(unknown), start: i, end: i + 1 })
             .collect();
-        merge(&mut symbols, |l, r| self.pairs.get(&(l.id, r.id)).copied());
+        merge(&mut symbols, |l, r| self.pair(l.id, r.id));
         out.extend(symbols.iter().map(|s| s.id));
+    }
+
+    /// Whether tokens `left` and `right` merge: the merge's rank and the merged token.
+    pub fn pair(&self, left: u32, right: u32) -> Option<(u32, u32)> {
+        self.pairs.get(&(left, right)).copied()
     }
 }

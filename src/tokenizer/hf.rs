@@ -3,12 +3,15 @@
 
 use serde_json::Value;
 
-use super::{token_type, Tokenizer, TokenizerSpec};
+use super::{token_type, unsupported, Tokenizer, TokenizerSpec};
 use crate::error::{Error, Result};
 
 fn bad(message: impl Into<String>) -> Error {
     Error::Tokenizer(message.into())
 }
+
+const SUPPORTED_PRE: &str = "weft knows ByteLevel alone, Digits then ByteLevel, and a Split with Qwen2's, \
+                             Qwen3.5's or Llama 3's pattern then ByteLevel";
 
 /// Which of weft's pre-tokenizers a `pre_tokenizer` block describes.
 fn pre_tokenizer_name(pre: &Value) -> Result<&'static str> {
@@ -26,10 +29,13 @@ fn pre_tokenizer_name(pre: &Value) -> Result<&'static str> {
                 ["Digits", "ByteLevel"] => Ok("smollm"),
                 ["Split", "ByteLevel"] if regex.contains(r"[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|") => Ok("qwen2"),
                 ["Split", "ByteLevel"] if regex.contains(r"[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|") => Ok("llama-bpe"),
-                _ => Err(bad(format!("pre-tokenizer {kinds:?} with pattern {regex:?} is not supported"))),
+                ["Split", "ByteLevel"] if regex.contains(r"[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+") => {
+                    Ok("qwen35")
+                }
+                _ => Err(unsupported(format!("the pre-tokenizer {kinds:?} with pattern {regex:?}"), SUPPORTED_PRE)),
             }
         }
-        other => Err(bad(format!("pre-tokenizer '{other}' is not supported"))),
+        other => Err(unsupported(format!("the pre-tokenizer '{other}'"), SUPPORTED_PRE)),
     }
 }
 
@@ -120,7 +126,8 @@ fn hf_spec(json: &str, chat_template: Option<String>) -> Result<TokenizerSpec> {
     let root: Value = serde_json::from_str(json).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
     let model = root.get("model").ok_or_else(|| bad("tokenizer.json has no model"))?;
     if model.get("type").and_then(Value::as_str) != Some("BPE") {
-        return Err(bad("only BPE tokenizer.json models are supported"));
+        let kind = model.get("type").and_then(Value::as_str).unwrap_or("(none)");
+        return Err(unsupported(format!("the tokenizer.json model type '{kind}'"), "weft reads BPE models from tokenizer.json"));
     }
     let vocab = model.get("vocab").and_then(Value::as_object).ok_or_else(|| bad("BPE model without vocab"))?;
     let added = root.get("added_tokens").and_then(Value::as_array).cloned().unwrap_or_default();
@@ -150,6 +157,12 @@ fn hf_spec(json: &str, chat_template: Option<String>) -> Result<TokenizerSpec> {
         let special = t.get("special").and_then(Value::as_bool).unwrap_or(false);
         types[id as usize] = if special { token_type::CONTROL } else { token_type::USER_DEFINED };
     }
+    // Added tokens that take the whitespace after them (Phi-3's chat tokens).
+    let rstrip: Vec<u32> = added
+        .iter()
+        .filter(|t| t.get("rstrip").and_then(Value::as_bool) == Some(true))
+        .filter_map(|t| t.get("id").and_then(Value::as_u64).map(|id| id as u32))
+        .collect();
     // Merges are "a b" strings in older files and ["a", "b"] pairs in newer ones.
     let merges = model
         .get("merges")
@@ -171,10 +184,11 @@ fn hf_spec(json: &str, chat_template: Option<String>) -> Result<TokenizerSpec> {
     // The special token the post-processor puts before every text.
     let bos = post_processor_bos(&root).and_then(id_of);
     if let Some(spaces) = sentencepiece_spaces(root.get("normalizer").filter(|n| !n.is_null()), pre)? {
-        let mut spec = sentencepiece(model, spaces, tokens, types, &merges, eos, chat_template)?;
+        let mut spec = sentencepiece(model, spaces, tokens, types, merges, eos, chat_template)?;
         if bos.is_some() {
             (spec.bos, spec.add_bos) = (bos, true);
         }
+        spec.rstrip = rstrip;
         return Ok(spec);
     }
     let pre = pre.ok_or_else(|| bad("no pre_tokenizer"))?;
@@ -183,6 +197,7 @@ fn hf_spec(json: &str, chat_template: Option<String>) -> Result<TokenizerSpec> {
         add_bos: bos.is_some(),
         model: "gpt2".into(),
         pre: Some(pre_tokenizer_name(pre)?.into()),
+        rstrip,
         eos,
         unknown: None,
         tokens,
@@ -226,7 +241,7 @@ fn sentencepiece_spaces(normalizer: Option<&Value>, pre: Option<&Value>) -> Resu
     }
     if let Some(p) = pre.filter(|p| kind(p) == "Metaspace") {
         if p.get("replacement").and_then(Value::as_str).is_some_and(|r| r != "\u{2581}") {
-            return Err(bad("a Metaspace replacement other than U+2581 is not supported"));
+            return Err(unsupported("a Metaspace replacement other than U+2581".into(), "SentencePiece files use U+2581"));
         }
         // prepend_scheme "first" (or the older add_prefix_space) puts U+2581 before the text.
         let prepend = match p.get("prepend_scheme").and_then(Value::as_str) {
@@ -251,37 +266,22 @@ fn sentencepiece_spaces(normalizer: Option<&Value>, pre: Option<&Value>) -> Resu
     match pre {
         None => Ok(Some(spaces)),
         Some(p) if kind(p) == "Split" && p.pointer("/pattern/String") == Some(&Value::from(" ")) => Ok(Some(spaces)),
-        Some(p) => Err(bad(format!("pre-tokenizer '{}' after a SentencePiece normalizer is not supported", kind(p)))),
+        Some(p) => Err(unsupported(format!("the pre-tokenizer '{}' after a SentencePiece normalizer", kind(p)), SUPPORTED_PRE)),
     }
 }
 
-/// A SentencePiece-style BPE model as weft's SentencePiece tokenizer. SentencePiece merges by token score;
-/// a BPE file has merge ranks instead, so a token made by merge k scores -k (earlier merges
-/// win), the way a SentencePiece model scores pieces in the order training made them.
+/// A SentencePiece-style BPE model as weft's SentencePiece tokenizer, merged by the file's
+/// merge ranks.
 fn sentencepiece(
     model: &Value,
     spaces: Spaces,
     tokens: Vec<String>,
     mut types: Vec<i32>,
-    merges: &[String],
+    merges: Vec<String>,
     eos: Option<u32>,
     chat_template: Option<String>,
 ) -> Result<TokenizerSpec> {
     let ids: std::collections::HashMap<&str, usize> = tokens.iter().enumerate().map(|(i, t)| (t.as_str(), i)).collect();
-    let mut scores = vec![f32::NEG_INFINITY; tokens.len()];
-    for (rank, merge) in merges.iter().enumerate() {
-        let merged = merge.replacen(' ', "", 1);
-        if let Some(&id) = ids.get(merged.as_str()) {
-            if scores[id] == f32::NEG_INFINITY {
-                scores[id] = -(rank as f32);
-            }
-        }
-    }
-    // Single characters never come out of a merge; below every merged token.
-    let floor = -(merges.len() as f32) - 1.0;
-    for s in scores.iter_mut().filter(|s| **s == f32::NEG_INFINITY) {
-        *s = floor;
-    }
     if model.get("byte_fallback").and_then(Value::as_bool).unwrap_or(false) {
         for (t, ty) in tokens.iter().zip(types.iter_mut()) {
             if super::byte_token_value(t).is_some() {
@@ -298,7 +298,7 @@ fn sentencepiece(
         unknown,
         tokens,
         token_types: types,
-        scores,
+        merges,
         add_space_prefix: spaces.prepend,
         space_prefix_if_missing: spaces.if_missing,
         space_prefix_every_segment: spaces.every_segment,

@@ -1,7 +1,7 @@
 //! Tokenizers: byte-level BPE (GPT-2 family: SmolLM, Qwen2, Llama 3) and SentencePiece-style
-//! BPE (Llama 2 family), built from a model file's vocabulary. Written here rather than taken
-//! from the `tokenizers` crate, whose wasm32 build alone is about 2.1 MB (0.7 MB gzipped),
-//! several times the rest of the library.
+//! BPE (Llama 2 family, Phi-3, Gemma), built from a model file's vocabulary. Written here rather
+//! than taken from the `tokenizers` crate, whose wasm32 build alone is about 2.1 MB (0.7 MB
+//! gzipped), several times the rest of the library.
 
 mod accents;
 mod accents_table;
@@ -36,14 +36,15 @@ pub mod token_type {
 /// Everything a model file says about its tokenizer.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct TokenizerSpec {
-    /// `gpt2` (byte-level BPE) or `llama` (SentencePiece BPE).
+    /// `gpt2` (byte-level BPE), `llama` (SentencePiece BPE: by merge rank where `merges` are
+    /// given, else by score) or `gemma4` (SentencePiece BPE by merge rank), as GGUF names them.
     pub model: String,
     /// Pre-tokenizer name (byte-level BPE only), e.g. `smollm`.
     pub pre: Option<String>,
     pub tokens: Vec<String>,
     /// One of [`token_type`] per token; empty means all normal.
     pub token_types: Vec<i32>,
-    /// "left right" pairs in rank order (byte-level BPE).
+    /// "left right" pairs in rank order.
     pub merges: Vec<String>,
     /// Per-token scores (SentencePiece).
     pub scores: Vec<f32>,
@@ -61,6 +62,10 @@ pub struct TokenizerSpec {
     #[serde(default)]
     pub space_prefix_every_segment: bool,
     pub chat_template: Option<String>,
+    /// Special tokens after which whitespace is dropped (Hugging Face's `rstrip`, which
+    /// llama.cpp gives Phi-3's special tokens: `<|user|>\nHi` is `<|user|>Hi`).
+    #[serde(default)]
+    pub rstrip: Vec<u32>,
     /// Tokens beside `eos` that end a generation (a chat model's end of turn: Llama 3's
     /// `<|eot_id|>`, Gemma's `<end_of_turn>`), from generation_config.json or GGUF.
     #[serde(default)]
@@ -74,7 +79,7 @@ enum Kind {
         byte_ids: Box<[Option<u32>; 256]>,
     },
     SentencePiece {
-        scores: Vec<f32>,
+        rule: spm::Rule,
         byte_tokens: Box<[Option<u32>; 256]>,
         add_space_prefix: bool,
         space_prefix_if_missing: bool,
@@ -91,6 +96,7 @@ pub struct Tokenizer {
     /// Control and user-defined tokens matched verbatim before pre-tokenization, longest first.
     specials: Vec<(String, u32)>,
     control: Vec<bool>,
+    rstrip: Vec<bool>,
     /// What each token decodes to.
     bytes: Vec<Vec<u8>>,
     pub bos: Option<u32>,
@@ -104,6 +110,11 @@ pub struct Tokenizer {
 
 fn bad(message: impl Into<String>) -> Error {
     Error::Tokenizer(message.into())
+}
+
+/// A tokenizer weft has no rule for: refused by name rather than tokenized with another rule.
+fn unsupported(what: String, hint: &str) -> Error {
+    Error::UnsupportedModel { what, hint: hint.into() }
 }
 
 impl Tokenizer {
@@ -125,8 +136,12 @@ impl Tokenizer {
                 return Err(bad(format!("{what} token id {id:?} outside the vocabulary of {n}")));
             }
         }
-        if let Some(id) = spec.stop.iter().find(|&&id| id as usize >= n) {
-            return Err(bad(format!("stop token id {id} outside the vocabulary of {n}")));
+        if let Some(id) = spec.stop.iter().chain(&spec.rstrip).find(|&&id| id as usize >= n) {
+            return Err(bad(format!("stop or rstrip token id {id} outside the vocabulary of {n}")));
+        }
+        let mut rstrip = vec![false; n];
+        for &id in &spec.rstrip {
+            rstrip[id as usize] = true;
         }
         let mut stop: Vec<u32> = spec.eos.into_iter().chain(spec.stop.iter().copied()).collect();
         stop.sort_unstable();
@@ -148,8 +163,9 @@ impl Tokenizer {
         let (kind, bytes) = match spec.model.as_str() {
             "gpt2" => {
                 let pre_name = spec.pre.as_deref().unwrap_or("gpt2");
-                let pre = PreTokenizer::from_gguf_name(pre_name)
-                    .ok_or_else(|| bad(format!("pre-tokenizer '{pre_name}' is not supported")))?;
+                let pre = PreTokenizer::from_gguf_name(pre_name).ok_or_else(|| {
+                    unsupported(format!("the byte-level BPE pre-tokenizer '{pre_name}'"), PreTokenizer::SUPPORTED)
+                })?;
                 let table = bpe::byte_to_char();
                 // Vocabularies may leave out bytes that never occurred in training (SmolLM2
                 // has no token for most control characters); those encode as the unknown token.
@@ -176,10 +192,18 @@ impl Tokenizer {
                 let merges = bpe::Merges::new(&spec.merges, &ids);
                 (Kind::ByteBpe { pre, merges, byte_ids }, bytes)
             }
-            "llama" => {
-                if spec.scores.len() != n {
+            "llama" | "gemma4" => {
+                // Merge ranks where the file has them (gemma4 GGUF files, whose scores are all
+                // equal, and tokenizer.json files), else SentencePiece's scores.
+                let rule = if !spec.merges.is_empty() {
+                    spm::Rule::Ranks(bpe::Merges::new(&spec.merges, &ids))
+                } else if spec.model == "gemma4" {
+                    return Err(bad("a gemma4 vocabulary without merges"));
+                } else if spec.scores.len() != n {
                     return Err(bad(format!("{} scores for {n} tokens", spec.scores.len())));
-                }
+                } else {
+                    spm::Rule::Scores(spec.scores)
+                };
                 let mut byte_tokens = Box::new([None; 256]);
                 let bytes = spec
                     .tokens
@@ -194,7 +218,7 @@ impl Tokenizer {
                     })
                     .collect();
                 let kind = Kind::SentencePiece {
-                    scores: spec.scores,
+                    rule,
                     byte_tokens,
                     add_space_prefix: spec.add_space_prefix,
                     space_prefix_if_missing: spec.space_prefix_if_missing,
@@ -202,7 +226,12 @@ impl Tokenizer {
                 };
                 (kind, bytes)
             }
-            other => return Err(bad(format!("tokenizer model '{other}' is not supported"))),
+            other => {
+                return Err(unsupported(
+                    format!("the tokenizer model '{other}'"),
+                    "weft reads gpt2 (byte-level BPE), llama (SentencePiece) and gemma4 (SentencePiece BPE) vocabularies",
+                ))
+            }
         };
         Ok(Self {
             spec: kept,
@@ -211,6 +240,7 @@ impl Tokenizer {
             ids,
             specials,
             control,
+            rstrip,
             bytes,
             bos: spec.bos,
             eos: spec.eos,
@@ -264,8 +294,9 @@ impl Tokenizer {
     }
 
     /// Token ids for `text`. With `parse_special`, control tokens written in the text (such as
-    /// `<|im_start|>`) become their ids; without, they are tokenized as plain text. `add_bos`
-    /// follows the model's own setting.
+    /// `<|im_start|>`) become their ids; without, they are tokenized as plain text.
+    /// User-defined tokens (MPT's runs of spaces, Gemma's tool-call markers) are matched either
+    /// way, as llama.cpp and Hugging Face do. `add_bos` follows the model's own setting.
     pub fn encode(&self, text: &str, parse_special: bool) -> Vec<u32> {
         let mut out = Vec::new();
         if self.add_bos {
@@ -274,7 +305,7 @@ impl Tokenizer {
         let mut rest = text;
         let mut at_start = true;
         while !rest.is_empty() {
-            let found = if parse_special { self.next_special(rest) } else { None };
+            let found = self.next_special(rest, parse_special);
             let (plain, special) = match found {
                 Some((pos, len, id)) => (&rest[..pos], Some((len, id, pos))),
                 None => (rest, None),
@@ -283,7 +314,7 @@ impl Tokenizer {
             match special {
                 Some((len, id, pos)) => {
                     out.push(id);
-                    rest = &rest[pos + len..];
+                    rest = self.after_special(id, &rest[pos + len..]);
                     at_start = false;
                 }
                 None => break,
@@ -302,26 +333,36 @@ impl Tokenizer {
         let mut out = Vec::new();
         let mut text = String::new();
         let mut at_start = true;
+        // The last special token, while only whitespace followed it: an `rstrip` token drops
+        // that whitespace even where it spans parts.
+        let mut last_special: Option<u32> = None;
         for part in &parts {
+            let mut rest = match part {
+                chat::ChatPart::Template(t) | chat::ChatPart::Content(t) => t.as_str(),
+            };
+            if let Some(id) = last_special {
+                rest = self.after_special(id, rest);
+                last_special = last_special.filter(|_| rest.is_empty());
+            }
             match part {
-                chat::ChatPart::Template(t) => {
-                    let mut rest = t.as_str();
-                    while let Some((pos, len, id)) = self.next_special(rest) {
+                chat::ChatPart::Template(_) => {
+                    while let Some((pos, len, id)) = self.next_special(rest, true) {
                         text.push_str(&rest[..pos]);
                         self.encode_plain(&text, at_start, &mut out);
                         text.clear();
                         out.push(id);
                         at_start = false;
-                        rest = &rest[pos + len..];
+                        rest = self.after_special(id, &rest[pos + len..]);
+                        last_special = Some(id).filter(|_| rest.is_empty());
                     }
                     text.push_str(rest);
                 }
                 // A piece of its own, as transformers encodes a sanitized control token: the
                 // text on either side cannot merge with it.
-                chat::ChatPart::Content(t) => {
+                chat::ChatPart::Content(_) => {
                     self.encode_plain(&text, at_start, &mut out);
                     text.clear();
-                    self.encode_plain(t, false, &mut out);
+                    self.encode_plain(rest, false, &mut out);
                     at_start = false;
                 }
             }
@@ -333,10 +374,20 @@ impl Tokenizer {
         Ok(out)
     }
 
+    /// The text after special token `id`: without its leading whitespace where `id` has
+    /// `rstrip` (C's isspace, as llama.cpp).
+    fn after_special<'a>(&self, id: u32, text: &'a str) -> &'a str {
+        match self.rstrip.get(id as usize) {
+            Some(true) => text.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']),
+            _ => text,
+        }
+    }
+
     /// Earliest special token in `text`, longest at that position: (byte offset, length, id).
-    fn next_special(&self, text: &str) -> Option<(usize, usize, u32)> {
+    /// Control tokens count only with `control`.
+    fn next_special(&self, text: &str, control: bool) -> Option<(usize, usize, u32)> {
         let mut best: Option<(usize, usize, u32)> = None;
-        for (s, id) in &self.specials {
+        for (s, id) in self.specials.iter().filter(|(_, id)| control || !self.is_control(*id)) {
             if let Some(pos) = text.find(s.as_str()) {
                 if best.is_none_or(|(p, l, _)| pos < p || (pos == p && s.len() > l)) {
                     best = Some((pos, s.len(), *id));
@@ -366,7 +417,13 @@ impl Tokenizer {
                     }
                 }
             }
-            Kind::SentencePiece { scores, byte_tokens, add_space_prefix, space_prefix_if_missing, space_prefix_every_segment } => {
+            Kind::SentencePiece {
+                rule,
+                byte_tokens,
+                add_space_prefix,
+                space_prefix_if_missing,
+                space_prefix_every_segment,
+            } => {
                 let mut s = String::with_capacity(text.len() + 3);
                 let first = at_start || *space_prefix_every_segment;
                 if *add_space_prefix && first && !(*space_prefix_if_missing && text.starts_with(' ')) {
@@ -374,7 +431,7 @@ impl Tokenizer {
                 }
                 s.push_str(&text.replace(' ', "\u{2581}"));
                 for chunk in merge::chunks(&s, true) {
-                    spm::encode(chunk, &self.ids, scores, byte_tokens, self.unknown, out);
+                    spm::encode(chunk, &self.ids, rule, byte_tokens, self.unknown, out);
                 }
             }
         }
@@ -419,141 +476,4 @@ fn byte_token_value(token: &str) -> Option<u8> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A byte-level vocabulary: the 256 byte characters, a few merges and two control tokens.
-    fn toy() -> Tokenizer {
-        let table = bpe::byte_to_char();
-        let mut tokens: Vec<String> = table.iter().map(|c| c.to_string()).collect();
-        let merges = ["h e", "l l", "he ll", "hell o", "\u{120} w", "\u{120}w o"];
-        for m in merges {
-            tokens.push(m.replace(' ', ""));
-        }
-        tokens.push("<|im_start|>".into());
-        tokens.push("<|im_end|>".into());
-        let mut types = vec![token_type::NORMAL; tokens.len()];
-        let n = types.len();
-        types[n - 2] = token_type::CONTROL;
-        types[n - 1] = token_type::CONTROL;
-        Tokenizer::new(TokenizerSpec {
-            model: "gpt2".into(),
-            pre: Some("smollm".into()),
-            tokens,
-            token_types: types,
-            merges: merges.iter().map(|m| m.to_string()).collect(),
-            eos: Some(n as u32 - 1),
-            ..Default::default()
-        })
-        .unwrap()
-    }
-
-    #[test]
-    fn merges_apply_by_rank_and_round_trip() {
-        let t = toy();
-        let hello = t.id("hello").unwrap();
-        let ids = t.encode("hello wo", false);
-        assert_eq!(ids, [hello, t.id("\u{120}wo").unwrap()]);
-        assert_eq!(t.decode(&ids, false).unwrap(), "hello wo");
-        let text = "naïve 東京 😀 x\n\n";
-        assert_eq!(t.decode(&t.encode(text, false), false).unwrap(), text);
-    }
-
-    #[test]
-    fn control_tokens_only_when_parsing_specials() {
-        let t = toy();
-        let start = t.id("<|im_start|>").unwrap();
-        let ids = t.encode("<|im_start|>hello<|im_end|>", true);
-        assert_eq!(ids.first(), Some(&start));
-        assert_eq!(ids.last(), t.eos.as_ref());
-        assert_eq!(ids.len(), 3);
-        let plain = t.encode("<|im_start|>", false);
-        assert!(plain.len() > 1 && !plain.contains(&start));
-        assert_eq!(t.decode(&ids, true).unwrap(), "hello");
-    }
-
-    #[test]
-    fn sentencepiece_merges_by_score_with_byte_fallback() {
-        let mut tokens = vec!["<unk>".to_string(), "<s>".into(), "</s>".into()];
-        let mut types = vec![token_type::UNKNOWN, token_type::CONTROL, token_type::CONTROL];
-        for b in 0..=255u8 {
-            tokens.push(format!("<0x{b:02X}>"));
-            types.push(token_type::BYTE);
-        }
-        for t in ["\u{2581}", "a", "b", "\u{2581}a", "ab", "\u{2581}ab"] {
-            tokens.push(t.into());
-            types.push(token_type::NORMAL);
-        }
-        let mut scores = vec![0.0; tokens.len()];
-        let n = tokens.len();
-        scores[n - 3] = -1.0; // ▁a
-        scores[n - 2] = -5.0; // ab
-        scores[n - 1] = -0.5; // ▁ab
-        let t = Tokenizer::new(TokenizerSpec {
-            model: "llama".into(),
-            tokens,
-            token_types: types,
-            scores,
-            bos: Some(1),
-            add_bos: true,
-            add_space_prefix: true,
-            ..Default::default()
-        })
-        .unwrap();
-        let ids = t.encode("ab", false);
-        assert_eq!(ids, [1, t.id("\u{2581}ab").unwrap()]);
-        let ids = t.encode("ac", false); // 'c' has no token: its byte
-        assert_eq!(ids, [1, t.id("\u{2581}a").unwrap(), 3 + b'c' as u32]);
-        assert_eq!(t.decode(&ids, true).unwrap(), "ac");
-    }
-
-    /// A template that writes BOS itself gets no second one from `add_bos`; one that does not
-    /// gets it once; BOS spelled in a message stays text.
-    #[test]
-    fn chat_bos_is_never_doubled() {
-        let table = bpe::byte_to_char();
-        let mut tokens: Vec<String> = table.iter().map(|c| c.to_string()).collect();
-        let specials = ["<s>", "</s>", "<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"];
-        tokens.extend(specials.iter().map(|s| s.to_string()));
-        let mut types = vec![token_type::NORMAL; tokens.len()];
-        types[256..].fill(token_type::CONTROL);
-        let with = |template: &str, bos: &str| {
-            Tokenizer::new(TokenizerSpec {
-                model: "gpt2".into(),
-                tokens: tokens.clone(),
-                token_types: types.clone(),
-                bos: Some(256 + specials.iter().position(|s| *s == bos).unwrap() as u32),
-                add_bos: true,
-                chat_template: Some(template.into()),
-                ..Default::default()
-            })
-            .unwrap()
-        };
-        let user = [chat::Message { role: "user".into(), content: "hi <s>".into() }];
-        let llama3 = "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n{{ m.content }}<|eot_id|>{% endfor %}";
-        let llama2 = "{% for m in messages %}{{ bos_token + '[INST] ' + m.content + ' [/INST]' }}{% endfor %}";
-        let zephyr = "{% for m in messages %}<|{{ m.role }}|>\n{{ m.content }}{{ eos_token }}\n{% endfor %}";
-        for (template, bos) in [(llama2, "<s>"), (llama3, "<|begin_of_text|>"), (zephyr, "<s>")] {
-            let t = with(template, bos);
-            let ids = t.encode_chat(&user).unwrap();
-            let bos = t.bos.unwrap();
-            assert_eq!(ids[0], bos, "{template}");
-            assert_eq!(ids.iter().filter(|&&i| i == bos).count(), 1, "{template}: {ids:?}");
-        }
-    }
-
-    #[test]
-    fn malformed_specs_are_errors() {
-        assert!(Tokenizer::new(TokenizerSpec { model: "gpt2".into(), ..Default::default() }).is_err());
-        let spec = TokenizerSpec { model: "wordpiece".into(), tokens: vec!["a".into()], ..Default::default() };
-        assert!(Tokenizer::new(spec).is_err());
-        let spec = TokenizerSpec {
-            model: "gpt2".into(),
-            tokens: vec!["a".into()],
-            eos: Some(5),
-            ..Default::default()
-        };
-        assert!(Tokenizer::new(spec).is_err());
-        assert!(toy().token_bytes(100_000).is_err());
-    }
-}
+mod tests;

@@ -14,14 +14,21 @@ pub enum PreTokenizer {
     Qwen2,
     /// Llama 3's pattern: Qwen2's with numbers in runs of up to three digits.
     Llama3,
+    /// Qwen3.5's pattern: Qwen2's with combining marks counted as letters.
+    Qwen35,
 }
 
 impl PreTokenizer {
+    /// The `tokenizer.ggml.pre` names [`Self::from_gguf_name`] knows, for error messages.
+    pub const SUPPORTED: &'static str = "weft knows gpt2, gpt-2, phi-2, default, mpt, olmo, jais, smollm, starcoder, \
+                                          refact, codeshell, command-r, qwen2, qwen35, llama-bpe and llama3";
+
     pub fn from_gguf_name(name: &str) -> Option<Self> {
         match name {
-            "gpt2" | "default" | "mpt" | "olmo" | "jais" => Some(Self::Gpt2),
+            "gpt2" | "gpt-2" | "phi-2" | "default" | "mpt" | "olmo" | "jais" => Some(Self::Gpt2),
             "smollm" | "starcoder" | "refact" | "codeshell" | "command-r" => Some(Self::DigitsThenGpt2),
             "qwen2" => Some(Self::Qwen2),
+            "qwen35" => Some(Self::Qwen35),
             "llama-bpe" | "llama3" => Some(Self::Llama3),
             _ => None,
         }
@@ -49,8 +56,9 @@ impl PreTokenizer {
                 }
                 gpt2_split(&text[start..], &mut out);
             }
-            Self::Qwen2 => qwen2_split(text, 1, &mut out),
-            Self::Llama3 => qwen2_split(text, 3, &mut out),
+            Self::Qwen2 => qwen2_split(text, 1, false, &mut out),
+            Self::Llama3 => qwen2_split(text, 3, false, &mut out),
+            Self::Qwen35 => qwen2_split(text, 1, true, &mut out),
         }
         out
     }
@@ -75,10 +83,15 @@ enum Class {
     Other,
 }
 
-fn class(c: char) -> Class {
+fn is_mark(c: char) -> bool {
+    matches!(get_general_category(c), G::NonspacingMark | G::SpacingMark | G::EnclosingMark)
+}
+
+/// The class of `c`; with `marks`, combining marks are letters.
+fn class(c: char, marks: bool) -> Class {
     if c.is_whitespace() {
         Class::Space
-    } else if is_letter(c) {
+    } else if is_letter(c) || (marks && is_mark(c)) {
         Class::Letter
     } else if is_number(c) {
         Class::Number
@@ -97,7 +110,7 @@ fn gpt2_split<'a>(text: &'a str, out: &mut Vec<&'a str>) {
     let byte_at = |i: usize| chars.get(i).map_or(text.len(), |&(b, _)| b);
     let run = |from: usize, cls: Class| {
         let mut j = from;
-        while j < chars.len() && class(chars[j].1) == cls {
+        while j < chars.len() && class(chars[j].1, false) == cls {
             j += 1;
         }
         j
@@ -113,12 +126,12 @@ fn gpt2_split<'a>(text: &'a str, out: &mut Vec<&'a str>) {
         }
         let c = chars[i].1;
         // ` ?X+` for X in letters, numbers, other: an optional single space, then a run.
-        let (body, lead) = if c == ' ' && i + 1 < chars.len() && class(chars[i + 1].1) != Class::Space {
+        let (body, lead) = if c == ' ' && i + 1 < chars.len() && class(chars[i + 1].1, false) != Class::Space {
             (i + 1, 1)
         } else {
             (i, 0)
         };
-        let cls = class(chars[body].1);
+        let cls = class(chars[body].1, false);
         if cls != Class::Space {
             let end = run(body, cls);
             out.push(&text[byte_at(body - lead)..byte_at(end)]);
@@ -140,11 +153,13 @@ fn is_newline(c: char) -> bool {
 /// The Qwen2 pattern
 /// `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 /// as a scanner trying the alternatives in order; Llama 3's is the same with `\p{N}{1,3}`
-/// (`digits` = 3).
-fn qwen2_split<'a>(text: &'a str, digits: usize, out: &mut Vec<&'a str>) {
+/// (`digits` = 3), Qwen3.5's with `[\p{L}\p{M}]` for `\p{L}` and `[^\s\p{L}\p{M}\p{N}]` for
+/// `[^\s\p{L}\p{N}]` (`marks`: a mark where the optional lead could take it is then the
+/// first of the run, the same piece).
+fn qwen2_split<'a>(text: &'a str, digits: usize, marks: bool, out: &mut Vec<&'a str>) {
     let chars: Vec<(usize, char)> = text.char_indices().collect();
     let byte_at = |i: usize| chars.get(i).map_or(text.len(), |&(b, _)| b);
-    let cls = |i: usize| chars.get(i).map(|&(_, c)| class(c));
+    let cls = |i: usize| chars.get(i).map(|&(_, c)| class(c, marks));
     let mut i = 0;
     while i < chars.len() {
         let rest = &text[byte_at(i)..];
@@ -230,6 +245,14 @@ mod tests {
         let p = PreTokenizer::Llama3;
         assert_eq!(p.split("in 1234567 ways"), ["in", " ", "123", "456", "7", " ways"]);
         assert_eq!(p.split("I'LL go.\n\nNext"), ["I", "'LL", " go", ".\n\n", "Next"]);
+    }
+
+    /// Devanagari vowel signs are marks: Qwen2 cuts the word at each, Qwen3.5 keeps it whole.
+    #[test]
+    fn qwen35_keeps_marks_in_words() {
+        let text = "नमस्ते दुनिया";
+        assert_eq!(PreTokenizer::Qwen35.split(text), ["नमस्ते", " दुनिया"]);
+        assert!(PreTokenizer::Qwen2.split(text).len() > 2);
     }
 
     #[test]
