@@ -92,22 +92,44 @@ fn v4(row: u32, c: u32) -> vec4<f32> {
 #endif
 }
 
-// Whether row `g` (valid: below the pass's rows) of token t sees slot j.
-fn sees(valid: bool, t: u32, j: u32) -> bool {
-    return valid && j < context_len(t) && in_window(t, j);
+// Whether row g sees slot j (rows past the pass's tokens see none).
+fn sees(g: u32, j: u32) -> bool {
+    let t = g / (p.n_heads / p.n_kv_heads);
+    return t < p.n_tokens && j < context_len(t) && in_window(t, j);
 }
 
-// The largest of the 8 lanes' values of row r in lane_part.
-fn row_max(r: u32) -> f32 {
+// Where row g of KV head kvh starts in q and out, in vec4.
+fn row_at(g: u32, kvh: u32, n4: u32) -> u32 {
+    let group = p.n_heads / p.n_kv_heads;
+    return ((g / group) * p.n_heads + kvh * group + g % group) * n4;
+}
+
+// Stages cache positions start .. start + BK of K, or with `values` of V, into kv; zeros from
+// `end` on, so that no value outside the context reaches a sum.
+fn stage(values: bool, kv_row0: u32, start: u32, end: u32, lane: u32, n4: u32) {
+    for (var e = lane; e < BK * n4; e += WG) {
+        let j = e / n4;
+        let c = e % n4;
+        var x = vec4<f32>(0.0);
+        if (start + j < end) {
+            if (values) {
+                x = v4(kv_row0 + start + j, c);
+            } else {
+                x = k4(kv_row0 + start + j, c);
+            }
+        }
+        kv[j * (n4 + 1u) + c] = x;
+    }
+}
+
+// The sum of the 8 lanes' values of row r in lane_part, or with `largest` their maximum.
+fn lanes(r: u32, largest: bool) -> f32 {
     var x = lane_part[r * LANES];
     for (var i = 1u; i < LANES; i++) {
-        x = max(x, lane_part[r * LANES + i]);
+        let y = lane_part[r * LANES + i];
+        x = select(x + y, max(x, y), largest);
     }
     return x;
-}
-
-fn max4(v: vec4<f32>) -> f32 {
-    return max(max(v.x, v.y), max(v.z, v.w));
 }
 
 @compute @workgroup_size(64)
@@ -128,21 +150,17 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
 
     for (var e = lane; e < BQ * n4; e += WG) {
         let r = e / n4;
-        let c = e % n4;
-        let g = row0 + r;
         var x = vec4<f32>(0.0);
-        if (g < n_rows) {
-            x = q[((g / group) * p.n_heads + kvh * group + g % group) * n4 + c] * p.scale;
+        if (row0 + r < n_rows) {
+            x = q[row_at(row0 + r, kvh, n4) + e % n4] * p.scale;
         }
-        qs[r * rs + c] = x;
+        qs[r * rs + e % n4] = x;
     }
 
-    // This lane's rows r0, r0 + 1 and column c.
+    // This lane's rows r0, r0 + 1 (tile rows; g0 in the KV head) and column c.
     let r0 = 2u * (lane / LANES);
-    let c = lane % LANES;
     let g0 = row0 + r0;
-    let valid = vec2<bool>(g0 < n_rows, g0 + 1u < n_rows);
-    let tok = vec2<u32>(g0 / group, (g0 + 1u) / group);
+    let c = lane % LANES;
 
     // The positions the tile's rows see: up to the last token's, and with a window from the
     // first token's window on when no position reaches past max_seq (then slot = position).
@@ -155,79 +173,54 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         begin = first - min(first, p.window);
     }
 
-    var m = vec2<f32>(LOWEST, LOWEST);
-    var l = vec2<f32>(0.0, 0.0); // this lane's positions' share of each row's sum
-    var acc0: array<vec4<f32>, DV>;
-    var acc1: array<vec4<f32>, DV>;
+    var m = vec2<f32>(LOWEST);
+    var l = vec2<f32>(0.0); // this lane's positions' share of each row's sum
+    var acc: array<array<vec4<f32>, DV>, 2>;
     for (var start = begin; start < end; start += BK) {
-        for (var e = lane; e < BK * n4; e += WG) {
-            let j = e / n4;
-            var x = vec4<f32>(0.0);
-            if (start + j < end) {
-                x = k4(kv_row0 + start + j, e % n4);
-            }
-            kv[j * rs + e % n4] = x;
-        }
+        stage(false, kv_row0, start, end, lane, n4);
         workgroupBarrier();
 
-        var s0 = vec4<f32>(0.0);
-        var s1 = vec4<f32>(0.0);
+        // Scores of positions c, c + 8, c + 16, c + 24: q times the matrix of their K columns.
+        var s: array<vec4<f32>, 2>;
         for (var d = 0u; d < n4; d++) {
-            let q0 = qs[r0 * rs + d];
-            let q1 = qs[(r0 + 1u) * rs + d];
-            let k0 = kv[c * rs + d];
-            let k1 = kv[(c + LANES) * rs + d];
-            let k2 = kv[(c + 2u * LANES) * rs + d];
-            let k3 = kv[(c + 3u * LANES) * rs + d];
-            s0 += vec4<f32>(dot(q0, k0), dot(q0, k1), dot(q0, k2), dot(q0, k3));
-            s1 += vec4<f32>(dot(q1, k0), dot(q1, k1), dot(q1, k2), dot(q1, k3));
+            let k = mat4x4<f32>(kv[c * rs + d], kv[(c + LANES) * rs + d], kv[(c + 2u * LANES) * rs + d], kv[(c + 3u * LANES) * rs + d]);
+            s[0] += qs[r0 * rs + d] * k;
+            s[1] += qs[(r0 + 1u) * rs + d] * k;
         }
-        var seen0 = vec4<bool>(false);
-        var seen1 = vec4<bool>(false);
-        for (var i = 0u; i < 4u; i++) {
-            let j = start + c + i * LANES;
-            seen0[i] = sees(valid.x, tok.x, j);
-            seen1[i] = sees(valid.y, tok.y, j);
-            s0[i] = select(LOWEST, capped(s0[i]), seen0[i]);
-            s1[i] = select(LOWEST, capped(s1[i]), seen1[i]);
+        var seen: array<vec4<bool>, 2>;
+        for (var r = 0u; r < 2u; r++) {
+            for (var i = 0u; i < 4u; i++) {
+                seen[r][i] = sees(g0 + r, start + c + i * LANES);
+                s[r][i] = select(LOWEST, capped(s[r][i]), seen[r][i]);
+            }
+            lane_part[(r0 + r) * LANES + c] = max(max(s[r].x, s[r].y), max(s[r].z, s[r].w));
         }
-        lane_part[r0 * LANES + c] = max4(s0);
-        lane_part[(r0 + 1u) * LANES + c] = max4(s1);
         // Every lane is done with the K tile and has written its maxima.
         workgroupBarrier();
 
-        for (var e = lane; e < BK * n4; e += WG) {
-            let j = e / n4;
-            var x = vec4<f32>(0.0);
-            if (start + j < end) {
-                x = v4(kv_row0 + start + j, e % n4);
+        stage(true, kv_row0, start, end, lane, n4);
+        for (var r = 0u; r < 2u; r++) {
+            let m_new = max(m[r], lanes(r0 + r, true));
+            // A row that has seen nothing yet keeps m = LOWEST and takes no probability.
+            let pr = select(vec4<f32>(0.0), exp(s[r] - m_new), seen[r]);
+            let correction = exp(m[r] - m_new);
+            l[r] = l[r] * correction + dot(pr, vec4<f32>(1.0));
+            m[r] = m_new;
+            for (var i = 0u; i < 4u; i++) {
+                probs[(r0 + r) * PSTRIDE + c + i * LANES] = pr[i];
             }
-            kv[j * rs + e % n4] = x;
-        }
-        let m_new = max(m, vec2<f32>(row_max(r0), row_max(r0 + 1u)));
-        // A row that has seen nothing yet keeps m = LOWEST and takes no probability.
-        let p0 = select(vec4<f32>(0.0), exp(s0 - m_new.x), seen0);
-        let p1 = select(vec4<f32>(0.0), exp(s1 - m_new.y), seen1);
-        let correction = exp(m - m_new);
-        l = l * correction + vec2<f32>(dot(p0, vec4<f32>(1.0)), dot(p1, vec4<f32>(1.0)));
-        m = m_new;
-        for (var i = 0u; i < 4u; i++) {
-            probs[r0 * PSTRIDE + c + i * LANES] = p0[i];
-            probs[(r0 + 1u) * PSTRIDE + c + i * LANES] = p1[i];
-        }
-        for (var i = 0u; i < DV; i++) {
-            acc0[i] *= correction.x;
-            acc1[i] *= correction.y;
+            for (var i = 0u; i < DV; i++) {
+                acc[r][i] *= correction;
+            }
         }
         workgroupBarrier();
 
         for (var j = 0u; j < BK; j++) {
-            let pa = probs[r0 * PSTRIDE + j];
-            let pb = probs[(r0 + 1u) * PSTRIDE + j];
+            let pj = vec2<f32>(probs[r0 * PSTRIDE + j], probs[(r0 + 1u) * PSTRIDE + j]);
             for (var i = 0u; i < DV; i++) {
                 let v = kv[j * rs + c + i * LANES];
-                acc0[i] += pa * v;
-                acc1[i] += pb * v;
+                acc[0][i] += pj.x * v;
+                acc[1][i] += pj.y * v;
             }
         }
         // The next tile's K overwrites V, probabilities and maxima.
@@ -237,19 +230,12 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     lane_part[r0 * LANES + c] = l.x;
     lane_part[(r0 + 1u) * LANES + c] = l.y;
     workgroupBarrier();
-    var sum = vec2<f32>(0.0);
-    for (var i = 0u; i < LANES; i++) {
-        sum += vec2<f32>(lane_part[r0 * LANES + i], lane_part[(r0 + 1u) * LANES + i]);
-    }
-    let inv = 1.0 / sum;
-    for (var i = 0u; i < DV; i++) {
-        let col = c + i * LANES;
-        if (col < n4) {
-            if (valid.x) {
-                out[(tok.x * p.n_heads + kvh * group + g0 % group) * n4 + col] = acc0[i] * inv.x;
-            }
-            if (valid.y) {
-                out[(tok.y * p.n_heads + kvh * group + (g0 + 1u) % group) * n4 + col] = acc1[i] * inv.y;
+    for (var r = 0u; r < 2u; r++) {
+        let sum = lanes(r0 + r, false);
+        for (var i = 0u; i < DV; i++) {
+            let col = c + i * LANES;
+            if (g0 + r < n_rows && col < n4) {
+                out[row_at(g0 + r, kvh, n4) + col] = acc[r][i] / sum;
             }
         }
     }

@@ -121,14 +121,27 @@ pub async fn attention_masked(
     step: &Uniform,
 ) -> Result<Dispatch> {
     check(&s, q, k_cache, v_cache, out)?;
-    let pipeline = ctx.pipeline(&ATTENTION_SHADER, &defines(&s, Defines::new())).await?;
-    ctx.dispatch_with(
-        &pipeline,
-        &[q, k_cache, v_cache, out],
-        Some(bytemuck::cast_slice(&params(&s, mask, scale, 0))),
-        &[step],
-        [s.n_heads as u32, s.n_tokens as u32, 1],
-    )
+    let grid = [s.n_heads as u32, s.n_tokens as u32, 1];
+    dispatch(ctx, &ATTENTION_SHADER, &defines(&s, Defines::new()), &s, mask, [q, k_cache, v_cache, out], scale, 0, step, grid).await
+}
+
+/// An attention kernel over the cache: the queries, K and V caches and the output (or partial
+/// results) at bindings 0-3, then [`params`] and the step.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn dispatch(
+    ctx: &GpuContext,
+    shader: &ShaderSource,
+    defines: &Defines,
+    s: &AttentionShape,
+    mask: AttentionMask,
+    tensors: [&GpuTensor; 4],
+    scale: f32,
+    chunk_len: u32,
+    step: &Uniform,
+    grid: [u32; 3],
+) -> Result<Dispatch> {
+    let pipeline = ctx.pipeline(shader, defines).await?;
+    ctx.dispatch_with(&pipeline, &tensors, Some(bytemuck::cast_slice(&params(s, mask, scale, chunk_len))), &[step], grid)
 }
 
 /// The same attention with the context split into chunks of `chunk_len` positions (a multiple
@@ -173,15 +186,11 @@ pub async fn attention_split_masked(
             message: format!("chunks of {chunk_len} positions need partials {shape:?}, got {}", partials.label_shape()),
         });
     }
-    let pipeline = ctx.pipeline(&ATTENTION_SHADER, &defines(&s, Defines::new().set("SPLIT", 1))).await?;
     let chunks = shape[2] as u32;
-    let split = ctx.dispatch_with(
-        &pipeline,
-        &[q, k_cache, v_cache, partials],
-        Some(bytemuck::cast_slice(&params(&s, mask, scale, chunk_len as u32))),
-        &[step],
-        [s.n_heads as u32, s.n_tokens as u32, chunks],
-    )?;
+    let split_defines = defines(&s, Defines::new().set("SPLIT", 1));
+    let grid = [s.n_heads as u32, s.n_tokens as u32, chunks];
+    let tensors = [q, k_cache, v_cache, partials];
+    let split = dispatch(ctx, &ATTENTION_SHADER, &split_defines, &s, mask, tensors, scale, chunk_len as u32, step, grid).await?;
     let combine = ctx.pipeline(&ATTENTION_COMBINE_SHADER, &Defines::new()).await?;
     let combine_params: [u32; 4] = [s.n_tokens as u32, s.n_heads as u32, s.head_dim as u32, chunks];
     let merge = ctx.dispatch(

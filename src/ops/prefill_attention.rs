@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::gpu::shader::{Defines, ShaderSource};
 use crate::gpu::{Dispatch, GpuContext, GpuTensor, Uniform};
 
-use super::attention::{check, params, AttentionMask, AttentionShape, ATTENTION_TOLERANCE};
+use super::attention::{check, dispatch, AttentionMask, AttentionShape, ATTENTION_TOLERANCE};
 use super::kv::KvFormat;
 use super::Tolerance;
 
@@ -80,23 +80,11 @@ pub async fn prefill_attention(
 ) -> Result<Dispatch> {
     check(&s, q, k_cache, v_cache, out)?;
     let Some(dv) = dv(s.head_dim).filter(|_| prefill_attention_fits(ctx, &s)) else {
-        return Err(Error::Shape {
-            op: "prefill_attention",
-            message: format!(
-                "{s:?}: needs more than one token and head_dim a multiple of 4 up to {PREFILL_MAX_HEAD_DIM} within this \
-                 device's workgroup memory; use attention_masked"
-            ),
-        });
+        return Err(Error::Shape { op: "prefill_attention", message: "not a shape prefill_attention_fits accepts".into() });
     };
-    let pipeline = ctx.pipeline(&PREFILL_ATTENTION_SHADER, &s.kv.defines(Defines::new().set("DV", dv))).await?;
-    let tiles = (s.n_tokens * (s.n_heads / s.n_kv_heads)).div_ceil(ROWS);
-    ctx.dispatch_with(
-        &pipeline,
-        &[q, k_cache, v_cache, out],
-        Some(bytemuck::cast_slice(&params(&s, mask, scale, 0))),
-        &[step],
-        [tiles as u32, s.n_kv_heads as u32, 1],
-    )
+    let defines = s.kv.defines(Defines::new().set("DV", dv));
+    let grid = [(s.n_tokens * (s.n_heads / s.n_kv_heads)).div_ceil(ROWS) as u32, s.n_kv_heads as u32, 1];
+    dispatch(ctx, &PREFILL_ATTENTION_SHADER, &defines, &s, mask, [q, k_cache, v_cache, out], scale, 0, step, grid).await
 }
 
 #[cfg(test)]
