@@ -48,6 +48,11 @@ fn workgroup_bytes(dv: usize) -> u32 {
     (16 * (ROWS + POSITIONS) * stride + 4 * (ROWS * (POSITIONS + 1) + ROWS * LANES)) as u32
 }
 
+/// Bytes of workgroup memory the kernel for `head_dim` needs, if it takes that head size.
+pub fn prefill_attention_workgroup_bytes(head_dim: usize) -> Option<u32> {
+    dv(head_dim).map(workgroup_bytes)
+}
+
 pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
     DVS.into_iter()
         .flat_map(|dv| KvFormat::ALL.map(|kv| (PREFILL_ATTENTION_SHADER, kv.defines(Defines::new().set("DV", dv)))))
@@ -60,7 +65,7 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
 /// head_dim 64 fits).
 pub fn prefill_attention_fits(ctx: &GpuContext, s: &AttentionShape) -> bool {
     let limit = ctx.capabilities().limits.max_compute_workgroup_storage_size;
-    s.n_tokens > 1 && s.kv.fits(s.head_dim) && dv(s.head_dim).is_some_and(|dv| workgroup_bytes(dv) <= limit)
+    s.n_tokens > 1 && s.kv.fits(s.head_dim) && prefill_attention_workgroup_bytes(s.head_dim).is_some_and(|b| b <= limit)
 }
 
 /// `out[t, h] = softmax(q[t, h] · K^T · scale) · V` with `mask`, as
