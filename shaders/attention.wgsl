@@ -12,29 +12,8 @@
 // P (the engine keeps no sinks then, so slot j holds position P - (P - j) % max_seq); with
 // `softcap` > 0 each score s becomes softcap * tanh(s / softcap).
 // Cache rows (src/ops/kv.rs): f32 values; KV_F16: pack2x16float pairs; KV_Q8: an f32 scale word
-// then four signed bytes per word, lowest byte first.
-
-struct Params {
-    n_tokens: u32,
-    n_heads: u32,
-    n_kv_heads: u32,
-    head_dim: u32,
-    max_seq: u32,
-    scale: f32,
-    row_words: u32,
-    chunk_len: u32, // SPLIT: context positions per workgroup, a multiple of WG
-    window: u32,    // 0: none
-    softcap: f32,   // 0: none
-    rot_dims: u32,  // ROPE: dimensions rotated, as shaders/rope_store.wgsl
-    sinks: u32,     // ROPE: positions that keep their cache slots
-}
-
-struct Step {
-    pos: u32,
-    n_tokens: u32,
-    _pad0: u32,
-    _pad1: u32,
-}
+// then four signed bytes per word, lowest byte first. Parameters and masks:
+// shaders/attention_common.wgsl.
 
 #ifdef KV_F16
 alias Word = u32;
@@ -85,8 +64,6 @@ const WG: u32 = 64u;
 // Dimensions each invocation accumulates: head_dim <= WG * DIMS.
 const DIMS: u32 = 4u;
 const MAX_HEAD_DIM: u32 = 256u;
-// Hex: the decimal -3.40282347e38 lies just past f32's range, and Tint (unlike naga) rejects it.
-const LOWEST: f32 = -0x1.fffffep+127f;
 
 var<workgroup> qs: array<f32, MAX_HEAD_DIM>;
 var<workgroup> probs: array<f32, WG>;
@@ -95,27 +72,13 @@ var<workgroup> partial: array<f32, WG>;
 // The context positions [x, y) this workgroup covers: the query's whole context, or with SPLIT
 // its chunk `chunk`.
 fn context_range(t: u32, chunk: u32) -> vec2<u32> {
-    let n_ctx = min(step.pos + t + 1u, p.max_seq);
+    let n_ctx = context_len(t);
 #ifdef SPLIT
     let first = chunk * p.chunk_len;
     return vec2<u32>(first, min(first + p.chunk_len, n_ctx));
 #else
     return vec2<u32>(0u, n_ctx);
 #endif
-}
-
-// Whether the query of token t sees slot j of its context (j below the range's end).
-fn in_window(t: u32, j: u32) -> bool {
-    return p.window == 0u || (step.pos + t - j) % p.max_seq < p.window;
-}
-
-// A scaled score after soft-capping. tanh's argument is clamped where tanh(x) is 1 in f32
-// already, so that no implementation overflows inside it.
-fn capped(s: f32) -> f32 {
-    if (p.softcap > 0.0) {
-        return p.softcap * tanh(clamp(s / p.softcap, -15.0, 15.0));
-    }
-    return s;
 }
 
 #ifdef SPLIT

@@ -14,6 +14,7 @@ pub const ATTENTION_SHADER: ShaderSource = ShaderSource {
     name: "attention",
     source: &[
         include_str!("../../shaders/attention.wgsl"),
+        crate::ops::fragments::ATTENTION_COMMON,
         "#ifdef ROPE\n",
         crate::ops::fragments::ATTENTION_MERGE,
         crate::ops::fragments::ROPE_PAIR,
@@ -120,14 +121,27 @@ pub async fn attention_masked(
     step: &Uniform,
 ) -> Result<Dispatch> {
     check(&s, q, k_cache, v_cache, out)?;
-    let pipeline = ctx.pipeline(&ATTENTION_SHADER, &defines(&s, Defines::new())).await?;
-    ctx.dispatch_with(
-        &pipeline,
-        &[q, k_cache, v_cache, out],
-        Some(bytemuck::cast_slice(&params(&s, mask, scale, 0))),
-        &[step],
-        [s.n_heads as u32, s.n_tokens as u32, 1],
-    )
+    let grid = [s.n_heads as u32, s.n_tokens as u32, 1];
+    dispatch(ctx, &ATTENTION_SHADER, &defines(&s, Defines::new()), &s, mask, [q, k_cache, v_cache, out], scale, 0, step, grid).await
+}
+
+/// An attention kernel over the cache: the queries, K and V caches and the output (or partial
+/// results) at bindings 0-3, then [`params`] and the step.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn dispatch(
+    ctx: &GpuContext,
+    shader: &ShaderSource,
+    defines: &Defines,
+    s: &AttentionShape,
+    mask: AttentionMask,
+    tensors: [&GpuTensor; 4],
+    scale: f32,
+    chunk_len: u32,
+    step: &Uniform,
+    grid: [u32; 3],
+) -> Result<Dispatch> {
+    let pipeline = ctx.pipeline(shader, defines).await?;
+    ctx.dispatch_with(&pipeline, &tensors, Some(bytemuck::cast_slice(&params(s, mask, scale, chunk_len))), &[step], grid)
 }
 
 /// The same attention with the context split into chunks of `chunk_len` positions (a multiple
@@ -172,15 +186,11 @@ pub async fn attention_split_masked(
             message: format!("chunks of {chunk_len} positions need partials {shape:?}, got {}", partials.label_shape()),
         });
     }
-    let pipeline = ctx.pipeline(&ATTENTION_SHADER, &defines(&s, Defines::new().set("SPLIT", 1))).await?;
     let chunks = shape[2] as u32;
-    let split = ctx.dispatch_with(
-        &pipeline,
-        &[q, k_cache, v_cache, partials],
-        Some(bytemuck::cast_slice(&params(&s, mask, scale, chunk_len as u32))),
-        &[step],
-        [s.n_heads as u32, s.n_tokens as u32, chunks],
-    )?;
+    let split_defines = defines(&s, Defines::new().set("SPLIT", 1));
+    let grid = [s.n_heads as u32, s.n_tokens as u32, chunks];
+    let tensors = [q, k_cache, v_cache, partials];
+    let split = dispatch(ctx, &ATTENTION_SHADER, &split_defines, &s, mask, tensors, scale, chunk_len as u32, step, grid).await?;
     let combine = ctx.pipeline(&ATTENTION_COMBINE_SHADER, &Defines::new()).await?;
     let combine_params: [u32; 4] = [s.n_tokens as u32, s.n_heads as u32, s.head_dim as u32, chunks];
     let merge = ctx.dispatch(
@@ -261,7 +271,7 @@ pub async fn attention_rope_split(
     )
 }
 
-fn params(s: &AttentionShape, mask: AttentionMask, scale: f32, chunk_len: u32) -> [u32; 12] {
+pub(crate) fn params(s: &AttentionShape, mask: AttentionMask, scale: f32, chunk_len: u32) -> [u32; 12] {
     [
         s.n_tokens as u32,
         s.n_heads as u32,
@@ -278,7 +288,7 @@ fn params(s: &AttentionShape, mask: AttentionMask, scale: f32, chunk_len: u32) -
     ]
 }
 
-fn check(s: &AttentionShape, q: &GpuTensor, k_cache: &GpuTensor, v_cache: &GpuTensor, out: &GpuTensor) -> Result<()> {
+pub(crate) fn check(s: &AttentionShape, q: &GpuTensor, k_cache: &GpuTensor, v_cache: &GpuTensor, out: &GpuTensor) -> Result<()> {
     let qs = [s.n_tokens, s.n_heads, s.head_dim];
     let cache = [s.n_kv_heads, s.max_seq, s.kv.row_words(s.head_dim)];
     let ok = q.shape == qs
@@ -313,32 +323,27 @@ pub fn attention_cpu(
     pos: usize,
     scale: f32,
 ) -> Vec<f64> {
-    let hd = s.head_dim;
-    let mut out = vec![0f64; s.n_tokens * s.n_heads * hd];
-    for t in 0..s.n_tokens {
-        let n_ctx = (pos + t + 1).min(s.max_seq);
-        for h in 0..s.n_heads {
-            let kvh = h / (s.n_heads / s.n_kv_heads);
-            let qv = &q[(t * s.n_heads + h) * hd..][..hd];
-            let scores: Vec<f64> = (0..n_ctx)
-                .map(|j| {
-                    let kr = &k_cache[(kvh * s.max_seq + j) * hd..][..hd];
-                    qv.iter().zip(kr).map(|(&a, &b)| a as f64 * b as f64).sum::<f64>() * scale as f64
-                })
-                .collect();
-            let m = scores.iter().cloned().fold(f64::MIN, f64::max);
-            let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
-            let z: f64 = e.iter().sum();
-            let o = &mut out[(t * s.n_heads + h) * hd..][..hd];
-            for (j, w) in e.iter().enumerate() {
-                let vr = &v_cache[(kvh * s.max_seq + j) * hd..][..hd];
-                for d in 0..hd {
-                    o[d] += w / z * vr[d] as f64;
-                }
-            }
-        }
-    }
-    out
+    attention_masked_cpu(s, AttentionMask::default(), q, k_cache, v_cache, pos, scale)
+}
+
+/// [`attention_cpu`] with Gemma's masks as the kernels apply them: the query at position
+/// `P = pos + t` sees slot j of its `min(P + 1, max_seq)` slots where `(P - j) % max_seq <
+/// window`, and each scaled score s becomes `softcap * tanh(s / softcap)`.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_masked_cpu(
+    s: AttentionShape,
+    mask: AttentionMask,
+    q: &[f32],
+    k_cache: &[f32],
+    v_cache: &[f32],
+    pos: usize,
+    scale: f32,
+) -> Vec<f64> {
+    attend_cpu(s, q, k_cache, v_cache, s.max_seq, scale, mask.softcap, |t| {
+        let last = pos + t;
+        let n_ctx = (last + 1).min(s.max_seq);
+        (0..n_ctx).filter(|&j| mask.window.is_none_or(|w| (last - j) % s.max_seq < w)).collect()
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -357,29 +362,48 @@ pub fn windowed_attention_cpu(
     sinks: usize,
     scale: f32,
 ) -> Vec<f64> {
+    attend_cpu(s, q, k_hist, v_hist, history, scale, None, |t| {
+        let last = pos + t;
+        let recent = (last + 1).saturating_sub(window - sinks).max(sinks.min(last + 1));
+        (0..sinks.min(recent)).chain(recent..=last).collect()
+    })
+}
+
+/// Each query row of token t against the rows `positions(t)` of `k`/`v` ([n_kv_heads, rows,
+/// head_dim]), in f64: scaled scores, optionally soft-capped, softmax, weighted sum of V.
+#[allow(clippy::too_many_arguments)]
+fn attend_cpu(
+    s: AttentionShape,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    rows: usize,
+    scale: f32,
+    softcap: Option<f32>,
+    positions: impl Fn(usize) -> Vec<usize>,
+) -> Vec<f64> {
     let hd = s.head_dim;
     let mut out = vec![0f64; s.n_tokens * s.n_heads * hd];
     for t in 0..s.n_tokens {
-        let last = pos + t;
-        let recent = (last + 1).saturating_sub(window - sinks).max(sinks.min(last + 1));
-        let positions: Vec<usize> = (0..sinks.min(recent)).chain(recent..=last).collect();
+        let positions = positions(t);
         for h in 0..s.n_heads {
             let kvh = h / (s.n_heads / s.n_kv_heads);
             let qv = &q[(t * s.n_heads + h) * hd..][..hd];
-            let row = |cache: &'_ [f32], j: usize| -> Vec<f64> {
-                cache[(kvh * history + j) * hd..][..hd].iter().map(|&v| v as f64).collect()
-            };
+            let at = |j: usize| (kvh * rows + j) * hd..(kvh * rows + j + 1) * hd;
             let scores: Vec<f64> = positions
                 .iter()
-                .map(|&j| qv.iter().zip(row(k_hist, j)).map(|(&a, b)| a as f64 * b).sum::<f64>() * scale as f64)
+                .map(|&j| {
+                    let x = qv.iter().zip(&k[at(j)]).map(|(&a, &b)| a as f64 * b as f64).sum::<f64>() * scale as f64;
+                    softcap.map_or(x, |c| c as f64 * (x / c as f64).tanh())
+                })
                 .collect();
             let m = scores.iter().cloned().fold(f64::MIN, f64::max);
             let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
             let z: f64 = e.iter().sum();
             let o = &mut out[(t * s.n_heads + h) * hd..][..hd];
             for (w, &j) in e.iter().zip(&positions) {
-                for (od, vd) in o.iter_mut().zip(row(v_hist, j)) {
-                    *od += w / z * vd;
+                for (od, &vd) in o.iter_mut().zip(&v[at(j)]) {
+                    *od += w / z * vd as f64;
                 }
             }
         }

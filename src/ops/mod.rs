@@ -12,6 +12,7 @@ pub mod layernorm;
 pub mod matmul;
 pub mod norm;
 pub mod pool;
+pub mod prefill_attention;
 pub mod qmatmul;
 pub mod quantize;
 pub mod rope;
@@ -29,6 +30,7 @@ pub(crate) mod fragments {
     pub const QBLOCK_K: &str = include_str!("../../shaders/qblock_k.wgsl");
     pub const DECODE: &str = include_str!("../../shaders/decode.wgsl");
     pub const ROPE_PAIR: &str = include_str!("../../shaders/rope_pair.wgsl");
+    pub const ATTENTION_COMMON: &str = include_str!("../../shaders/attention_common.wgsl");
     pub const ATTENTION_MERGE: &str = include_str!("../../shaders/attention_merge.wgsl");
     pub const GEMV_DP4: &str = include_str!("../../shaders/gemv_dp4.wgsl");
 }
@@ -47,6 +49,7 @@ pub fn shader_variants() -> Vec<(ShaderSource, Defines)> {
     all.extend(norm::variants());
     all.extend(rope::variants());
     all.extend(attention::variants());
+    all.extend(prefill_attention::variants());
     all.extend(sample::variants());
     all.extend(conv::variants());
     all.extend(layernorm::variants());

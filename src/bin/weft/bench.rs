@@ -27,6 +27,7 @@ pub struct Args {
     pub tune: bool,
     pub fuse_glu: bool,
     pub fuse_attention: bool,
+    pub flash_attention: bool,
     pub pipeline: bool,
     pub int8_activations: bool,
     pub matrix_units: bool,
@@ -57,6 +58,8 @@ struct Report {
     fuse: bool,
     fuse_glu: bool,
     fuse_attention: bool,
+    /// Prompt passes' attention by tiles (asked for; taken where the head size and device allow).
+    flash_attention: bool,
     pipeline: bool,
     int8_activations: bool,
     /// Prompt passes on the adapter's matrix units (asked for, and the adapter has them).
@@ -93,7 +96,7 @@ fn open(ctx: &GpuContext, location: &str, engine: EngineOptions, weights: Weight
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let quantize = a.quantize.as_deref().map(WeftQuant::parse).transpose()?;
-    let engine = EngineOptions { max_seq: a.prompt_len + a.gen + 1, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, fuse_glu: a.fuse_glu, fuse_attention: a.fuse_attention, pipeline: a.pipeline, int8_activations: a.int8_activations, matrix_units: a.matrix_units, ..Default::default() };
+    let engine = EngineOptions { max_seq: a.prompt_len + a.gen + 1, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, fuse_glu: a.fuse_glu, fuse_attention: a.fuse_attention, flash_attention: a.flash_attention, pipeline: a.pipeline, int8_activations: a.int8_activations, matrix_units: a.matrix_units, ..Default::default() };
     let started = Instant::now();
     let mut llama = match a.backend {
         Backend::Gpu => {
@@ -157,6 +160,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         fuse: a.fuse,
         fuse_glu: a.fuse_glu,
         fuse_attention: a.fuse_attention,
+        flash_attention: a.flash_attention,
         pipeline: a.pipeline,
         int8_activations: a.int8_activations,
         matrix_units,

@@ -202,6 +202,10 @@ mod cli {
             /// their own (to measure what folding them into the attention kernel buys).
             #[arg(long)]
             no_fuse_attention: bool,
+            /// Prompt passes' attention one query a workgroup instead of by tiles of queries
+            /// against tiles of the cache (to measure what the tiled kernel buys).
+            #[arg(long)]
+            no_flash_attention: bool,
             /// Wait for each decode step's token before queueing the next (to measure what
             /// queueing one step ahead buys).
             #[arg(long)]
@@ -333,10 +337,10 @@ mod cli {
                     gptq,
                 })
             }
-            Command::Bench { model, prompt_len, gen, reps, quantize, kv, json, profile, no_fuse, no_tune, no_fuse_glu, no_fuse_attention, no_pipeline, int8_activations, no_matrix_units, backend, cpu } => {
+            Command::Bench { model, prompt_len, gen, reps, quantize, kv, json, profile, no_fuse, no_tune, no_fuse_glu, no_fuse_attention, no_flash_attention, no_pipeline, int8_activations, no_matrix_units, backend, cpu } => {
                 let (fuse, tune) = (!no_fuse, !no_tune);
                 let (fuse_glu, pipeline) = (!no_fuse_glu, !no_pipeline);
-                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, kv, json, profile, fuse, tune, fuse_glu, fuse_attention: !no_fuse_attention, pipeline, int8_activations, matrix_units: !no_matrix_units, backend, cpu })
+                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, kv, json, profile, fuse, tune, fuse_glu, fuse_attention: !no_fuse_attention, flash_attention: !no_flash_attention, pipeline, int8_activations, matrix_units: !no_matrix_units, backend, cpu })
             }
             Command::Generate {
                 model,

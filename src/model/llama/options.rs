@@ -42,6 +42,10 @@ pub struct EngineOptions {
     /// attention kernel, which also merges its chunks (two dispatches a block fewer; the same
     /// cache bits). Off only to measure it.
     pub fuse_attention: bool,
+    /// Prompt passes' attention by tiles of queries against tiles of cached positions
+    /// (`ops::prefill_attention`) where the head size and the device's workgroup memory allow:
+    /// each K/V row read once per 16 queries instead of once per query. Off only to measure it.
+    pub flash_attention: bool,
     /// Decode steps queued one ahead: the next step reads the sampled token on the GPU, so it
     /// is submitted before this one's token is read back, and the GPU does not wait for the
     /// CPU between steps. Any other call drops the step queued ahead. Off only to measure it.
@@ -74,6 +78,7 @@ impl Default for EngineOptions {
             fuse_norms: None,
             fuse_glu: true,
             fuse_attention: true,
+            flash_attention: true,
             pipeline: true,
             int8_activations: false,
             matrix_units: true,
