@@ -431,6 +431,32 @@ impl Quantizing {
     }
 }
 
+/// The weft format float matrix `name` gets at load: the auto plan's, else `quantize` under
+/// the default keep rules where asked; None keeps it as stored.
+pub(crate) fn chosen_format(name: &str, opts: &WeightOptions, plan: Option<&AutoPlan>) -> Result<Option<WeftQuant>> {
+    Ok(match (plan, opts.quantize) {
+        (Some(plan), _) => plan.format_of(name),
+        (None, Some(q)) if opts.default_keep => default_keep_format(name, q)?,
+        (None, q) => q,
+    })
+}
+
+/// The CPU reference quantizer on a float matrix's stored bytes: the bytes `weft quantize`
+/// writes for it. A matrix holding NaN or an infinity is refused, as the GPU kernel refuses it.
+pub(crate) fn quantize_stored(t: &TensorInfo, bytes: &[u8], q: WeftQuant, rows: usize, cols: usize) -> Result<QuantMatrix> {
+    // F32 weights are quantized from the bytes read, where they are aligned: a copy of the
+    // largest layer (the embedding) would double the load's peak memory.
+    let f32_stored = matches!(t.storage, StorageType::Safe(SafeDtype::F32) | StorageType::Ggml(GgmlType::F32));
+    let values = match bytemuck::try_cast_slice::<u8, f32>(bytes) {
+        Ok(v) if f32_stored && cfg!(target_endian = "little") && v.len() == rows * cols => Cow::Borrowed(v),
+        _ => Cow::Owned(decode_to_f32(t.storage, bytes, rows * cols)?),
+    };
+    if !values.iter().all(|v| v.is_finite()) {
+        return Err(Error::NonFiniteWeights { name: t.name.clone() });
+    }
+    quantize(q, &values, rows, cols)
+}
+
 fn matrix(
     ctx: &GpuContext,
     t: &TensorInfo,
@@ -447,11 +473,7 @@ fn matrix(
         t.storage,
         StorageType::Safe(_) | StorageType::Ggml(GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
     );
-    let quant = match (&quantizing.plan, opts.quantize) {
-        (Some(plan), _) => plan.format_of(&t.name),
-        (None, Some(q)) if opts.default_keep => default_keep_format(&t.name, q)?,
-        (None, q) => q,
-    };
+    let quant = chosen_format(&t.name, opts, quantizing.plan.as_ref())?;
     if let (true, Some(q)) = (float, quant) {
         let mut done = quantizing.done.borrow_mut();
         if let Some(gpu) = &quantizing.gpu {
@@ -470,18 +492,7 @@ fn matrix(
             done.push(Quantized { name: t.name.clone(), format: q, digest: None });
             return Ok(w);
         }
-        // F32 weights are quantized from the bytes read, where they are aligned: a copy of the
-        // largest layer (the embedding) would double the load's peak memory.
-        let f32_stored = matches!(t.storage, StorageType::Safe(SafeDtype::F32) | StorageType::Ggml(GgmlType::F32));
-        let values = match bytemuck::try_cast_slice::<u8, f32>(bytes) {
-            Ok(v) if f32_stored && cfg!(target_endian = "little") && v.len() == rows * cols => Cow::Borrowed(v),
-            _ => Cow::Owned(decode_to_f32(t.storage, bytes, rows * cols)?),
-        };
-        // The GPU kernel refuses non-finite weights; so does the CPU path.
-        if !values.iter().all(|v| v.is_finite()) {
-            return Err(Error::NonFiniteWeights { name: t.name.clone() });
-        }
-        let m = quantize(q, &values, rows, cols)?;
+        let m = quantize_stored(t, bytes, q, rows, cols)?;
         done.push(Quantized { name: t.name.clone(), format: q, digest: Some(quant_digest(&m)) });
         return QWeight::from_weft(ctx, &t.name, &m);
     }

@@ -151,12 +151,19 @@ async fn open_hf_weights<R: RangeReader>(
     weights: WeightOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Llama> {
+    let config = prepare_hf(reader, &mut header, config_json).await?;
+    build(ctx, reader, &header, config, engine, weights, progress).await
+}
+
+/// A Hugging Face checkpoint's configuration from `config.json`, and its header made ready for
+/// loading: a head tied to the embedding dropped, RoPE factors read, fused matrices split.
+pub(crate) async fn prepare_hf<R: RangeReader>(reader: &R, header: &mut ModelHeader, config_json: &str) -> Result<LlamaConfig> {
     let mut config = LlamaConfig::from_hf_json(config_json)?;
-    if let ModelHeader::Safetensors(st) = &mut header {
+    if let ModelHeader::Safetensors(st) = header {
         tie_output(st, config_json);
     }
-    load::prepare_header(reader, &mut header, &mut config).await?;
-    build(ctx, reader, &header, config, engine, weights, progress).await
+    load::prepare_header(reader, header, &mut config).await?;
+    Ok(config)
 }
 
 /// Opens a Hugging Face model folder (`folder::read_folder`: config.json, the tokenizer files,
