@@ -6,6 +6,9 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::future::Future;
+use std::ops::Range;
+use std::pin::Pin;
 
 use crate::error::{Error, Result};
 use crate::format::{ModelHeader, TensorInfo};
@@ -70,8 +73,25 @@ fn engine_options(options: &CpuOptions) -> EngineOptions {
     EngineOptions { max_seq: options.max_seq, sinks: options.sinks, max_batch: options.max_batch, kv: options.kv, ..Default::default() }
 }
 
+/// Reads a byte range of the model's weights.
+type ReadRange<'a> = dyn Fn(Range<u64>) -> Pin<Box<dyn Future<Output = Result<Vec<u8>>> + 'a>> + 'a;
+
 async fn load<R: RangeReader>(
     reader: &R,
+    header: &ModelHeader,
+    config: LlamaConfig,
+    tokenizer: Tokenizer,
+    options: CpuOptions,
+    weights: &WeightOptions,
+) -> Result<CpuLoaded> {
+    let read = |range: Range<u64>| -> Pin<Box<dyn Future<Output = Result<Vec<u8>>> + '_>> { Box::pin(reader.read_range(range)) };
+    load_from(&read, header, config, tokenizer, options, weights).await
+}
+
+/// The body of every load, through one reading function whatever the reader: a single copy of
+/// it in the wasm module for model files and folders alike.
+async fn load_from(
+    read: &ReadRange<'_>,
     header: &ModelHeader,
     config: LlamaConfig,
     tokenizer: Tokenizer,
@@ -82,18 +102,28 @@ async fn load<R: RangeReader>(
     let weft = weft_entries(header)?;
     let c = &config;
     let max_seq = options.max_seq.min(config.context_length).max(1);
+    let budget_bytes = weights.memory_budget_mb.map(|mb| mb.saturating_mul(1_000_000));
     let plan = match weights.auto {
         true => {
             // The CPU has no buffer limits; the budget is the whole of the check.
-            let budget_bytes = weights.memory_budget_mb.map(|mb| mb.saturating_mul(1_000_000));
             let device = DeviceMemory { max_buffer_bytes: u64::MAX, max_binding_bytes: u64::MAX, budget_bytes };
             Some(plan_auto(c, header.tensors(), &engine_options(&options), &device)?)
         }
         false => None,
     };
     let plan = plan.as_ref();
-    let held = bytes_held(header, weights, plan)?;
-    fits_address_space(with_kv_cache(held, c, max_seq, options.kv), (usize::MAX as u64).saturating_add(1))?;
+    let needed = with_kv_cache(bytes_held(header, weights, plan)?, c, max_seq, options.kv);
+    if let (Some(budget), None) = (budget_bytes, plan) {
+        if needed > budget {
+            return Err(Error::ModelTooLarge {
+                what: "weights and KV cache".into(),
+                needed,
+                available: budget,
+                hint: "raise the memory budget, quantize the model ('auto' fits it to the budget), or use a shorter context".into(),
+            });
+        }
+    }
+    fits_address_space(needed, (usize::MAX as u64).saturating_add(1))?;
     let mut infos: HashMap<Part, &TensorInfo> = HashMap::new();
     for t in header.tensors() {
         let name = if weft.contains_key(&t.name) { t.name.trim_end_matches(".weft_q") } else { &t.name };
@@ -107,15 +137,15 @@ async fn load<R: RangeReader>(
     let (info, weft, quantized) = (&info, &weft, &quantized);
     let matrix = |p: Part, rows: usize, cols: usize| async move {
         let t = info(p)?;
-        let bytes = reader.read_range(t.range.clone()).await?;
+        let bytes = read(t.range.clone()).await?;
         match weft.get(&t.name) {
             Some(e) => {
                 if e.shape != [rows, cols] {
                     return Err(Error::Model(format!("{} has shape {:?}, expected [{rows}, {cols}]", t.name, e.shape)));
                 }
-                let scales = reader.read_range(e.scale.range.clone()).await?;
+                let scales = read(e.scale.range.clone()).await?;
                 let zeros = match &e.zero {
-                    Some(z) => Some(reader.read_range(z.range.clone()).await?),
+                    Some(z) => Some(read(z.range.clone()).await?),
                     None => None,
                 };
                 Ok(CpuMatrix::from_weft(e.matrix(&t.name, &bytes, &scales, zeros.as_deref())?))
@@ -136,7 +166,7 @@ async fn load<R: RangeReader>(
         if t.elements() != len as u64 {
             return Err(Error::Model(format!("{} has shape {:?}, expected {len} values", t.name, t.shape)));
         }
-        let mut v = decode_to_f32(t.storage, &reader.read_range(t.range.clone()).await?, len)?;
+        let mut v = decode_to_f32(t.storage, &read(t.range.clone()).await?, len)?;
         let shift = norm_shift(header, c, p);
         v.iter_mut().for_each(|x| *x += shift);
         Ok(v)

@@ -375,6 +375,23 @@ mod tests {
         }
     }
 
+    #[test]
+    fn quantize_names_parse_as_loadmodel_documents() {
+        let format = |name: &str| match QuantizeChoice::parse(name) {
+            Some(QuantizeChoice::Format(q)) => q.name(),
+            other => panic!("{name}: {other:?}"),
+        };
+        assert_eq!((format("q4"), format("q8"), format("q3")), ("q4_g32_asym".into(), "q8_g32_asym".into(), "q3_g32_asym".into()));
+        assert_eq!(format("q4_g64_sym"), "q4_g64_sym");
+        assert_eq!(QuantizeChoice::parse("auto"), Some(QuantizeChoice::Auto));
+        assert_eq!(QuantizeChoice::parse("none"), Some(QuantizeChoice::None));
+        assert_eq!(QuantizeChoice::parse("q5"), None);
+        let auto = QuantizeChoice::Auto.weight_options(Some(300));
+        assert!(auto.auto && auto.quantize.is_none() && auto.memory_budget_mb == Some(300));
+        let q8 = QuantizeChoice::parse("q8").unwrap().weight_options(None);
+        assert!(!q8.auto && q8.default_keep && q8.quantize.map(|q| q.bits) == Some(8));
+    }
+
     /// SmolLM2's matrices as F32 in the header: a smaller budget gives a smaller plan within it,
     /// of mixed formats, with a larger predicted error; too small a budget is ModelTooLarge.
     #[test]
