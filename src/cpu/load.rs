@@ -6,16 +6,15 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::future::Future;
-use std::ops::Range;
-use std::pin::Pin;
 
 use crate::error::{Error, Result};
 use crate::format::{ModelHeader, TensorInfo};
 use crate::loader::{read_header, RangeReader};
 use crate::model::fit::{is_float_matrix, plan_auto, weft_bytes, AutoPlan, DeviceMemory};
 use crate::model::folder::{read_folder, FolderSource, Shards};
-use crate::model::load::{chosen_format, norm_shift, prepare_header, quant_digest, quantize_stored, validate_tensors, weft_entries};
+use crate::model::load::{
+    chosen_format, norm_shift, prepare_header, quant_digest, quantize_stored, read_range_of, validate_tensors, weft_entries, ReadRange,
+};
 use crate::model::names::{part_of_in, LayerPart, Part};
 use crate::model::{header_parts, prepare_hf, EngineOptions, LlamaConfig, WeightOptions};
 use crate::model::llama::Quantized;
@@ -73,9 +72,6 @@ fn engine_options(options: &CpuOptions) -> EngineOptions {
     EngineOptions { max_seq: options.max_seq, sinks: options.sinks, max_batch: options.max_batch, kv: options.kv, ..Default::default() }
 }
 
-/// Reads a byte range of the model's weights.
-type ReadRange<'a> = dyn Fn(Range<u64>) -> Pin<Box<dyn Future<Output = Result<Vec<u8>>> + 'a>> + 'a;
-
 async fn load<R: RangeReader>(
     reader: &R,
     header: &ModelHeader,
@@ -84,8 +80,7 @@ async fn load<R: RangeReader>(
     options: CpuOptions,
     weights: &WeightOptions,
 ) -> Result<CpuLoaded> {
-    let read = |range: Range<u64>| -> Pin<Box<dyn Future<Output = Result<Vec<u8>>> + '_>> { Box::pin(reader.read_range(range)) };
-    load_from(&read, header, config, tokenizer, options, weights).await
+    load_from(&read_range_of(reader), header, config, tokenizer, options, weights).await
 }
 
 /// The body of every load, through one reading function whatever the reader: a single copy of

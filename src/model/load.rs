@@ -4,6 +4,9 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::future::Future;
+use std::ops::Range;
+use std::pin::Pin;
 
 use serde::Serialize;
 
@@ -510,10 +513,34 @@ fn matrix(
     }
 }
 
+/// Reads a byte range of a model's weights: any [`RangeReader`] behind one type, so that the
+/// loaders' bodies exist once in the wasm module for model files and folders alike.
+pub(crate) type ReadRange<'a> = dyn Fn(Range<u64>) -> Reading<'a> + 'a;
+
+/// One read of a [`ReadRange`].
+pub(crate) type Reading<'a> = Pin<Box<dyn Future<Output = Result<Vec<u8>>> + 'a>>;
+
+/// `reader`'s reads as a [`ReadRange`].
+pub(crate) fn read_range_of<'a, R: RangeReader>(reader: &'a R) -> impl Fn(Range<u64>) -> Reading<'a> + 'a {
+    move |range| Box::pin(reader.read_range(range))
+}
+
 /// Reads every weight of `config`'s model through `reader` and uploads it, group by group.
 pub async fn load_weights<R: RangeReader>(
     ctx: &GpuContext,
     reader: &R,
+    header: &ModelHeader,
+    config: &LlamaConfig,
+    opts: &WeightOptions,
+    plan: Option<AutoPlan>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Weights> {
+    load_weights_from(ctx, &read_range_of(reader), header, config, opts, plan, progress).await
+}
+
+pub(crate) async fn load_weights_from(
+    ctx: &GpuContext,
+    read: &ReadRange<'_>,
     header: &ModelHeader,
     config: &LlamaConfig,
     opts: &WeightOptions,
@@ -541,11 +568,11 @@ pub async fn load_weights<R: RangeReader>(
         // Either one read for the whole group or one per tensor; the bytes are dropped as
         // soon as the group is on the GPU.
         let reads = match group.span() {
-            Some(span) => Reads::Span(span.start, reader.read_range(span).await?),
+            Some(span) => Reads::Span(span.start, read(span).await?),
             None => {
                 let mut each = HashMap::new();
                 for t in group.infos() {
-                    each.insert(t.name.clone(), reader.read_range(t.range.clone()).await?);
+                    each.insert(t.name.clone(), read(t.range.clone()).await?);
                 }
                 Reads::Each(each)
             }
