@@ -68,7 +68,7 @@ impl LoadFlags {
 
 /// Prints what a load quantized (matrices per format, or with `auto` the plan) and the weight
 /// bytes the engine holds.
-fn report_quantized(quantized: &[Quantized], plan: Option<&AutoPlan>, weight_bytes: u64) {
+pub fn report_quantized(quantized: &[Quantized], plan: Option<&AutoPlan>, weight_bytes: u64) {
     if let Some(plan) = plan {
         eprintln!("quantize auto plan: {}", plan.summary());
     } else if !quantized.is_empty() {
@@ -127,9 +127,8 @@ pub enum Engine {
 
 impl Engine {
     /// Opens MODEL (GGUF or weft file, path or URL, or a Hugging Face folder) on `backend`,
-    /// float matrices as `load` asks; the GPU options' context and batch sizes apply to both.
-    pub fn open(backend: Backend, cpu: &CpuFlags, load: &LoadFlags, location: &str, engine: EngineOptions) -> anyhow::Result<(Engine, Tokenizer)> {
-        let weights = load.weights();
+    /// float matrices as `weights` asks; the GPU options' context and batch sizes apply to both.
+    pub fn open(backend: Backend, cpu: &CpuFlags, weights: WeightOptions, location: &str, engine: EngineOptions) -> anyhow::Result<(Engine, Tokenizer)> {
         match backend {
             Backend::Gpu => {
                 let ctx = crate::cli::context()?;

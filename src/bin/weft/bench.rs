@@ -1,13 +1,16 @@
 //! `weft bench MODEL`: prefill and decode speed on random token ids, with the weight bytes each
 //! decoded token reads and the bandwidth that implies.
 
+use std::path::Path;
 use std::time::Instant;
 
+use anyhow::Context;
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use serde::Serialize;
-use weft::model::{self, EngineOptions, KvFormat, StepProfile};
+use weft::loader::native::FileReader;
+use weft::model::{self, EngineOptions, KvFormat, StepProfile, WeightOptions};
 
-use crate::backend::Engine;
+use crate::backend::{Backend, Engine};
 
 pub struct Args {
     pub model: String,
@@ -74,7 +77,22 @@ fn median(v: &[f64]) -> f64 {
 pub fn run(a: Args) -> anyhow::Result<()> {
     let engine = EngineOptions { max_seq: a.prompt_len + a.gen + 1, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, fuse_glu: a.fuse_glu, fuse_attention: a.fuse_attention, pipeline: a.pipeline, int8_activations: a.int8_activations, matrix_units: a.matrix_units, ..Default::default() };
     let started = Instant::now();
-    let mut llama = Engine::open(a.backend, &a.cpu, &a.load, &a.model, engine)?.0;
+    // The format asked for on every matrix, the embedding and head included (no default keep
+    // rules): what the benchmark measures.
+    let weights = WeightOptions { default_keep: false, ..a.load.weights() };
+    let dir = Path::new(&a.model);
+    let mut llama = if a.backend == Backend::Gpu && dir.is_dir() && !dir.join("tokenizer.json").is_file() {
+        // Random ids need no tokenizer: a folder of config.json and model.safetensors alone
+        // (bench/gpu/make_models.py) opens from those.
+        let ctx = crate::cli::context()?;
+        let config = std::fs::read_to_string(dir.join("config.json")).context("config.json")?;
+        let reader = FileReader::open(dir.join("model.safetensors"))?;
+        let llama = pollster::block_on(model::open_safetensors_weights(&ctx, &reader, &config, engine, weights, &mut |_| {}))?;
+        crate::backend::report_quantized(&llama.weights.quantized, llama.weights.plan.as_ref(), llama.weights.bytes());
+        Engine::Gpu(Box::new(ctx), Box::new(llama))
+    } else {
+        Engine::open(a.backend, &a.cpu, weights, &a.model, engine)?.0
+    };
     let load_s = started.elapsed().as_secs_f64();
     let vocab = llama.config().vocab as u32;
     let mut rng = SmallRng::seed_from_u64(1);

@@ -16,7 +16,7 @@ pub fn run(model_path: &str, ids: &str, out: &str, backend: Backend, cpu: &CpuFl
         .collect::<anyhow::Result<_>>()?;
     anyhow::ensure!(!ids.is_empty(), "--ids needs at least one token id");
     let engine = EngineOptions { max_seq: ids.len().max(2), max_batch: ids.len(), ..Default::default() };
-    let (mut llama, _) = Engine::open(backend, cpu, load, model_path, engine)?;
+    let (mut llama, _) = Engine::open(backend, cpu, load.weights(), model_path, engine)?;
     let vocab = llama.config().vocab as u32;
     if let Some(bad) = ids.iter().find(|&&id| id >= vocab) {
         anyhow::bail!("token id {bad} is outside the vocabulary of {vocab}");

@@ -25,7 +25,7 @@ pub struct Args {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let engine = EngineOptions { max_seq: a.max_seq, kv: a.kv, sinks: a.sinks, ..Default::default() };
-    let (mut llama, tok) = crate::backend::Engine::open(a.backend, &a.cpu, &a.load, &a.model, engine)?;
+    let (mut llama, tok) = crate::backend::Engine::open(a.backend, &a.cpu, a.load.weights(), &a.model, engine)?;
     let prompt = if a.chat {
         // The prompt is message content: encoded as text, so it cannot forge template tokens.
         let user = weft::tokenizer::chat::Message { role: "user".into(), content: a.prompt.clone() };

@@ -45,7 +45,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         kv: a.kv,
         ..Default::default()
     };
-    let (mut llama, _) = crate::backend::Engine::open(a.backend, &a.cpu, &a.load, &a.model, engine)?;
+    let (mut llama, _) = crate::backend::Engine::open(a.backend, &a.cpu, a.load.weights(), &a.model, engine)?;
     let window = window.min(llama.window().0);
     let vocab = llama.config().vocab;
     let rows = ids.len() - ids.len().div_ceil(window);
