@@ -335,3 +335,54 @@ fn auto_quantization_on_the_cpu_follows_the_budget() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// A folder whose files record the largest single read made of them past their start (reads
+/// from byte 0 are a header's, or a small file's whole).
+struct Recording(Directory, std::rc::Rc<std::cell::Cell<u64>>);
+
+struct RecordingReader(weft::loader::native::FileReader, std::rc::Rc<std::cell::Cell<u64>>);
+
+impl weft::loader::RangeReader for RecordingReader {
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    async fn read_range(&self, range: std::ops::Range<u64>) -> weft::Result<Vec<u8>> {
+        if range.start > 0 {
+            self.1.set(self.1.get().max(range.end - range.start));
+        }
+        self.0.read_range(range).await
+    }
+}
+
+impl model::folder::FolderSource for Recording {
+    type Reader = RecordingReader;
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    async fn open(&self, name: &str) -> weft::Result<Option<RecordingReader>> {
+        Ok(self.0.open(name).await?.map(|r| RecordingReader(r, self.1.clone())))
+    }
+}
+
+/// The CPU loader reads a folder's weights a tensor at a time, quantizing each as it arrives:
+/// past the header, no read is larger than the largest tensor, so a load never holds more than
+/// one stored matrix beside what it keeps.
+#[test]
+fn a_folder_is_read_one_tensor_at_a_time() -> anyhow::Result<()> {
+    use weft::loader::RangeReader;
+    use model::folder::FolderSource;
+    let dir = FOLDERS[0];
+    let largest = std::rc::Rc::new(std::cell::Cell::new(0));
+    let source = Recording(Directory(dir.into()), largest.clone());
+    let weights = QuantizeChoice::parse("q4").expect("q4").weight_options(None);
+    let (loaded, shards) = pollster::block_on(cpu::open_folder(&source, folder_options(), &weights))?;
+    let header = pollster::block_on(weft::loader::read_header(&pollster::block_on(source.0.open("model.safetensors"))?.expect("weights")))?.header;
+    let tensor = header.tensors().iter().map(|t| t.byte_len()).max().unwrap_or(0);
+    println!("largest read past the header {} bytes; largest tensor {tensor}, weights file {}", largest.get(), shards.len());
+    assert!(largest.get() > 0 && largest.get() <= tensor, "a read of {} bytes", largest.get());
+    assert_eq!(loaded.quantized.len(), 16);
+    Ok(())
+}
