@@ -165,7 +165,8 @@ export interface LoadOptions {
   backend?: 'auto' | 'webgpu' | 'cpu';
   /** Float matrices (F32, F16, BF16) quantized as their layer arrives, under `weft quantize`'s
    * default keep rules (the embedding and an untied head at 8 bits): 'q4' (q4_g32_asym), 'q8'
-   * (q8_g32_asym), 'q3' (q3_g32_asym), a weft format name, or 'none' (default). WebGPU only.
+   * (q8_g32_asym), 'q3' (q3_g32_asym), a weft format name, or 'none' (default). On the CPU
+   * backend the reference quantizer runs in wasm as each matrix arrives (from a folder or a file).
    * 'auto' picks a format per matrix from the header before any weight is fetched, spending
    * what `memoryBudgetMB` leaves after the KV cache, activations and other tensors where the
    * predicted error falls most (role sensitivities of docs/QUALITY.md; 8 bits everywhere

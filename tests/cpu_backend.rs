@@ -1,7 +1,8 @@
 //! The CPU backend on SmolLM2: every checkpoint against the PyTorch fixtures (f32 arithmetic,
 //! the same tolerance as the GPU's tests/activations.rs), greedy ids against the GPU backend's
 //! (also past max_seq, over the sliding window) with every KV-cache format, f16 and q8 caches
-//! against the f32 one, and the same logits on one thread or two.
+//! against the f32 one, and the same logits on one thread or two. Hugging Face folders on the
+//! CPU backend, as stored and quantized at load.
 
 #[path = "common/activations.rs"]
 mod fixtures;
@@ -9,6 +10,8 @@ mod fixtures;
 use weft::cpu::{self, Arithmetic, CpuLlama, CpuOptions};
 use weft::gpu::{BackendChoice, GpuContext};
 use weft::loader::native::NativeSource;
+use weft::model::fit::QuantizeChoice;
+use weft::model::folder::Directory;
 use weft::model::{self, EngineOptions, KvFormat, WeightOptions};
 use weft::tokenizer::Tokenizer;
 
@@ -243,5 +246,146 @@ fn a_shared_prefix_is_reused_in_every_format() -> anyhow::Result<()> {
         let got = greedy_cpu(&mut llama, &prompt[keep..], 8)?;
         assert_eq!(got, want, "{kv}");
     }
+    Ok(())
+}
+
+/// The tiny architecture fixtures of tests/architectures.rs, each a Hugging Face folder
+/// (config.json, tokenizer.json, F16 model.safetensors).
+const FOLDERS: [&str; 4] =
+    ["tests/fixtures/llama3-tiny", "tests/fixtures/qwen3-tiny", "tests/fixtures/gemma2-tiny", "tests/fixtures/phi3-tiny"];
+
+#[derive(serde::Deserialize)]
+struct Reference {
+    prompt_ids: Vec<u32>,
+    greedy: Vec<u32>,
+}
+
+fn folder_options() -> CpuOptions {
+    CpuOptions { max_seq: 64, max_batch: 32, arithmetic: Arithmetic::F32, ..Default::default() }
+}
+
+/// A folder on the CPU backend, float matrices as `quantize` asks.
+fn open_cpu_folder(dir: &str, quantize: QuantizeChoice) -> anyhow::Result<cpu::CpuLoaded> {
+    let folder = Directory(dir.into());
+    Ok(pollster::block_on(cpu::open_folder(&folder, folder_options(), &quantize.weight_options(None)))?.0)
+}
+
+/// Folders on the CPU backend: as stored, the greedy ids of transformers' `generate` (the
+/// fixtures' reference.json); quantized at load to q8 (q8_g32_asym, the embedding and head kept
+/// at 8 bits by the default rules), the same ids as the GPU backend loading the same folder
+/// with the same quantization, from packed bytes with the same digests.
+#[test]
+fn hf_folders_run_on_the_cpu_as_stored_and_quantized() -> anyhow::Result<()> {
+    let ctx = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
+    let q8 = QuantizeChoice::parse("q8").expect("q8");
+    for dir in FOLDERS {
+        let r: Reference = serde_json::from_str(&std::fs::read_to_string(format!("{dir}/reference.json"))?)?;
+        let mut stored = open_cpu_folder(dir, QuantizeChoice::None)?;
+        assert!(stored.quantized.is_empty());
+        let ids = greedy_cpu(&mut stored.llama, &r.prompt_ids, r.greedy.len())?;
+        println!("{dir} as stored on the CPU: {ids:?}");
+        assert_eq!(ids, r.greedy, "{dir} as stored");
+
+        let mut quantized = open_cpu_folder(dir, q8)?;
+        let cpu_ids = greedy_cpu(&mut quantized.llama, &r.prompt_ids, r.greedy.len())?;
+        let engine = EngineOptions { max_seq: 64, max_batch: 32, ..Default::default() };
+        let folder = Directory(dir.into());
+        // On a hardware adapter the GPU kernel quantizes (read back for its digests), on a
+        // software one the CPU reference.
+        let weights = WeightOptions { digests: true, ..q8.weight_options(None) };
+        let (mut gpu, _, _) = pollster::block_on(model::open_folder(&ctx, &folder, engine, weights, &mut |_| {}))?;
+        let mut gpu_ids = vec![pollster::block_on(gpu.prefill(&ctx, &r.prompt_ids))?];
+        while gpu_ids.len() < r.greedy.len() {
+            gpu_ids.push(pollster::block_on(gpu.step(&ctx))?);
+        }
+        println!("{dir} q8 on the CPU: {cpu_ids:?}, on the GPU: {gpu_ids:?}");
+        assert_eq!(cpu_ids, gpu_ids, "{dir} quantized to q8");
+        // Every matrix quantized, the same format and bytes on both backends (the GPU loads
+        // in file order, the CPU the embedding after the layers).
+        let listed = |q: &[weft::model::llama::Quantized]| -> Vec<(String, String, Option<u64>)> {
+            let mut all: Vec<_> = q.iter().map(|q| (q.name.clone(), q.format.name(), q.digest)).collect();
+            all.sort();
+            all
+        };
+        assert_eq!(listed(&quantized.quantized), listed(&gpu.weights.quantized), "{dir}");
+        assert!(quantized.quantized.iter().all(|q| q.format.name() == "q8_g32_asym" && q.digest.is_some()));
+        // The head is tied or an untied matrix; either way 7 per layer plus the embedding.
+        let matrices = 7 * stored.llama.config.n_layers + 1 + gpu.weights.output.is_some() as usize;
+        assert_eq!(quantized.quantized.len(), matrices, "{dir}");
+        assert!(quantized.llama.weights.bytes() < stored.llama.weights.bytes());
+    }
+    Ok(())
+}
+
+/// `quantize: 'auto'` on the CPU backend: without a budget every matrix at 8 bits, each as
+/// planned; a budget that no format fits is ModelTooLarge, before any weight is read (budgets
+/// between, on a model large enough for whole MB to matter: tests/cli_quantize_auto.rs).
+#[test]
+fn auto_quantization_on_the_cpu_follows_the_budget() -> anyhow::Result<()> {
+    let dir = FOLDERS[0];
+    let open = |budget_mb: Option<u64>| {
+        let weights = QuantizeChoice::Auto.weight_options(budget_mb);
+        pollster::block_on(cpu::open_folder(&Directory(dir.into()), CpuOptions { max_seq: 16, ..folder_options() }, &weights))
+    };
+    let roomy = open(None)?.0;
+    let plan = roomy.plan.as_ref().expect("a plan");
+    assert!(plan.assignments.iter().all(|a| a.format.bits == 8));
+    assert_eq!(roomy.quantized.len(), plan.assignments.len());
+    match open(Some(0)) {
+        Err(weft::Error::ModelTooLarge { needed, available, .. }) => assert!(needed > available && available == 0),
+        Err(e) => panic!("expected ModelTooLarge, got {e}"),
+        Ok(_) => panic!("expected ModelTooLarge, got a model"),
+    }
+    Ok(())
+}
+
+/// A folder whose files record the largest single read made of them past their start (reads
+/// from byte 0 are a header's, or a small file's whole).
+struct Recording(Directory, std::rc::Rc<std::cell::Cell<u64>>);
+
+struct RecordingReader(weft::loader::native::FileReader, std::rc::Rc<std::cell::Cell<u64>>);
+
+impl weft::loader::RangeReader for RecordingReader {
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    async fn read_range(&self, range: std::ops::Range<u64>) -> weft::Result<Vec<u8>> {
+        if range.start > 0 {
+            self.1.set(self.1.get().max(range.end - range.start));
+        }
+        self.0.read_range(range).await
+    }
+}
+
+impl model::folder::FolderSource for Recording {
+    type Reader = RecordingReader;
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    async fn open(&self, name: &str) -> weft::Result<Option<RecordingReader>> {
+        Ok(self.0.open(name).await?.map(|r| RecordingReader(r, self.1.clone())))
+    }
+}
+
+/// The CPU loader reads a folder's weights a tensor at a time, quantizing each as it arrives:
+/// past the header, no read is larger than the largest tensor, so a load never holds more than
+/// one stored matrix beside what it keeps.
+#[test]
+fn a_folder_is_read_one_tensor_at_a_time() -> anyhow::Result<()> {
+    use weft::loader::RangeReader;
+    use model::folder::FolderSource;
+    let dir = FOLDERS[0];
+    let largest = std::rc::Rc::new(std::cell::Cell::new(0));
+    let source = Recording(Directory(dir.into()), largest.clone());
+    let weights = QuantizeChoice::parse("q4").expect("q4").weight_options(None);
+    let (loaded, shards) = pollster::block_on(cpu::open_folder(&source, folder_options(), &weights))?;
+    let header = pollster::block_on(weft::loader::read_header(&pollster::block_on(source.0.open("model.safetensors"))?.expect("weights")))?.header;
+    let tensor = header.tensors().iter().map(|t| t.byte_len()).max().unwrap_or(0);
+    println!("largest read past the header {} bytes; largest tensor {tensor}, weights file {}", largest.get(), shards.len());
+    assert!(largest.get() > 0 && largest.get() <= tensor, "a read of {} bytes", largest.get());
+    assert_eq!(loaded.quantized.len(), 16);
     Ok(())
 }

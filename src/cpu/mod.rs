@@ -27,4 +27,4 @@ mod tests;
 pub mod threads;
 
 pub use engine::{Arithmetic, CpuLlama, CpuOptions, CpuWeights, LayerWeights};
-pub use load::{fits_address_space, memory_needed, open};
+pub use load::{fits_address_space, memory_needed, open, open_folder, open_with, CpuLoaded};

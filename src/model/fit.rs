@@ -192,6 +192,64 @@ impl AutoPlan {
     pub fn format_of(&self, name: &str) -> Option<WeftQuant> {
         self.assignments.iter().find(|a| a.name == name).map(|a| a.format)
     }
+
+    /// One line for logs: matrices per format, their bytes, the fixed bytes and the budget.
+    pub fn summary(&self) -> String {
+        let mut counts = std::collections::BTreeMap::new();
+        for a in &self.assignments {
+            *counts.entry(a.format.name()).or_insert(0usize) += 1;
+        }
+        let counts: Vec<String> = counts.iter().map(|(f, n)| format!("{n} {f}")).collect();
+        let budget = self.budget_bytes.map_or("none".to_string(), |b| format!("{b} bytes"));
+        format!(
+            "{}; matrix bytes {}, fixed bytes {}, budget {budget}, predicted KLD {:.4}",
+            counts.join(", "),
+            self.matrix_bytes,
+            self.fixed_bytes,
+            self.predicted_error
+        )
+    }
+}
+
+/// What a load's `quantize` option asks for, by name: `none`, `auto`, `q4` (q4_g32_asym),
+/// `q8` (q8_g32_asym), `q3` (q3_g32_asym) or a weft format name such as `q4_g64_sym`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuantizeChoice {
+    None,
+    Auto,
+    Format(WeftQuant),
+}
+
+impl QuantizeChoice {
+    pub const NAMES: &'static str = "'q4', 'q8', 'q3', 'auto', 'none' or a weft format such as 'q4_g64_sym'";
+
+    /// None for a name that is no quantization (the caller reports it with [`Self::NAMES`]).
+    pub fn parse(name: &str) -> Option<Self> {
+        let full = match name {
+            "none" => return Some(Self::None),
+            "auto" => return Some(Self::Auto),
+            "q4" => "q4_g32_asym",
+            "q8" => "q8_g32_asym",
+            "q3" => "q3_g32_asym",
+            other => other,
+        };
+        WeftQuant::parse(full).ok().map(Self::Format)
+    }
+
+    /// The load's weight options: float matrices quantized under `weft quantize`'s default keep
+    /// rules, or planned for `budget_mb` with `auto`.
+    pub fn weight_options(self, budget_mb: Option<u64>) -> WeightOptions {
+        WeightOptions {
+            quantize: match self {
+                Self::Format(q) => Some(q),
+                _ => None,
+            },
+            auto: self == Self::Auto,
+            default_keep: true,
+            memory_budget_mb: budget_mb,
+            ..WeightOptions::default()
+        }
+    }
 }
 
 /// Relative squared error of `format` on weights drawn from a normal distribution, the data-free
@@ -215,14 +273,14 @@ pub fn predicted_error(format: WeftQuant) -> f64 {
 
 /// GPU bytes of a [rows, cols] matrix in `format`: packed words, then f16 scales (and zero
 /// points), as `QWeight` stores them.
-fn weft_bytes(format: WeftQuant, rows: u64, cols: u64) -> u64 {
+pub(crate) fn weft_bytes(format: WeftQuant, rows: u64, cols: u64) -> u64 {
     let groups = rows.saturating_mul(format.groups_per_row(cols as usize) as u64);
     let halves = if format.scheme == Scheme::Asym { 2 } else { 1 };
     rows.saturating_mul(format.words_per_row(cols as usize) as u64 * 4).saturating_add(groups * 2 * halves)
 }
 
 /// The float matrices `quantize` applies to.
-fn is_float_matrix(t: &TensorInfo) -> bool {
+pub(crate) fn is_float_matrix(t: &TensorInfo) -> bool {
     let float = matches!(
         t.storage,
         StorageType::Safe(_) | StorageType::Ggml(GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
@@ -315,6 +373,23 @@ mod tests {
             Err(Error::ModelTooLarge { needed, available, .. }) => assert!(needed > available && available == 1 << 20),
             other => panic!("expected ModelTooLarge, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn quantize_names_parse_as_loadmodel_documents() {
+        let format = |name: &str| match QuantizeChoice::parse(name) {
+            Some(QuantizeChoice::Format(q)) => q.name(),
+            other => panic!("{name}: {other:?}"),
+        };
+        assert_eq!((format("q4"), format("q8"), format("q3")), ("q4_g32_asym".into(), "q8_g32_asym".into(), "q3_g32_asym".into()));
+        assert_eq!(format("q4_g64_sym"), "q4_g64_sym");
+        assert_eq!(QuantizeChoice::parse("auto"), Some(QuantizeChoice::Auto));
+        assert_eq!(QuantizeChoice::parse("none"), Some(QuantizeChoice::None));
+        assert_eq!(QuantizeChoice::parse("q5"), None);
+        let auto = QuantizeChoice::Auto.weight_options(Some(300));
+        assert!(auto.auto && auto.quantize.is_none() && auto.memory_budget_mb == Some(300));
+        let q8 = QuantizeChoice::parse("q8").unwrap().weight_options(None);
+        assert!(!q8.auto && q8.default_keep && q8.quantize.map(|q| q.bits) == Some(8));
     }
 
     /// SmolLM2's matrices as F32 in the header: a smaller budget gives a smaller plan within it,

@@ -66,6 +66,10 @@ impl<R: RangeReader> RangeReader for Shards<R> {
             let (start, end, len) = (range.start, range.end, self.len);
             return Err(LoadError::OutOfRange { source_name: self.name.clone(), start, end, len }.into());
         }
+        // Within one shard, that shard's read as it is: no copy of a layer's bytes.
+        if let Some((at, reader)) = self.parts.iter().find(|(at, r)| *at <= range.start && range.end <= at + r.len()) {
+            return reader.read_range(range.start - at..range.end - at).await;
+        }
         let mut out = Vec::with_capacity((range.end - range.start) as usize);
         for (at, reader) in &self.parts {
             let (lo, hi) = (range.start.max(*at), range.end.min(at + reader.len()));

@@ -4,6 +4,9 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::future::Future;
+use std::ops::Range;
+use std::pin::Pin;
 
 use serde::Serialize;
 
@@ -431,6 +434,32 @@ impl Quantizing {
     }
 }
 
+/// The weft format float matrix `name` gets at load: the auto plan's, else `quantize` under
+/// the default keep rules where asked; None keeps it as stored.
+pub(crate) fn chosen_format(name: &str, opts: &WeightOptions, plan: Option<&AutoPlan>) -> Result<Option<WeftQuant>> {
+    Ok(match (plan, opts.quantize) {
+        (Some(plan), _) => plan.format_of(name),
+        (None, Some(q)) if opts.default_keep => default_keep_format(name, q)?,
+        (None, q) => q,
+    })
+}
+
+/// The CPU reference quantizer on a float matrix's stored bytes: the bytes `weft quantize`
+/// writes for it. A matrix holding NaN or an infinity is refused, as the GPU kernel refuses it.
+pub(crate) fn quantize_stored(t: &TensorInfo, bytes: &[u8], q: WeftQuant, rows: usize, cols: usize) -> Result<QuantMatrix> {
+    // F32 weights are quantized from the bytes read, where they are aligned: a copy of the
+    // largest layer (the embedding) would double the load's peak memory.
+    let f32_stored = matches!(t.storage, StorageType::Safe(SafeDtype::F32) | StorageType::Ggml(GgmlType::F32));
+    let values = match bytemuck::try_cast_slice::<u8, f32>(bytes) {
+        Ok(v) if f32_stored && cfg!(target_endian = "little") && v.len() == rows * cols => Cow::Borrowed(v),
+        _ => Cow::Owned(decode_to_f32(t.storage, bytes, rows * cols)?),
+    };
+    if !values.iter().all(|v| v.is_finite()) {
+        return Err(Error::NonFiniteWeights { name: t.name.clone() });
+    }
+    quantize(q, &values, rows, cols)
+}
+
 fn matrix(
     ctx: &GpuContext,
     t: &TensorInfo,
@@ -447,11 +476,7 @@ fn matrix(
         t.storage,
         StorageType::Safe(_) | StorageType::Ggml(GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
     );
-    let quant = match (&quantizing.plan, opts.quantize) {
-        (Some(plan), _) => plan.format_of(&t.name),
-        (None, Some(q)) if opts.default_keep => default_keep_format(&t.name, q)?,
-        (None, q) => q,
-    };
+    let quant = chosen_format(&t.name, opts, quantizing.plan.as_ref())?;
     if let (true, Some(q)) = (float, quant) {
         let mut done = quantizing.done.borrow_mut();
         if let Some(gpu) = &quantizing.gpu {
@@ -470,18 +495,7 @@ fn matrix(
             done.push(Quantized { name: t.name.clone(), format: q, digest: None });
             return Ok(w);
         }
-        // F32 weights are quantized from the bytes read, where they are aligned: a copy of the
-        // largest layer (the embedding) would double the load's peak memory.
-        let f32_stored = matches!(t.storage, StorageType::Safe(SafeDtype::F32) | StorageType::Ggml(GgmlType::F32));
-        let values = match bytemuck::try_cast_slice::<u8, f32>(bytes) {
-            Ok(v) if f32_stored && cfg!(target_endian = "little") && v.len() == rows * cols => Cow::Borrowed(v),
-            _ => Cow::Owned(decode_to_f32(t.storage, bytes, rows * cols)?),
-        };
-        // The GPU kernel refuses non-finite weights; so does the CPU path.
-        if !values.iter().all(|v| v.is_finite()) {
-            return Err(Error::NonFiniteWeights { name: t.name.clone() });
-        }
-        let m = quantize(q, &values, rows, cols)?;
+        let m = quantize_stored(t, bytes, q, rows, cols)?;
         done.push(Quantized { name: t.name.clone(), format: q, digest: Some(quant_digest(&m)) });
         return QWeight::from_weft(ctx, &t.name, &m);
     }
@@ -499,10 +513,34 @@ fn matrix(
     }
 }
 
+/// Reads a byte range of a model's weights: any [`RangeReader`] behind one type, so that the
+/// loaders' bodies exist once in the wasm module for model files and folders alike.
+pub(crate) type ReadRange<'a> = dyn Fn(Range<u64>) -> Reading<'a> + 'a;
+
+/// One read of a [`ReadRange`].
+pub(crate) type Reading<'a> = Pin<Box<dyn Future<Output = Result<Vec<u8>>> + 'a>>;
+
+/// `reader`'s reads as a [`ReadRange`].
+pub(crate) fn read_range_of<'a, R: RangeReader>(reader: &'a R) -> impl Fn(Range<u64>) -> Reading<'a> + 'a {
+    move |range| Box::pin(reader.read_range(range))
+}
+
 /// Reads every weight of `config`'s model through `reader` and uploads it, group by group.
 pub async fn load_weights<R: RangeReader>(
     ctx: &GpuContext,
     reader: &R,
+    header: &ModelHeader,
+    config: &LlamaConfig,
+    opts: &WeightOptions,
+    plan: Option<AutoPlan>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Weights> {
+    load_weights_from(ctx, &read_range_of(reader), header, config, opts, plan, progress).await
+}
+
+pub(crate) async fn load_weights_from(
+    ctx: &GpuContext,
+    read: &ReadRange<'_>,
     header: &ModelHeader,
     config: &LlamaConfig,
     opts: &WeightOptions,
@@ -530,11 +568,11 @@ pub async fn load_weights<R: RangeReader>(
         // Either one read for the whole group or one per tensor; the bytes are dropped as
         // soon as the group is on the GPU.
         let reads = match group.span() {
-            Some(span) => Reads::Span(span.start, reader.read_range(span).await?),
+            Some(span) => Reads::Span(span.start, read(span).await?),
             None => {
                 let mut each = HashMap::new();
                 for t in group.infos() {
-                    each.insert(t.name.clone(), reader.read_range(t.range.clone()).await?);
+                    each.insert(t.name.clone(), read(t.range.clone()).await?);
                 }
                 Reads::Each(each)
             }

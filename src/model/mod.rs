@@ -39,7 +39,7 @@ pub async fn open<R: RangeReader>(
     let mut header = read_header_reporting(reader, progress).await?;
     let (mut config, tokenizer) = header_parts(&header, reader.name())?;
     load::prepare_header(reader, &mut header, &mut config).await?;
-    let llama = build(ctx, reader, &header, config, engine, weights, progress).await?;
+    let llama = build(ctx, &load::read_range_of(reader), reader.len(), &header, config, engine, weights, progress).await?;
     Ok((llama, tokenizer))
 }
 
@@ -62,17 +62,19 @@ async fn read_header_reporting<R: RangeReader>(reader: &R, progress: &mut dyn Fn
     Ok(head.header)
 }
 
-/// The weights, group by group, then the compiled pipelines: what every opener shares.
-async fn build<R: RangeReader>(
+/// The weights, group by group, then the compiled pipelines: what every opener shares (one copy
+/// whatever the reader: `total` is the size of what `read` reads).
+#[allow(clippy::too_many_arguments)]
+async fn build(
     ctx: &GpuContext,
-    reader: &R,
+    read: &load::ReadRange<'_>,
+    total: u64,
     header: &ModelHeader,
     config: LlamaConfig,
     engine: EngineOptions,
     weights: WeightOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Llama> {
-    let total = reader.len();
     // Dimensions against the tensors present, then the memory they need against the device,
     // both before the first weight is fetched.
     load::validate_tensors(header, &config)?;
@@ -85,7 +87,7 @@ async fn build<R: RangeReader>(
     };
     let limits_only = DeviceMemory { budget_bytes: None, ..device };
     check_memory_fit(&config, header.tensors(), &engine, &weights, if weights.auto { &limits_only } else { &device })?;
-    let w = load::load_weights(ctx, reader, header, &config, &weights, plan, progress).await?;
+    let w = load::load_weights_from(ctx, read, header, &config, &weights, plan, progress).await?;
     progress(Progress { phase: Phase::Compile, step: 0, steps: 0, bytes_loaded: total, bytes_total: total });
     let (max_seq, sinks) = config.kv_window(engine.max_seq, engine.sinks);
     let engine = EngineOptions { max_seq, sinks, ..engine };
@@ -151,12 +153,19 @@ async fn open_hf_weights<R: RangeReader>(
     weights: WeightOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Llama> {
+    let config = prepare_hf(reader, &mut header, config_json).await?;
+    build(ctx, &load::read_range_of(reader), reader.len(), &header, config, engine, weights, progress).await
+}
+
+/// A Hugging Face checkpoint's configuration from `config.json`, and its header made ready for
+/// loading: a head tied to the embedding dropped, RoPE factors read, fused matrices split.
+pub(crate) async fn prepare_hf<R: RangeReader>(reader: &R, header: &mut ModelHeader, config_json: &str) -> Result<LlamaConfig> {
     let mut config = LlamaConfig::from_hf_json(config_json)?;
-    if let ModelHeader::Safetensors(st) = &mut header {
+    if let ModelHeader::Safetensors(st) = header {
         tie_output(st, config_json);
     }
-    load::prepare_header(reader, &mut header, &mut config).await?;
-    build(ctx, reader, &header, config, engine, weights, progress).await
+    load::prepare_header(reader, header, &mut config).await?;
+    Ok(config)
 }
 
 /// Opens a Hugging Face model folder (`folder::read_folder`: config.json, the tokenizer files,

@@ -130,11 +130,12 @@ pub async fn load_model(url: String, options: JsValue) -> Result<Model, JsValue>
     let started = now_ms();
     let target = backend::resolve(opts.backend.unwrap_or_else(backend::chosen)).await.map_err(|e| to_js(&e))?;
     let mut changed = 0;
-    let (engine, tok, fetched, peak) = loop {
+    let (engine, tok, fetched, peak, (quantized, plan)) = loop {
         let loaded = match &target {
-            Target::Gpu(ctx) => load_once(ctx, &url, &opts)
-                .await
-                .map(|(llama, tok, r, p)| (Engine::Gpu { ctx: ctx.clone(), llama: Box::new(llama) }, tok, r, p)),
+            Target::Gpu(ctx) => load_once(ctx, &url, &opts).await.map(|(llama, tok, r, p)| {
+                let quantized = (listed(&llama.weights.quantized), llama.weights.plan.clone());
+                (Engine::Gpu { ctx: ctx.clone(), llama: Box::new(llama) }, tok, r, p, quantized)
+            }),
             Target::Cpu => load_cpu(&url, &opts).await,
         };
         match loaded {
@@ -151,19 +152,8 @@ pub async fn load_model(url: String, options: JsValue) -> Result<Model, JsValue>
         fetch: fetched.stats,
         reloaded_after_change: changed > 0,
         peak_wasm_memory_bytes: peak.max(wasm_memory_bytes()),
-        quantized: match &engine {
-            Engine::Gpu { llama, .. } => llama
-                .weights
-                .quantized
-                .iter()
-                .map(|q| QuantizedTensor { name: q.name.clone(), format: q.format.name(), digest: q.digest.map(|d| format!("{d:016x}")) })
-                .collect(),
-            Engine::Cpu(_) => Vec::new(),
-        },
-        plan: match &engine {
-            Engine::Gpu { llama, .. } => llama.weights.plan.clone(),
-            Engine::Cpu(_) => None,
-        },
+        quantized,
+        plan,
     };
     let session = Session {
         engine,
@@ -175,6 +165,22 @@ pub async fn load_model(url: String, options: JsValue) -> Result<Model, JsValue>
         gen: GenerationStats::default(),
     };
     Ok(Model { inner: Rc::new(RefCell::new(session)) })
+}
+
+/// The matrices a load quantized, as `stats().load.quantized` lists them.
+fn listed(quantized: &[crate::model::llama::Quantized]) -> Vec<QuantizedTensor> {
+    quantized
+        .iter()
+        .map(|q| QuantizedTensor { name: q.name.clone(), format: q.format.name(), digest: q.digest.map(|d| format!("{d:016x}")) })
+        .collect()
+}
+
+/// How a load turns stored weights into the engine's: the budget, and float matrices quantized
+/// as they arrive under `weft quantize`'s default keep rules (on the GPU of a hardware adapter
+/// unless `quantizeOn` says otherwise; always by the CPU reference on the CPU backend).
+fn weight_options(opts: &LoadOptions) -> WeightOptions {
+    let weights = opts.quantize.weight_options(opts.memory_budget_mb);
+    WeightOptions { quantize_on: opts.quantize_on, digests: opts.quantize_digests, ..weights }
 }
 
 /// The bytes of the model's weight files and what reading them cost.
@@ -232,16 +238,7 @@ async fn load_once(
     let watch = ctx.watch_out_of_memory();
     // The budget is checked against weights + KV cache + activations after the header, before
     // any weight is fetched: a model over it is GPU_OOM (needed, available) with nothing spent.
-    // Float matrices are quantized as they arrive, under `weft quantize`'s default keep rules,
-    // on the GPU of a hardware adapter unless `quantizeOn` says otherwise.
-    let weights = WeightOptions {
-        memory_budget_mb: opts.memory_budget_mb,
-        quantize: opts.quantize,
-        default_keep: true,
-        auto: opts.quantize_auto,
-        quantize_on: opts.quantize_on,
-        digests: opts.quantize_digests,
-    };
+    let weights = weight_options(opts);
     let (opened, fetched) = if is_folder(url) {
         let folder = WebFolder::parse(url, opts.web.clone()).expect("a folder URL");
         match model::open_folder(ctx, &folder, engine, weights, &mut report).await {
@@ -265,23 +262,31 @@ async fn load_once(
     }
 }
 
-/// One load onto the CPU backend: every weight read into wasm memory in its stored format,
-/// one progress event (phase `ready`) at the end.
-async fn load_cpu(url: &str, opts: &LoadOptions) -> crate::Result<(Engine, Tokenizer, Fetched, f64)> {
-    if is_folder(url) || opts.quantize.is_some() || opts.quantize_auto {
-        return Err(Error::UnsupportedModel {
-            what: "a model folder or quantizing at load on the CPU backend".into(),
-            hint: "load a GGUF or weft file (`weft quantize` makes one from a folder), or use backend 'webgpu'".into(),
-        });
-    }
-    let reader = WebReader::open(url, opts.web.clone()).await?;
-    ensure_room(&reader).await?;
+/// What a load reports of its quantization: each quantized matrix, and the auto plan.
+type QuantizedReport = (Vec<QuantizedTensor>, Option<crate::model::fit::AutoPlan>);
+
+/// One load onto the CPU backend: every weight read into wasm memory one tensor at a time, in
+/// its stored format or quantized by the CPU reference quantizer as it arrives (`quantize`),
+/// from a model file or a folder; one progress event (phase `ready`) at the end.
+async fn load_cpu(url: &str, opts: &LoadOptions) -> crate::Result<(Engine, Tokenizer, Fetched, f64, QuantizedReport)> {
     // As many threads as the pool has at each pass (workers may still be joining): every pass
     // takes the ones that have joined.
     let options = CpuOptions { max_seq: opts.max_context, threads: usize::MAX, kv: opts.kv, ..CpuOptions::default() };
-    let (llama, tok) = cpu::open(&reader, options).await?;
+    let weights = weight_options(opts);
+    let (loaded, fetched) = match WebFolder::parse(url, opts.web.clone()) {
+        Some(folder) => {
+            let (loaded, shards) = cpu::open_folder(&folder, options, &weights).await?;
+            (loaded, Fetched::of(shards.readers()))
+        }
+        None => {
+            let reader = WebReader::open(url, opts.web.clone()).await?;
+            ensure_room(&reader).await?;
+            (cpu::open_with(&reader, options, &weights).await?, Fetched::of([&reader]))
+        }
+    };
+    let cpu::CpuLoaded { llama, tokenizer: tok, quantized, plan } = loaded;
     if let Some(f) = &opts.on_progress {
-        let done = crate::loader::RangeReader::len(&reader);
+        let done = fetched.bytes;
         let event = js_sys::Object::new();
         for (key, value) in [("phase", JsValue::from("ready")), ("step", 1.into()), ("steps", 1.into())] {
             let _ = Reflect::set(&event, &key.into(), &value);
@@ -291,7 +296,7 @@ async fn load_cpu(url: &str, opts: &LoadOptions) -> crate::Result<(Engine, Token
         let _ = Reflect::set(&event, &"wasmMemoryBytes".into(), &JsValue::from_f64(wasm_memory_bytes()));
         let _ = f.call1(&JsValue::NULL, &event);
     }
-    Ok((Engine::Cpu(Box::new(llama)), tok, Fetched::of([&reader]), wasm_memory_bytes()))
+    Ok((Engine::Cpu(Box::new(llama)), tok, fetched, wasm_memory_bytes(), (listed(&quantized), plan)))
 }
 
 fn busy() -> JsValue {

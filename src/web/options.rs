@@ -7,6 +7,7 @@ use wasm_bindgen::JsCast;
 
 use super::error::js_error;
 use crate::loader::web::WebOptions;
+use crate::model::fit::QuantizeChoice;
 use crate::model::KvFormat;
 use crate::ops::sample::SampleParams;
 
@@ -92,31 +93,20 @@ pub struct LoadOptions {
     pub memory_budget_mb: Option<u64>,
     /// This load's backend; None: the one `init()` chose.
     pub backend: Option<super::backend::Choice>,
-    /// Float matrices quantized while loading (`quantize`); None keeps them as stored.
-    pub quantize: Option<crate::quant::weft::WeftQuant>,
-    /// `quantize: 'auto'`: formats planned for the memory budget (`model::fit::plan_auto`).
-    pub quantize_auto: bool,
+    /// Float matrices quantized while loading (`quantize`): kept as stored, to one format, or
+    /// `auto`, formats planned for the memory budget (`model::fit::plan_auto`).
+    pub quantize: QuantizeChoice,
     /// `quantizeOn`: 'auto' (default: the GPU on a hardware adapter), 'gpu' or 'cpu'.
     pub quantize_on: crate::model::QuantizeOn,
     /// `quantizeDigests`: read GPU-quantized matrices back for their digests in `stats()`.
     pub quantize_digests: bool,
 }
 
-/// `quantize` of `loadModel`: 'q4', 'q8', 'q3', 'none', or a weft format name; 'auto' is
-/// handled by the caller.
-fn quantize(options: &JsValue) -> Result<Option<crate::quant::weft::WeftQuant>, JsValue> {
-    let Some(v) = field(options, "quantize") else { return Ok(None) };
-    let name = v.as_string().unwrap_or_default();
-    let full = match name.as_str() {
-        "none" | "auto" => return Ok(None),
-        "q4" => "q4_g32_asym",
-        "q8" => "q8_g32_asym",
-        "q3" => "q3_g32_asym",
-        other => other,
-    };
-    crate::quant::weft::WeftQuant::parse(full).map(Some).map_err(|_| {
-        invalid(&format!("option 'quantize' is {}; use 'q4', 'q8', 'q3', 'auto', 'none' or a weft format such as 'q4_g64_sym'", describe(&v)))
-    })
+/// `quantize` of `loadModel`: 'q4', 'q8', 'q3', 'none', 'auto' or a weft format name.
+fn quantize(options: &JsValue) -> Result<QuantizeChoice, JsValue> {
+    let Some(v) = field(options, "quantize") else { return Ok(QuantizeChoice::None) };
+    QuantizeChoice::parse(&v.as_string().unwrap_or_default())
+        .ok_or_else(|| invalid(&format!("option 'quantize' is {}; use {}", describe(&v), QuantizeChoice::NAMES)))
 }
 
 impl LoadOptions {
@@ -168,7 +158,6 @@ impl LoadOptions {
             }
         };
         let quantize = quantize(options)?;
-        let quantize_auto = field(options, "quantize").and_then(|v| v.as_string()).as_deref() == Some("auto");
         let quantize_on = match field(options, "quantizeOn").map(|v| v.as_string()).map(|v| v.unwrap_or_default()) {
             None => crate::model::QuantizeOn::Auto,
             Some(on) => match on.as_str() {
@@ -182,7 +171,7 @@ impl LoadOptions {
             None => false,
             Some(v) => v.as_bool().ok_or_else(|| invalid("option 'quantizeDigests' must be a boolean"))?,
         };
-        Ok(Self { on_progress, web, max_context, kv, memory_budget_mb, backend, quantize, quantize_auto, quantize_on, quantize_digests })
+        Ok(Self { on_progress, web, max_context, kv, memory_budget_mb, backend, quantize, quantize_on, quantize_digests })
     }
 }
 

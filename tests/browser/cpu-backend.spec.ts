@@ -171,3 +171,39 @@ test('cpu: loadModel kv f16 and q8 store the cache in that format, and stats() r
     expect(r.ids.slice(0, 5)).toEqual(runs[0].ids.slice(0, 5));
   }
 });
+
+test('cpu: a Hugging Face folder loads as stored and quantized at load, with the greedy ids of transformers', async ({ page }) => {
+  test.setTimeout(300_000);
+  await page.goto('/harness.html');
+  const r = await page.evaluate(async () => {
+    const weft = await import('/js/index.js');
+    await weft.init({ backend: 'cpu' });
+    // The Llama 3 fixture of tests/architectures.rs: config.json, tokenizer.json, F16 weights.
+    const folder = '/fixtures/llama3-tiny/';
+    const reference = await (await fetch(`${folder}reference.json`)).json();
+    const out: Record<string, unknown> = { reference: reference.greedy };
+    for (const quantize of ['none', 'q8'] as const) {
+      const m = await weft.loadModel(folder, { backend: 'cpu', quantize, maxContext: 64, cache: false });
+      const ids: number[] = [];
+      for await (const c of m.generate(reference.prompt_ids, { maxTokens: reference.greedy.length, temperature: 0 })) ids.push(c.token);
+      const s = await m.stats();
+      out[quantize] = { ids, backend: s.backend, quantized: s.load.quantized, weightBytes: s.weightBytes };
+      await m.dispose();
+    }
+    return out as {
+      reference: number[];
+      none: { ids: number[]; backend: string; quantized: { format: string; digest?: string }[]; weightBytes: number };
+      q8: { ids: number[]; backend: string; quantized: { format: string; digest?: string }[]; weightBytes: number };
+    };
+  });
+  console.log(`as stored: ${r.none.ids.join(',')} (${r.none.weightBytes} bytes); q8: ${r.q8.ids.join(',')} (${r.q8.weightBytes} bytes, ${r.q8.quantized.length} matrices); transformers: ${r.reference.join(',')}`);
+  expect(r.none.backend).toBe('cpu');
+  expect(r.none.quantized).toEqual([]);
+  expect(r.none.ids).toEqual(r.reference);
+  // 7 matrices in each of 2 layers, the embedding and the untied head; each with its digest.
+  expect(r.q8.quantized.length).toBe(16);
+  expect(r.q8.quantized.every((q) => q.format === 'q8_g32_asym' && /^[0-9a-f]{16}$/.test(q.digest ?? ''))).toBe(true);
+  expect(r.q8.weightBytes).toBeLessThan(r.none.weightBytes);
+  // Natively the q8 folder gives these ids on both backends (tests/cpu_backend.rs).
+  expect(r.q8.ids).toEqual(r.reference);
+});

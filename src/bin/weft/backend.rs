@@ -1,14 +1,20 @@
-//! `--backend gpu|cpu`: one model handle over both engines for the commands that run models.
-//! The CPU path creates no GPU context, so it works on machines without an adapter.
+//! `--backend gpu|cpu`: one model handle over both engines for the commands that run models,
+//! from a GGUF or weft file (path or URL) or a Hugging Face folder, float matrices kept as
+//! stored or quantized at load (`--quantize`). The CPU path creates no GPU context, so it works
+//! on machines without an adapter.
 
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Context;
 use weft::cpu::{Arithmetic, CpuLlama, CpuOptions};
 use weft::gpu::GpuContext;
 use weft::loader::native::NativeSource;
+use weft::model::fit::{AutoPlan, QuantizeChoice};
+use weft::model::folder::Directory;
 use weft::model::graph::Checkpoint;
-use weft::model::{EngineOptions, Llama, LlamaConfig};
+use weft::model::llama::Quantized;
+use weft::model::{self, EngineOptions, Llama, LlamaConfig, WeightOptions};
 use weft::ops::sample::SampleParams;
 use weft::tokenizer::Tokenizer;
 
@@ -36,26 +42,110 @@ impl CpuFlags {
     }
 }
 
+/// How a command loads its model's float matrices.
+#[derive(Clone, Debug, clap::Args)]
+pub struct LoadFlags {
+    /// Quantize float matrices (F32, F16, BF16) at load: q4, q8, q3, a weft format such as
+    /// q4_g64_sym (under `weft quantize`'s default keep rules), none, or auto (a format per
+    /// matrix planned for --memory-budget-mb, printed).
+    #[arg(long, default_value = "none", value_parser = parse_quantize)]
+    pub quantize: QuantizeChoice,
+    /// Memory the model may take, in MB (10^6 bytes): weights, KV cache and activations,
+    /// checked before any weight is read. With --quantize auto, what the plan spends.
+    #[arg(long)]
+    pub memory_budget_mb: Option<u64>,
+}
+
+fn parse_quantize(name: &str) -> Result<QuantizeChoice, String> {
+    QuantizeChoice::parse(name).ok_or_else(|| format!("use {}", QuantizeChoice::NAMES))
+}
+
+impl LoadFlags {
+    pub fn weights(&self) -> WeightOptions {
+        self.quantize.weight_options(self.memory_budget_mb)
+    }
+}
+
+/// Prints what a load quantized (matrices per format, or with `auto` the plan) and the weight
+/// bytes the engine holds.
+pub fn report_quantized(quantized: &[Quantized], plan: Option<&AutoPlan>, weight_bytes: u64) {
+    if let Some(plan) = plan {
+        eprintln!("quantize auto plan: {}", plan.summary());
+    } else if !quantized.is_empty() {
+        let mut counts = std::collections::BTreeMap::new();
+        for q in quantized {
+            *counts.entry(q.format.name()).or_insert(0usize) += 1;
+        }
+        let counts: Vec<String> = counts.iter().map(|(f, n)| format!("{n} {f}")).collect();
+        eprintln!("quantized at load: {}", counts.join(", "));
+    }
+    if !quantized.is_empty() {
+        eprintln!("weight bytes {weight_bytes}");
+    }
+}
+
+/// A Hugging Face folder on this machine (config.json, tokenizer files, safetensors weights).
+fn folder(location: &str) -> Option<Directory> {
+    Path::new(location).is_dir().then(|| Directory(location.into()))
+}
+
+/// The tokenizer of MODEL (file path, URL or folder) alone, without its weights.
+pub fn open_tokenizer(location: &str) -> anyhow::Result<Tokenizer> {
+    let tokenizer = match folder(location) {
+        Some(dir) => pollster::block_on(model::folder::read_folder(&dir))?.tokenizer,
+        None => pollster::block_on(model::open_tokenizer(&NativeSource::open(location)?))?,
+    };
+    Ok(tokenizer)
+}
+
+/// Opens MODEL on the GPU with a progress line on stderr.
+fn open_gpu(ctx: &GpuContext, location: &str, engine: EngineOptions, weights: WeightOptions) -> anyhow::Result<(Llama, Tokenizer)> {
+    let started = Instant::now();
+    let mut report = |p: model::Progress| {
+        eprint!(
+            "\r{:?}: {}/{} groups, {:.1}/{:.1} MB   ",
+            p.phase,
+            p.step,
+            p.steps,
+            p.bytes_loaded as f64 / 1e6,
+            p.bytes_total as f64 / 1e6
+        );
+    };
+    let loaded = match folder(location) {
+        Some(dir) => pollster::block_on(model::open_folder(ctx, &dir, engine, weights, &mut report)).map(|(l, t, _)| (l, t)),
+        None => pollster::block_on(model::open(ctx, &NativeSource::open(location)?, engine, weights, &mut report)),
+    }
+    .with_context(|| format!("loading {location}"))?;
+    eprintln!("\rloaded {location} in {:.2} s{:30}", started.elapsed().as_secs_f64(), "");
+    Ok(loaded)
+}
+
 pub enum Engine {
     Gpu(Box<GpuContext>, Box<Llama>),
     Cpu(Box<CpuLlama>),
 }
 
 impl Engine {
-    /// Opens MODEL (GGUF path or URL) on `backend`; the GPU options' context and batch sizes
-    /// apply to both.
-    pub fn open(backend: Backend, cpu: &CpuFlags, location: &str, engine: EngineOptions) -> anyhow::Result<(Engine, Tokenizer)> {
+    /// Opens MODEL (GGUF or weft file, path or URL, or a Hugging Face folder) on `backend`,
+    /// float matrices as `weights` asks; the GPU options' context and batch sizes apply to both.
+    pub fn open(backend: Backend, cpu: &CpuFlags, weights: WeightOptions, location: &str, engine: EngineOptions) -> anyhow::Result<(Engine, Tokenizer)> {
         match backend {
             Backend::Gpu => {
                 let ctx = crate::cli::context()?;
-                let (llama, tok) = crate::generate::open_with(&ctx, location, engine)?;
+                let (llama, tok) = open_gpu(&ctx, location, engine, weights)?;
+                report_quantized(&llama.weights.quantized, llama.weights.plan.as_ref(), llama.weights.bytes());
                 Ok((Engine::Gpu(Box::new(ctx), Box::new(llama)), tok))
             }
             Backend::Cpu => {
                 let started = Instant::now();
-                let reader = NativeSource::open(location)?;
-                let (llama, tok) = pollster::block_on(weft::cpu::open(&reader, cpu.options(&engine)))
-                    .with_context(|| format!("loading {location}"))?;
+                let options = cpu.options(&engine);
+                let loaded = match folder(location) {
+                    Some(dir) => pollster::block_on(weft::cpu::open_folder(&dir, options, &weights)).map(|(l, _)| l),
+                    None => pollster::block_on(weft::cpu::open_with(&NativeSource::open(location)?, options, &weights)),
+                }
+                .with_context(|| format!("loading {location}"))?;
+                report_quantized(&loaded.quantized, loaded.plan.as_ref(), loaded.llama.weights.bytes());
+                let (llama, tok) = (loaded.llama, loaded.tokenizer);
                 eprintln!(
                     "loaded {location} in {:.2} s (CPU, {} threads, {}, {:?}, {} KV cache)",
                     started.elapsed().as_secs_f64(),

@@ -7,10 +7,8 @@ use std::time::Instant;
 use anyhow::Context;
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use serde::Serialize;
-use weft::gpu::GpuContext;
-use weft::loader::native::{FileReader, NativeSource};
-use weft::model::{self, EngineOptions, KvFormat, Llama, StepProfile, WeightOptions};
-use weft::quant::weft::WeftQuant;
+use weft::loader::native::FileReader;
+use weft::model::{self, EngineOptions, KvFormat, StepProfile, WeightOptions};
 
 use crate::backend::{Backend, Engine};
 
@@ -19,7 +17,6 @@ pub struct Args {
     pub prompt_len: usize,
     pub gen: usize,
     pub reps: usize,
-    pub quantize: Option<String>,
     pub kv: KvFormat,
     pub json: bool,
     pub profile: bool,
@@ -33,6 +30,7 @@ pub struct Args {
     pub matrix_units: bool,
     pub backend: crate::backend::Backend,
     pub cpu: crate::backend::CpuFlags,
+    pub load: crate::backend::LoadFlags,
 }
 
 #[derive(Serialize)]
@@ -79,35 +77,24 @@ fn median(v: &[f64]) -> f64 {
     s.get(s.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
-/// A GGUF file (path or URL), or a Hugging Face folder with config.json and model.safetensors
-/// (no tokenizer needed: the benchmark feeds random ids).
-fn open(ctx: &GpuContext, location: &str, engine: EngineOptions, weights: WeightOptions) -> anyhow::Result<Llama> {
-    let dir = Path::new(location);
-    if dir.is_dir() {
-        let config = std::fs::read_to_string(dir.join("config.json")).context("config.json")?;
-        let reader = FileReader::open(dir.join("model.safetensors"))?;
-        let llama =
-            pollster::block_on(model::open_safetensors_weights(ctx, &reader, &config, engine, weights, &mut |_| {}))?;
-        return Ok(llama);
-    }
-    let reader = NativeSource::open(location)?;
-    Ok(pollster::block_on(model::open(ctx, &reader, engine, weights, &mut |_| {}))?.0)
-}
-
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let quantize = a.quantize.as_deref().map(WeftQuant::parse).transpose()?;
     let engine = EngineOptions { max_seq: a.prompt_len + a.gen + 1, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, fuse_glu: a.fuse_glu, fuse_attention: a.fuse_attention, flash_attention: a.flash_attention, pipeline: a.pipeline, int8_activations: a.int8_activations, matrix_units: a.matrix_units, ..Default::default() };
     let started = Instant::now();
-    let mut llama = match a.backend {
-        Backend::Gpu => {
-            let ctx = crate::cli::context()?;
-            let llama = open(&ctx, &a.model, engine, WeightOptions { quantize, ..Default::default() })?;
-            Engine::Gpu(Box::new(ctx), Box::new(llama))
-        }
-        Backend::Cpu => {
-            anyhow::ensure!(quantize.is_none(), "--quantize needs the GPU backend; quantize the file first (weft quantize)");
-            Engine::open(Backend::Cpu, &a.cpu, &a.model, engine)?.0
-        }
+    // The format asked for on every matrix, the embedding and head included (no default keep
+    // rules): what the benchmark measures.
+    let weights = WeightOptions { default_keep: false, ..a.load.weights() };
+    let dir = Path::new(&a.model);
+    let mut llama = if a.backend == Backend::Gpu && dir.is_dir() && !dir.join("tokenizer.json").is_file() {
+        // Random ids need no tokenizer: a folder of config.json and model.safetensors alone
+        // (bench/gpu/make_models.py) opens from those.
+        let ctx = crate::cli::context()?;
+        let config = std::fs::read_to_string(dir.join("config.json")).context("config.json")?;
+        let reader = FileReader::open(dir.join("model.safetensors"))?;
+        let llama = pollster::block_on(model::open_safetensors_weights(&ctx, &reader, &config, engine, weights, &mut |_| {}))?;
+        crate::backend::report_quantized(&llama.weights.quantized, llama.weights.plan.as_ref(), llama.weights.bytes());
+        Engine::Gpu(Box::new(ctx), Box::new(llama))
+    } else {
+        Engine::open(a.backend, &a.cpu, weights, &a.model, engine)?.0
     };
     let load_s = started.elapsed().as_secs_f64();
     let vocab = llama.config().vocab as u32;

@@ -7,16 +7,16 @@ use std::path::Path;
 use anyhow::Context;
 use weft::model::EngineOptions;
 
-use crate::backend::{Backend, CpuFlags, Engine};
+use crate::backend::{Backend, CpuFlags, Engine, LoadFlags};
 
-pub fn run(model_path: &str, ids: &str, out: &str, backend: Backend, cpu: &CpuFlags) -> anyhow::Result<()> {
+pub fn run(model_path: &str, ids: &str, out: &str, backend: Backend, cpu: &CpuFlags, load: &LoadFlags) -> anyhow::Result<()> {
     let ids: Vec<u32> = ids
         .split(',')
         .map(|s| s.trim().parse::<u32>().with_context(|| format!("token id {s:?}")))
         .collect::<anyhow::Result<_>>()?;
     anyhow::ensure!(!ids.is_empty(), "--ids needs at least one token id");
     let engine = EngineOptions { max_seq: ids.len().max(2), max_batch: ids.len(), ..Default::default() };
-    let (mut llama, _) = Engine::open(backend, cpu, model_path, engine)?;
+    let (mut llama, _) = Engine::open(backend, cpu, load.weights(), model_path, engine)?;
     let vocab = llama.config().vocab as u32;
     if let Some(bad) = ids.iter().find(|&&id| id >= vocab) {
         anyhow::bail!("token id {bad} is outside the vocabulary of {vocab}");

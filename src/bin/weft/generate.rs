@@ -3,12 +3,9 @@
 use std::io::Write;
 use std::time::Instant;
 
-use anyhow::Context;
-use weft::gpu::GpuContext;
-use weft::loader::native::NativeSource;
-use weft::model::{self, EngineOptions, KvFormat, Llama, WeightOptions};
+use weft::model::{EngineOptions, KvFormat};
 use weft::ops::sample::SampleParams;
-use weft::tokenizer::{TextStream, Tokenizer};
+use weft::tokenizer::TextStream;
 
 pub struct Args {
     pub model: String,
@@ -22,32 +19,13 @@ pub struct Args {
     pub sinks: usize,
     pub backend: crate::backend::Backend,
     pub cpu: crate::backend::CpuFlags,
+    pub load: crate::backend::LoadFlags,
 }
 
-
-/// Opens MODEL (GGUF path or URL) with a progress line on stderr.
-pub fn open_with(ctx: &GpuContext, location: &str, engine: EngineOptions) -> anyhow::Result<(Llama, Tokenizer)> {
-    let reader = NativeSource::open(location)?;
-    let started = Instant::now();
-    let mut report = |p: model::Progress| {
-        eprint!(
-            "\r{:?}: {}/{} groups, {:.1}/{:.1} MB   ",
-            p.phase,
-            p.step,
-            p.steps,
-            p.bytes_loaded as f64 / 1e6,
-            p.bytes_total as f64 / 1e6
-        );
-    };
-    let loaded = pollster::block_on(model::open(ctx, &reader, engine, WeightOptions::default(), &mut report))
-        .with_context(|| format!("loading {location}"))?;
-    eprintln!("\rloaded {location} in {:.2} s{:30}", started.elapsed().as_secs_f64(), "");
-    Ok(loaded)
-}
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let engine = EngineOptions { max_seq: a.max_seq, kv: a.kv, sinks: a.sinks, ..Default::default() };
-    let (mut llama, tok) = crate::backend::Engine::open(a.backend, &a.cpu, &a.model, engine)?;
+    let (mut llama, tok) = crate::backend::Engine::open(a.backend, &a.cpu, a.load.weights(), &a.model, engine)?;
     let prompt = if a.chat {
         // The prompt is message content: encoded as text, so it cannot forge template tokens.
         let user = weft::tokenizer::chat::Message { role: "user".into(), content: a.prompt.clone() };

@@ -74,7 +74,7 @@ mod cli {
         },
         /// Generate text from a prompt, streamed to stdout.
         Generate {
-            /// A GGUF file path or http(s) URL.
+            /// A GGUF or weft file (path or http(s) URL) or a Hugging Face folder.
             model: String,
             #[arg(long)]
             prompt: String,
@@ -111,6 +111,8 @@ mod cli {
             backend: crate::backend::Backend,
             #[command(flatten)]
             cpu: crate::backend::CpuFlags,
+            #[command(flatten)]
+            load: crate::backend::LoadFlags,
         },
         /// Quantize a GGUF file or Hugging Face folder into a self-contained weft safetensors file.
         Quantize {
@@ -167,7 +169,7 @@ mod cli {
         },
         /// Prefill and decode speed on random token ids.
         Bench {
-            /// A GGUF file (path or URL) or a folder with config.json and model.safetensors.
+            /// A GGUF or weft file (path or http(s) URL) or a Hugging Face folder.
             model: String,
             #[arg(long, default_value_t = 128)]
             prompt_len: usize,
@@ -175,9 +177,6 @@ mod cli {
             gen: usize,
             #[arg(long, default_value_t = 3)]
             reps: usize,
-            /// Quantize float weights at load to this weft format, e.g. q4_g32_asym.
-            #[arg(long)]
-            quantize: Option<String>,
             /// KV-cache storage: f32, f16 or q8.
             #[arg(long, default_value = "f32")]
             kv: weft::model::KvFormat,
@@ -223,10 +222,12 @@ mod cli {
             backend: crate::backend::Backend,
             #[command(flatten)]
             cpu: crate::backend::CpuFlags,
+            #[command(flatten)]
+            load: crate::backend::LoadFlags,
         },
         /// Write every checkpoint of one forward pass over --ids as .npy files.
         DumpActivations {
-            /// A GGUF file path or http(s) URL.
+            /// A GGUF or weft file (path or http(s) URL) or a Hugging Face folder.
             model: String,
             /// Comma-separated token ids.
             #[arg(long)]
@@ -239,6 +240,8 @@ mod cli {
             backend: crate::backend::Backend,
             #[command(flatten)]
             cpu: crate::backend::CpuFlags,
+            #[command(flatten)]
+            load: crate::backend::LoadFlags,
         },
         /// Perplexity of a text file under the model (prints `perplexity: X`).
         Perplexity {
@@ -273,11 +276,13 @@ mod cli {
             backend: crate::backend::Backend,
             #[command(flatten)]
             cpu: crate::backend::CpuFlags,
+            #[command(flatten)]
+            load: crate::backend::LoadFlags,
         },
-        /// Print the header of a GGUF or safetensors file: format, metadata and tensors.
         /// The numerical-precision study of a CNN: every safetensors dtype (as is and with scales)
         /// and weft's formats, on the GPU and the CPU (docs/MNIST.md).
         DtypeTable(crate::dtype_table::Args),
+        /// Print the header of a GGUF or safetensors file: format, metadata and tensors.
         Inspect {
             /// A file path, or an http(s) URL (only the header is fetched, with Range requests).
             file: String,
@@ -300,7 +305,7 @@ mod cli {
             Command::DtypeTable(args) => crate::dtype_table::run(&args),
             Command::Selftest { seed, m, k, n } => crate::selftest::run(seed, m, k, n),
             Command::Inspect { file, json, export } => crate::inspect::run(&file, json, &export),
-            Command::Perplexity { model, text, ctx, save_logits, logits_dtype, kld, json, decode_path, int8_activations, kv, backend, cpu } => {
+            Command::Perplexity { model, text, ctx, save_logits, logits_dtype, kld, json, decode_path, int8_activations, kv, backend, cpu, load } => {
                 crate::perplexity::run(crate::perplexity::Args {
                     model,
                     text,
@@ -314,13 +319,14 @@ mod cli {
                     kv,
                     backend,
                     cpu,
+                    load,
                 })
             }
             Command::Embed(args) => crate::embed::run(&args),
             Command::BenchEmbed(args) => crate::embed::bench(&args),
             Command::Dequantize { input, output } => crate::dequantize::run(&input, &output),
             Command::Tokenize { model, text, json } => crate::tokenize::run(&model, &text, json),
-            Command::DumpActivations { model, ids, out, backend, cpu } => crate::dump::run(&model, &ids, &out, backend, &cpu),
+            Command::DumpActivations { model, ids, out, backend, cpu, load } => crate::dump::run(&model, &ids, &out, backend, &cpu, &load),
             Command::Calibrate(args) => crate::calibrate::run(&args),
             Command::Quantize { input, output, bits, group, scheme, keep, no_default_keep, budget_mb, calibration, compensate, gptq } => {
                 crate::quantize::run(crate::quantize::Args {
@@ -337,10 +343,10 @@ mod cli {
                     gptq,
                 })
             }
-            Command::Bench { model, prompt_len, gen, reps, quantize, kv, json, profile, no_fuse, no_tune, no_fuse_glu, no_fuse_attention, no_flash_attention, no_pipeline, int8_activations, no_matrix_units, backend, cpu } => {
+            Command::Bench { model, prompt_len, gen, reps, kv, json, profile, no_fuse, no_tune, no_fuse_glu, no_fuse_attention, no_flash_attention, no_pipeline, int8_activations, no_matrix_units, backend, cpu, load } => {
                 let (fuse, tune) = (!no_fuse, !no_tune);
                 let (fuse_glu, pipeline) = (!no_fuse_glu, !no_pipeline);
-                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, quantize, kv, json, profile, fuse, tune, fuse_glu, fuse_attention: !no_fuse_attention, flash_attention: !no_flash_attention, pipeline, int8_activations, matrix_units: !no_matrix_units, backend, cpu })
+                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, kv, json, profile, fuse, tune, fuse_glu, fuse_attention: !no_fuse_attention, flash_attention: !no_flash_attention, pipeline, int8_activations, matrix_units: !no_matrix_units, backend, cpu, load })
             }
             Command::Generate {
                 model,
@@ -358,6 +364,7 @@ mod cli {
                 sinks,
                 backend,
                 cpu,
+                load,
             } => crate::generate::run(crate::generate::Args {
                 model,
                 prompt,
@@ -377,6 +384,7 @@ mod cli {
                 sinks,
                 backend,
                 cpu,
+                load,
             }),
         }
     }

@@ -22,6 +22,7 @@ pub struct Args {
     pub kv: weft::model::KvFormat,
     pub backend: crate::backend::Backend,
     pub cpu: crate::backend::CpuFlags,
+    pub load: crate::backend::LoadFlags,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -31,8 +32,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         other => anyhow::bail!("--logits-dtype {other}: use f32 or f16"),
     };
     let text = std::fs::read_to_string(&a.text).with_context(|| a.text.clone())?;
-    let reader = weft::loader::native::NativeSource::open(&a.model)?;
-    let ids = pollster::block_on(weft::model::open_tokenizer(&reader))?.encode(&text, false);
+    let ids = crate::backend::open_tokenizer(&a.model)?.encode(&text, false);
     // One window over the whole text unless asked otherwise; the cache is sized to fit it.
     let window = a.ctx.unwrap_or(ids.len()).max(2);
     // --decode-path: one token a pass, which the GPU lowers like the decode step (norms and
@@ -45,7 +45,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         kv: a.kv,
         ..Default::default()
     };
-    let (mut llama, _) = crate::backend::Engine::open(a.backend, &a.cpu, &a.model, engine)?;
+    let (mut llama, _) = crate::backend::Engine::open(a.backend, &a.cpu, a.load.weights(), &a.model, engine)?;
     let window = window.min(llama.window().0);
     let vocab = llama.config().vocab;
     let rows = ids.len() - ids.len().div_ceil(window);

@@ -5,8 +5,7 @@ use anyhow::Context;
 
 pub fn run(model: &str, text_file: &str, json: bool) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(text_file).with_context(|| text_file.to_string())?;
-    let reader = weft::loader::native::NativeSource::open(model)?;
-    let ids = pollster::block_on(weft::model::open_tokenizer(&reader))?.encode(&text, false);
+    let ids = crate::backend::open_tokenizer(model)?.encode(&text, false);
     if json {
         println!("{}", serde_json::to_string(&ids)?);
     } else {
