@@ -9,8 +9,9 @@
 //!   store of a stacked Q/K/V product and the attention after it are one kernel that rotates
 //!   and stores as it attends and merges its chunks in the last workgroup (`attention_rope_split`).
 //! - Attention of prompt passes (more than one token) by tiles of queries against tiles of the
-//!   cache (`prefill_attention`) with `flash_attention`, where the head size and the device's
-//!   workgroup memory allow; decode steps keep the per-query and split kernels.
+//!   cache (`prefill_attention`) with `flash_attention`, on adapters where that pays
+//!   (`tiled_prefill_pays`: software ones) and the head size and the device's workgroup memory
+//!   allow; decode steps keep the per-query and split kernels.
 //! - With `fuse`, a residual add followed by an RMSNorm of the sum (captures between them
 //!   allowed) is one `add_rms_norm`; in a one-token pass the last row is the stream itself.
 //! - In one-token passes (the decode step) with `fuse_norms`, an RMSNorm followed by the projection that reads it
@@ -29,7 +30,7 @@ use crate::ops::elementwise::{
     add_inplace, bias_add, copy, copy_row, gelu_mul, glu_pairs, scale_inplace, silu_mul, softcap_inplace,
 };
 use crate::ops::norm::{add_rms_norm, rms_norm};
-use crate::ops::prefill_attention::{prefill_attention, prefill_attention_fits};
+use crate::ops::prefill_attention::{prefill_attention, prefill_attention_fits, tiled_prefill_pays};
 use crate::ops::qmatmul::{embed, gemv_fused, gemv_fuses, gemv_glu, gemv_int8, matmul, GemvFusion, Precision, QWeight};
 use crate::ops::rope::{rope_store, rope_store_qkv, RopeShape};
 use crate::ops::sample::sample;
@@ -464,7 +465,7 @@ impl<'a> Lower<'a> {
                 if self.split() {
                     let b = &m.buffers.partials;
                     d.extend(attention_split_masked(ctx, shape, mask, &q3, kc, vc, b, &a3, scale, &m.step, SPLIT_CHUNK).await?);
-                } else if m.options.flash_attention && prefill_attention_fits(ctx, &shape) {
+                } else if m.options.flash_attention && tiled_prefill_pays(ctx) && prefill_attention_fits(ctx, &shape) {
                     d.push(prefill_attention(ctx, shape, mask, &q3, kc, vc, &a3, scale, &m.step).await?);
                 } else {
                     d.push(attention_masked(ctx, shape, mask, &q3, kc, vc, &a3, scale, &m.step).await?);

@@ -43,8 +43,9 @@ pub struct EngineOptions {
     /// cache bits). Off only to measure it.
     pub fuse_attention: bool,
     /// Prompt passes' attention by tiles of queries against tiles of cached positions
-    /// (`ops::prefill_attention`) where the head size and the device's workgroup memory allow:
-    /// each K/V row read once per 16 queries instead of once per query. Off only to measure it.
+    /// (`ops::prefill_attention`) where the adapter gains from it (`tiled_prefill_pays`) and the
+    /// head size and the device's workgroup memory allow: each K/V row read once per 16 queries
+    /// instead of once per query. Off only to measure it.
     pub flash_attention: bool,
     /// Decode steps queued one ahead: the next step reads the sampled token on the GPU, so it
     /// is submitted before this one's token is read back, and the GPU does not wait for the
