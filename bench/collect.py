@@ -380,13 +380,18 @@ def embed_table() -> str:
            "|---|---|---|---|---|---|---|---|---|"]
     for f in files:
         rows = load_jsonl(f)
+        # A run of fewer sentences than the 256 says so beside its device.
+        for r in rows:
+            if r.get("sentences", 256) != 256:
+                r["device"] = f"{r['device']}, {r['sentences']} sentences"
         for key in dict.fromkeys((r["engine"], r["device"], r["weights"], r["threads"]) for r in rows):
             sel = [r for r in rows if (r["engine"], r["device"], r["weights"], r["threads"]) == key]
             rates = sorted(r["sentences_per_s"] for r in sel)
             loads = [r["load_1min"] for r in sel]
             machine = f"h100 {f.parent.name}" if f.name == "embed.jsonl" else f.stem
-            out.append(f"| {machine} | {key[0]} | {key[1]} | {key[2]} | {key[3]} | {len(sel)} | {rates[-1]:.1f} "
-                       f"| {rates[len(rates) // 2]:.1f} | {min(loads):.1f}-{max(loads):.1f} |")
+            rate = lambda v: f"{v:.2f}" if v < 1 else f"{v:.1f}"  # noqa: E731
+            out.append(f"| {machine} | {key[0]} | {key[1]} | {key[2]} | {key[3]} | {len(sel)} | {rate(rates[-1])} "
+                       f"| {rate(rates[len(rates) // 2])} | {min(loads):.1f}-{max(loads):.1f} |")
     return "\n".join(out) + "\n"
 
 

@@ -44,7 +44,7 @@ pub fn dot(isa: Isa, kv: KvFormat, x: &[f32], row: &[u32]) -> f32 {
             Isa::Scalar => x.iter().enumerate().map(|(d, v)| v * f16_at(row, d)).sum(),
             // SAFETY: `Isa::detect` chose AVX2 only where AVX2, FMA and F16C run.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { avx2::dot_f16(x, row) },
+            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::dot_f16(x, row) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => simd128::dot_f16(x, row),
         },
@@ -54,7 +54,7 @@ pub fn dot(isa: Isa, kv: KvFormat, x: &[f32], row: &[u32]) -> f32 {
                 Isa::Scalar => x.iter().enumerate().map(|(d, v)| v * q8_at(values, d)).sum(),
                 // SAFETY: as above.
                 #[cfg(target_arch = "x86_64")]
-                Isa::Avx2 => unsafe { avx2::dot_q8(x, values) },
+                Isa::Avx2 | Isa::Avx512 => unsafe { avx2::dot_q8(x, values) },
                 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
                 Isa::Simd128 => simd128::dot_q8(x, values),
             };
@@ -71,7 +71,7 @@ pub fn axpy(isa: Isa, kv: KvFormat, a: f32, row: &[u32], y: &mut [f32]) {
             Isa::Scalar => y.iter_mut().enumerate().for_each(|(d, y)| *y += a * f16_at(row, d)),
             // SAFETY: as in `dot`.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { avx2::axpy_f16(a, row, y) },
+            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::axpy_f16(a, row, y) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => simd128::axpy_f16(a, row, y),
         },
@@ -82,7 +82,7 @@ pub fn axpy(isa: Isa, kv: KvFormat, a: f32, row: &[u32], y: &mut [f32]) {
                 Isa::Scalar => y.iter_mut().enumerate().for_each(|(d, y)| *y += a * q8_at(values, d)),
                 // SAFETY: as in `dot`.
                 #[cfg(target_arch = "x86_64")]
-                Isa::Avx2 => unsafe { avx2::axpy_q8(a, values, y) },
+                Isa::Avx2 | Isa::Avx512 => unsafe { avx2::axpy_q8(a, values, y) },
                 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
                 Isa::Simd128 => simd128::axpy_q8(a, values, y),
             }

@@ -210,6 +210,9 @@ pub enum Isa {
     Scalar,
     #[cfg(target_arch = "x86_64")]
     Avx2,
+    /// AVX2's kernels, and the encoder's products with AVX-512 F, BW, VL and VNNI (`avx512.rs`).
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
     /// Compiled in, not detected: a wasm engine without SIMD128 refuses the whole module.
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     Simd128,
@@ -223,7 +226,11 @@ impl Isa {
             && std::is_x86_feature_detected!("fma")
             && std::is_x86_feature_detected!("f16c")
         {
-            return Isa::Avx2;
+            let avx512 = std::is_x86_feature_detected!("avx512f")
+                && std::is_x86_feature_detected!("avx512bw")
+                && std::is_x86_feature_detected!("avx512vl")
+                && std::is_x86_feature_detected!("avx512vnni");
+            return if avx512 { Isa::Avx512 } else { Isa::Avx2 };
         }
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         return Isa::Simd128;
@@ -234,6 +241,10 @@ impl Isa {
     /// Every instruction set this CPU runs (the scalar one first), for tests.
     pub fn available() -> Vec<Self> {
         let mut all = vec![Isa::Scalar];
+        #[cfg(target_arch = "x86_64")]
+        if Isa::detect() == Isa::Avx512 {
+            all.push(Isa::Avx2);
+        }
         if Isa::detect() != Isa::Scalar {
             all.push(Isa::detect());
         }
@@ -245,6 +256,8 @@ impl Isa {
             Isa::Scalar => "scalar",
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => "avx2",
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => "avx512",
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => "simd128",
         }
@@ -254,9 +267,9 @@ impl Isa {
     pub fn quantize(self, x: &[f32], out: &mut [BlockQ8]) {
         match self {
             Isa::Scalar => quantize_scalar(x, out),
-            // SAFETY: `Avx2` is only constructed after detecting AVX2, FMA and F16C.
+            // SAFETY: `Avx2` and `Avx512` are only constructed after detecting AVX2, FMA and F16C.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { super::avx2::quantize(x, out) },
+            Isa::Avx2 | Isa::Avx512 => unsafe { super::avx2::quantize(x, out) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => super::simd128::quantize(x, out),
         }
@@ -280,7 +293,7 @@ impl Isa {
             Isa::Scalar => xs.map(|x| rows.map(|row| dot_q8_scalar(f, row, x))),
             // SAFETY: as in `quantize`.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { super::avx2::dot_q8_tile::<R, T>(f, rows, xs) },
+            Isa::Avx2 | Isa::Avx512 => unsafe { super::avx2::dot_q8_tile::<R, T>(f, rows, xs) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => super::simd128::dot_q8_tile::<R, T>(f, rows, xs),
         }
@@ -293,7 +306,7 @@ impl Isa {
             Isa::Scalar => dot_f32_scalar(f, row, x),
             // SAFETY: as in `quantize`.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { super::avx2::dot_f32(f, row, x) },
+            Isa::Avx2 | Isa::Avx512 => unsafe { super::avx2::dot_f32(f, row, x) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => super::simd128::dot_f32(f, row, x),
         }
@@ -305,7 +318,7 @@ impl Isa {
             Isa::Scalar => a.iter().zip(b).map(|(x, y)| x * y).sum(),
             // SAFETY: as in `quantize`.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { super::avx2::dot(a, b) },
+            Isa::Avx2 | Isa::Avx512 => unsafe { super::avx2::dot(a, b) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => super::simd128::dot(a, b),
         }
@@ -317,7 +330,7 @@ impl Isa {
             Isa::Scalar => y.iter_mut().zip(x).for_each(|(y, x)| *y += a * x),
             // SAFETY: as in `quantize`.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { super::avx2::axpy(a, x, y) },
+            Isa::Avx2 | Isa::Avx512 => unsafe { super::avx2::axpy(a, x, y) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => super::simd128::axpy(a, x, y),
         }

@@ -8,6 +8,8 @@
 mod attention;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 mod engine;
 pub mod encoder;
 mod exec;

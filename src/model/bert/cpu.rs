@@ -243,9 +243,10 @@ impl Exec<'_> {
                     }
                     None => m.decode_row(r, row),
                 };
+                let weights = gemm::Weights { decode: &decode, weft: m.weft() };
                 // SAFETY: this thread's share of the matrix rows is its own columns of `out`.
                 let epilogue = Epilogue { residual: residual.map(|r| self.buf(r)), gelu: *gelu };
-                unsafe { gemm::product(self.isa, &rows, share(m.rows, tid, n), &decode, &lin.b, self.buf(*out), m.rows, epilogue)? };
+                unsafe { gemm::product(self.isa, &rows, share(m.rows, tid, n), weights, &lin.b, self.buf(*out), m.rows, epilogue)? };
             }
             Op::Attention { q, k, v, out } => {
                 let hd = c.head_dim();
