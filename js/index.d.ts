@@ -346,7 +346,8 @@ export interface EmbedLoadOptions {
   onProgress?: (p: { bytesLoaded: number; bytesTotal: number }) => void;
   /** Keep the fetched ranges in the Cache API (default true). */
   cache?: boolean;
-  /** Quantize the block matrices while loading: 'q8' (q8_g32_sym), 'q4' (q4_g32_asym) or a weft format name. */
+  /** Quantize the block matrices while loading: 'q8' (q8_g32_sym), 'q4' (q4_g32_asym; the value and up
+   * projections stay at q8_g32_sym under any format below 8 bits) or a weft format name. */
   quantize?: string;
   /** Ids per text, [CLS] and [SEP] included (default 256); longer texts are truncated. */
   maxTokens?: number;

@@ -20,6 +20,10 @@ pub struct ModelArgs {
     /// PATTERN (e.g. output.dense=8), repeatable.
     #[arg(long)]
     keep: Vec<String>,
+    /// Every block matrix in the --quantize format: without the encoder's default rules, which
+    /// keep the value and up projections at q8 under a format below 8 bits.
+    #[arg(long)]
+    no_default_keep: bool,
     /// Threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
@@ -77,7 +81,7 @@ pub fn parse_quant(name: &str) -> anyhow::Result<WeftQuant> {
 fn open(m: &ModelArgs) -> anyhow::Result<Encoder> {
     let quantize = m.quantize.as_deref().map(parse_quant).transpose()?;
     let keep = m.keep.iter().map(|k| KeepRule::parse(k)).collect::<Result<Vec<_>, _>>()?;
-    let options = EncoderOptions { quantize, keep, threads: m.threads, ..Default::default() };
+    let options = EncoderOptions { quantize, keep, default_keep: !m.no_default_keep, threads: m.threads, ..Default::default() };
     let mut enc = open_native(&m.model, options).with_context(|| format!("opening {}", m.model))?;
     match m.backend.as_str() {
         "cpu" => {}
