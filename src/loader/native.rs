@@ -17,9 +17,14 @@ pub enum NativeSource {
     Http(HttpReader),
 }
 
+/// Whether `location` is an `http://` or `https://` URL rather than a path.
+pub fn is_http_url(location: &str) -> bool {
+    location.starts_with("http://") || location.starts_with("https://")
+}
+
 impl NativeSource {
     pub fn open(location: &str) -> Result<Self> {
-        if location.starts_with("http://") || location.starts_with("https://") {
+        if is_http_url(location) {
             Ok(Self::Http(HttpReader::open(location)?))
         } else {
             Ok(Self::File(FileReader::open(location)?))

@@ -208,6 +208,41 @@ impl FolderSource for Directory {
     }
 }
 
+/// A folder served over HTTP(S), as the browser's `loadModel` reads one: each file is the base
+/// URL followed by its name, read with Range requests. A 404 is a file the folder lacks, as a
+/// missing file of a [`Directory`]; any other failure is the load's error.
+#[cfg(not(target_arch = "wasm32"))]
+pub struct HttpFolder {
+    /// The URL without its final `/`, for messages (which add `/` and a file name).
+    name: String,
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl HttpFolder {
+    /// The folder at `url` (`https://huggingface.co/ORG/NAME/resolve/main/`, or a folder of any
+    /// server), with or without its final `/`.
+    pub fn new(url: &str) -> Self {
+        Self { name: url.trim_end_matches('/').to_string() }
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl FolderSource for HttpFolder {
+    type Reader = crate::loader::native::HttpReader;
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn open(&self, name: &str) -> Result<Option<Self::Reader>> {
+        match crate::loader::native::HttpReader::open(&format!("{}/{name}", self.name)) {
+            Ok(reader) => Ok(Some(reader)),
+            Err(Error::Load(LoadError::Http { status: Some(404), .. })) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,8 +1,10 @@
 //! A minimal HTTP server on loopback for reader tests: Range requests answered with 206, or the
-//! whole body (servers that ignore Range), or a wrong Content-Range.
+//! whole body (servers that ignore Range), or a wrong Content-Range; serving one body at any
+//! path, or the files of a folder by path (404 for what the folder lacks).
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
+use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 #[derive(Clone, Copy, PartialEq)]
@@ -15,6 +17,9 @@ pub enum ServerMode {
 /// The Range header value of each request served (None where it had none).
 pub type RangeLog = Arc<Mutex<Vec<Option<String>>>>;
 
+/// The path and Range header value of each request a folder server answered.
+pub type RequestLog = Arc<Mutex<Vec<(String, Option<String>)>>>;
+
 /// Serves `body` at any path to sequential connections; returns the URL and the Range
 /// headers it saw.
 pub fn serve(body: Vec<u8>, mode: ServerMode) -> anyhow::Result<(String, RangeLog)> {
@@ -24,25 +29,59 @@ pub fn serve(body: Vec<u8>, mode: ServerMode) -> anyhow::Result<(String, RangeLo
     let log = seen.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            let range = answer(stream, &body, mode);
+            let range = answer(stream, |_| Some(body.clone()), mode).and_then(|(_, range)| range);
             log.lock().map(|mut l| l.push(range)).ok();
         }
     });
     Ok((url, seen))
 }
 
-fn answer(mut stream: TcpStream, body: &[u8], mode: ServerMode) -> Option<String> {
-    let mut range = None;
+/// Serves the files of `dir` (symbolic links followed) under `/NAME/`, with Range requests;
+/// returns the folder's URL, ending in `/`, and the requests it saw.
+pub fn serve_folder(dir: &Path, name: &str) -> anyhow::Result<(String, RequestLog)> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let url = format!("http://{}/{name}/", listener.local_addr()?);
+    let (dir, prefix) = (dir.to_path_buf(), format!("/{name}/"));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let file = |path: &str| std::fs::read(file_of(&dir, path.strip_prefix(&prefix)?)?).ok();
+            if let Some(request) = answer(stream, file, ServerMode::Ranges) {
+                log.lock().map(|mut l| l.push(request)).ok();
+            }
+        }
+    });
+    Ok((url, seen))
+}
+
+/// A file name of the folder, never a path out of it.
+fn file_of(dir: &Path, name: &str) -> Option<PathBuf> {
+    let name = Path::new(name);
+    name.components().all(|c| matches!(c, Component::Normal(_))).then(|| dir.join(name)).filter(|p| p.is_file())
+}
+
+/// Reads one request and answers with the body `file` gives for its path (404 for None); the
+/// request's path and Range, None where reading or answering failed.
+fn answer(mut stream: TcpStream, file: impl Fn(&str) -> Option<Vec<u8>>, mode: ServerMode) -> Option<(String, Option<String>)> {
+    let (mut path, mut range) = (String::new(), None);
     let mut reader = BufReader::new(stream.try_clone().ok()?);
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line).ok()? == 0 || line == "\r\n" {
             break;
         }
+        if path.is_empty() {
+            path = line.split(' ').nth(1).unwrap_or_default().to_string();
+        }
         if let Some(value) = line.to_ascii_lowercase().strip_prefix("range: bytes=") {
             range = Some(value.trim().to_string());
         }
     }
+    let Some(body) = file(&path) else {
+        stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").ok()?;
+        return Some((path, range));
+    };
     let parsed = range.as_ref().and_then(|r| {
         let (s, e) = r.split_once('-')?;
         let start: usize = s.parse().ok()?;
@@ -64,11 +103,10 @@ fn answer(mut stream: TcpStream, body: &[u8], mode: ServerMode) -> Option<String
         _ => {
             let mut head =
                 format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len()).into_bytes();
-            head.extend_from_slice(body);
+            head.extend_from_slice(&body);
             head
         }
     };
     stream.write_all(&response).ok()?;
-    range
+    Some((path, range))
 }
-

@@ -1,7 +1,7 @@
 //! `--backend gpu|cpu`: one model handle over both engines for the commands that run models,
-//! from a GGUF or weft file (path or URL) or a Hugging Face folder, float matrices kept as
-//! stored or quantized at load (`--quantize`). The CPU path creates no GPU context, so it works
-//! on machines without an adapter.
+//! from a GGUF or weft file (path or URL) or a Hugging Face folder (a directory, or an http(s)
+//! URL ending in `/`), float matrices kept as stored or quantized at load (`--quantize`). The
+//! CPU path creates no GPU context, so it works on machines without an adapter.
 
 use std::path::Path;
 use std::time::Instant;
@@ -9,9 +9,9 @@ use std::time::Instant;
 use anyhow::Context;
 use weft::cpu::{Arithmetic, CpuLlama, CpuOptions};
 use weft::gpu::GpuContext;
-use weft::loader::native::NativeSource;
+use weft::loader::native::{is_http_url, NativeSource};
 use weft::model::fit::{AutoPlan, QuantizeChoice};
-use weft::model::folder::Directory;
+use weft::model::folder::{Directory, FolderSource, HttpFolder};
 use weft::model::graph::Checkpoint;
 use weft::model::llama::Quantized;
 use weft::model::{self, EngineOptions, Llama, LlamaConfig, WeightOptions};
@@ -84,18 +84,56 @@ pub fn report_quantized(quantized: &[Quantized], plan: Option<&AutoPlan>, weight
     }
 }
 
-/// A Hugging Face folder on this machine (config.json, tokenizer files, safetensors weights).
-fn folder(location: &str) -> Option<Directory> {
-    Path::new(location).is_dir().then(|| Directory(location.into()))
+/// A Hugging Face folder (config.json, tokenizer files, safetensors weights): a directory on
+/// this machine, or an http(s) URL ending in `/` (the rule of the browser's `loadModel`).
+pub enum ModelFolder {
+    Local(Directory),
+    Http(HttpFolder),
+}
+
+impl FolderSource for ModelFolder {
+    type Reader = NativeSource;
+
+    fn name(&self) -> &str {
+        match self {
+            Self::Local(dir) => dir.name(),
+            Self::Http(http) => http.name(),
+        }
+    }
+
+    async fn open(&self, name: &str) -> weft::Result<Option<NativeSource>> {
+        Ok(match self {
+            Self::Local(dir) => dir.open(name).await?.map(NativeSource::File),
+            Self::Http(http) => http.open(name).await?.map(NativeSource::Http),
+        })
+    }
+}
+
+/// MODEL as a folder, or None where it is a file (path or URL).
+pub fn folder(location: &str) -> Option<ModelFolder> {
+    if is_http_url(location) {
+        location.ends_with('/').then(|| ModelFolder::Http(HttpFolder::new(location)))
+    } else {
+        Path::new(location).is_dir().then(|| ModelFolder::Local(Directory(location.into())))
+    }
+}
+
+/// `loading {location}`, with a hint where a URL was read as a file though it may be a folder.
+pub fn loading(location: &str) -> String {
+    if is_http_url(location) && !location.ends_with('/') {
+        format!("loading {location} as a file (a Hugging Face folder's URL ends in /)")
+    } else {
+        format!("loading {location}")
+    }
 }
 
 /// The tokenizer of MODEL (file path, URL or folder) alone, without its weights.
 pub fn open_tokenizer(location: &str) -> anyhow::Result<Tokenizer> {
     let tokenizer = match folder(location) {
-        Some(dir) => pollster::block_on(model::folder::read_folder(&dir))?.tokenizer,
-        None => pollster::block_on(model::open_tokenizer(&NativeSource::open(location)?))?,
+        Some(dir) => pollster::block_on(model::folder::read_folder(&dir)).map(|f| f.tokenizer),
+        None => NativeSource::open(location).and_then(|source| pollster::block_on(model::open_tokenizer(&source))),
     };
-    Ok(tokenizer)
+    tokenizer.with_context(|| loading(location))
 }
 
 /// Opens MODEL on the GPU with a progress line on stderr.
@@ -113,9 +151,9 @@ fn open_gpu(ctx: &GpuContext, location: &str, engine: EngineOptions, weights: We
     };
     let loaded = match folder(location) {
         Some(dir) => pollster::block_on(model::open_folder(ctx, &dir, engine, weights, &mut report)).map(|(l, t, _)| (l, t)),
-        None => pollster::block_on(model::open(ctx, &NativeSource::open(location)?, engine, weights, &mut report)),
+        None => NativeSource::open(location).and_then(|source| pollster::block_on(model::open(ctx, &source, engine, weights, &mut report))),
     }
-    .with_context(|| format!("loading {location}"))?;
+    .with_context(|| loading(location))?;
     eprintln!("\rloaded {location} in {:.2} s{:30}", started.elapsed().as_secs_f64(), "");
     Ok(loaded)
 }
@@ -141,9 +179,9 @@ impl Engine {
                 let options = cpu.options(&engine);
                 let loaded = match folder(location) {
                     Some(dir) => pollster::block_on(weft::cpu::open_folder(&dir, options, &weights)).map(|(l, _)| l),
-                    None => pollster::block_on(weft::cpu::open_with(&NativeSource::open(location)?, options, &weights)),
+                    None => NativeSource::open(location).and_then(|source| pollster::block_on(weft::cpu::open_with(&source, options, &weights))),
                 }
-                .with_context(|| format!("loading {location}"))?;
+                .with_context(|| loading(location))?;
                 report_quantized(&loaded.quantized, loaded.plan.as_ref(), loaded.llama.weights.bytes());
                 let (llama, tok) = (loaded.llama, loaded.tokenizer);
                 eprintln!(

@@ -1,6 +1,8 @@
 //! `weft inspect FILE`: a model file's header — format, metadata and tensor table — read from a
-//! path or, with Range requests only, from an http(s) URL. With `--tensor NAME --npy OUT`, one
-//! tensor decoded to f32 instead, reading only the header and that tensor's bytes.
+//! path or, with Range requests only, from an http(s) URL; of a Hugging Face folder (a directory,
+//! or a URL ending in `/`), its weight files' headers joined, offsets in the shards joined end
+//! to end as the loader reads them. With `--tensor NAME --npy OUT`, one tensor decoded to f32
+//! instead, reading only the header and that tensor's bytes.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -11,6 +13,7 @@ use serde_json::{json, Value};
 use weft::format::{GgufArray, GgufValue, ModelHeader};
 use weft::loader::native::NativeSource;
 use weft::loader::{read_header, RangeReader};
+use weft::model::folder::read_folder;
 
 use crate::tensor_table::{self, TensorRow, TensorTotals};
 
@@ -57,33 +60,55 @@ pub struct TensorExport {
 }
 
 pub fn run(location: &str, json_output: bool, export: &TensorExport) -> anyhow::Result<()> {
+    if let Some(source) = crate::backend::folder(location) {
+        // The shards' headers joined into one, as the loader reads them.
+        let folder = pollster::block_on(read_folder(&source)).with_context(|| format!("reading the folder {location}"))?;
+        return show(location, &folder.reader, &folder.header, json_output, export, &|| report_fetched(folder.reader.readers(), " of its weight files"));
+    }
     let source = NativeSource::open(location).with_context(|| format!("opening {location}"))?;
     let read = pollster::block_on(read_header(&source)).with_context(|| format!("reading the header of {location}"))?;
+    show(location, &source, &read.header, json_output, export, &|| report_fetched([&source], ""))
+}
+
+/// The header report, or with `--tensor` that tensor's export; `fetched` reports the traffic.
+fn show<R: RangeReader>(
+    location: &str,
+    source: &R,
+    header: &ModelHeader,
+    json_output: bool,
+    export: &TensorExport,
+    fetched: &dyn Fn(),
+) -> anyhow::Result<()> {
     if let (Some(name), Some(npy)) = (&export.tensor, &export.npy) {
-        return export_tensor(&source, &read.header, name, npy, json_output);
+        return export_tensor(source, header, name, npy, json_output, fetched);
     }
-    report_fetched(&source);
-    let report = report(location, source.len(), &read.header);
+    fetched();
+    let report = report(location, source.len(), header);
     if json_output {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print_report(&report, &read.header);
+        print_report(&report, header);
     }
     Ok(())
 }
 
-fn report_fetched(source: &NativeSource) {
-    if let NativeSource::Http(http) = source {
-        eprintln!("fetched {} bytes in {} requests", http.bytes_fetched(), http.requests());
+/// Bytes and requests of the readers' HTTP GETs; `of` says what the readers are.
+fn report_fetched<'a>(readers: impl IntoIterator<Item = &'a NativeSource>, of: &str) {
+    let http: Vec<_> = readers.into_iter().filter_map(|r| if let NativeSource::Http(h) = r { Some(h) } else { None }).collect();
+    if !http.is_empty() {
+        let bytes: u64 = http.iter().map(|h| h.bytes_fetched()).sum();
+        let requests: u64 = http.iter().map(|h| h.requests()).sum();
+        eprintln!("fetched {bytes} bytes{of} in {requests} requests");
     }
 }
 
-fn export_tensor(
-    source: &NativeSource,
+fn export_tensor<R: RangeReader>(
+    source: &R,
     header: &ModelHeader,
     name: &str,
     npy: &PathBuf,
     json_output: bool,
+    fetched: &dyn Fn(),
 ) -> anyhow::Result<()> {
     let Some(tensor) = header.tensors().iter().find(|t| t.name == name) else {
         bail!("{}", tensor_table::unknown_tensor_message(name, source.name(), header.tensors()));
@@ -101,7 +126,7 @@ fn export_tensor(
     npy::write_f32(&mut out, &tensor.shape, &values)
         .and_then(|()| out.flush().map_err(Into::into))
         .with_context(|| format!("writing {}", npy.display()))?;
-    report_fetched(source);
+    fetched();
 
     let row = tensor_table::row(tensor);
     if json_output {

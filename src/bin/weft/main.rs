@@ -46,6 +46,11 @@ mod cli {
     use clap::{Parser, Subcommand};
     use weft::gpu::{BackendChoice, GpuContext};
 
+    /// What every command that runs a model takes.
+    const MODEL_HELP: &str = "A GGUF or weft file (path or http(s) URL) or a Hugging Face folder \
+        (config.json, tokenizer.json, model.safetensors or its shards): a directory, or an http(s) \
+        URL ending in / (https://huggingface.co/ORG/NAME/resolve/main/)";
+
     #[derive(Parser)]
     #[command(name = "weft", version, about = "Quantized neural networks on WebGPU")]
     struct Cli {
@@ -74,7 +79,7 @@ mod cli {
         },
         /// Generate text from a prompt, streamed to stdout.
         Generate {
-            /// A GGUF or weft file (path or http(s) URL) or a Hugging Face folder.
+            #[arg(help = MODEL_HELP)]
             model: String,
             #[arg(long)]
             prompt: String,
@@ -116,6 +121,7 @@ mod cli {
         },
         /// Quantize a GGUF file or Hugging Face folder into a self-contained weft safetensors file.
         Quantize {
+            /// A GGUF file or a Hugging Face folder: a path, or an http(s) URL (a folder's ends in /).
             input: String,
             output: String,
             #[arg(long, default_value_t = 4)]
@@ -161,6 +167,7 @@ mod cli {
         BenchEmbed(crate::embed::BenchArgs),
         /// Print the token ids of a text file as the model's tokenizer encodes it (no BOS).
         Tokenize {
+            #[arg(help = MODEL_HELP)]
             model: String,
             #[arg(long)]
             text: String,
@@ -169,7 +176,7 @@ mod cli {
         },
         /// Prefill and decode speed on random token ids.
         Bench {
-            /// A GGUF or weft file (path or http(s) URL) or a Hugging Face folder.
+            #[arg(help = MODEL_HELP)]
             model: String,
             #[arg(long, default_value_t = 128)]
             prompt_len: usize,
@@ -227,7 +234,7 @@ mod cli {
         },
         /// Write every checkpoint of one forward pass over --ids as .npy files.
         DumpActivations {
-            /// A GGUF or weft file (path or http(s) URL) or a Hugging Face folder.
+            #[arg(help = MODEL_HELP)]
             model: String,
             /// Comma-separated token ids.
             #[arg(long)]
@@ -245,6 +252,7 @@ mod cli {
         },
         /// Perplexity of a text file under the model (prints `perplexity: X`).
         Perplexity {
+            #[arg(help = MODEL_HELP)]
             model: String,
             #[arg(long)]
             text: String,
@@ -282,9 +290,11 @@ mod cli {
         /// The numerical-precision study of a CNN: every safetensors dtype (as is and with scales)
         /// and weft's formats, on the GPU and the CPU (docs/MNIST.md).
         DtypeTable(crate::dtype_table::Args),
-        /// Print the header of a GGUF or safetensors file: format, metadata and tensors.
+        /// Print the header of a GGUF or safetensors file or of a Hugging Face folder's weights:
+        /// format, metadata and tensors.
         Inspect {
-            /// A file path, or an http(s) URL (only the header is fetched, with Range requests).
+            /// A file path or an http(s) URL (only the header is fetched, with Range requests), or a
+            /// Hugging Face folder (a directory, or a URL ending in /): its weight files' headers.
             file: String,
             /// Print JSON instead of tables.
             #[arg(long)]

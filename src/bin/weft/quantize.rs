@@ -1,11 +1,10 @@
-//! `weft quantize IN OUT --bits B`: a GGUF file or Hugging Face folder to a self-contained weft
-//! safetensors file, with a report per tensor. `--budget-mb N` picks each matrix's bit width
-//! to fit N MB (see weft::model::budget) and prints the plan first; `--calibration FILE`
-//! (from `weft calibrate`) weighs each column's rounding error by its input's mean square, and
-//! with `--gptq` rounds by GPTQ on the calibration's Hessians.
+//! `weft quantize IN OUT --bits B`: a GGUF file or Hugging Face folder (path or http(s) URL) to
+//! a self-contained weft safetensors file, with a report per tensor. `--budget-mb N` picks each
+//! matrix's bit width to fit N MB (see weft::model::budget) and prints the plan first;
+//! `--calibration FILE` (from `weft calibrate`) weighs each column's rounding error by its
+//! input's mean square, and with `--gptq` rounds by GPTQ on the calibration's Hessians.
 
 use std::io::Write;
-use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -14,7 +13,6 @@ use weft::format::ModelHeader;
 use weft::loader::native::NativeSource;
 use weft::loader::{read_header, RangeReader};
 use weft::model::budget::plan_budget;
-use weft::model::folder::Directory;
 use weft::model::convert::{budget_choices, keep_rules, quantize_model, KeepRule, QuantizePlan};
 use weft::model::LlamaConfig;
 use weft::quant::calibration::Calibration;
@@ -87,21 +85,24 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         eprintln!("keep rules: {}", list.join(" "));
     }
     let started = Instant::now();
-    let dir = Path::new(&a.input);
-    let (writer, reports) = if dir.is_dir() {
+    let (writer, reports) = if let Some(source) = crate::backend::folder(&a.input) {
         // config.json, the tokenizer files (the chat template, BOS/EOS and the stop tokens travel
         // with the model) and model.safetensors or the shards of its index.
-        let folder = pollster::block_on(weft::model::folder::read_folder(&Directory(dir.to_path_buf())))?;
+        let folder = pollster::block_on(weft::model::folder::read_folder(&source)).with_context(|| crate::backend::loading(&a.input))?;
         let (reader, mut header, tokenizer) = (folder.reader, folder.header, folder.tokenizer);
         let mut config = LlamaConfig::from_hf_json(&folder.config_json)?;
         pollster::block_on(weft::model::load::prepare_header(&reader, &mut header, &mut config))?;
         apply_budget(&reader, &header, &mut plan, a.budget_mb)?;
         with_bar("quantizing", |p| pollster::block_on(quantize_model(&reader, &header, &config, &tokenizer, &plan, p)))?
     } else {
-        let reader = NativeSource::open(&a.input)?;
-        let mut header = pollster::block_on(read_header(&reader))?.header;
+        let reader = NativeSource::open(&a.input).with_context(|| crate::backend::loading(&a.input))?;
+        let mut header = pollster::block_on(read_header(&reader)).with_context(|| crate::backend::loading(&a.input))?.header;
         let ModelHeader::Gguf(g) = &header else {
-            anyhow::bail!("{}: give a GGUF file or a folder with config.json, tokenizer.json and model.safetensors", a.input);
+            anyhow::bail!(
+                "{}: give a GGUF file or a folder with config.json, tokenizer.json and model.safetensors \
+                 (a directory, or an http(s) URL ending in /)",
+                a.input
+            );
         };
         let mut config = LlamaConfig::from_gguf(&g.metadata, weft::model::load::has_qkv_bias(&header))?;
         let tokenizer = Tokenizer::from_gguf(&g.metadata)?;
