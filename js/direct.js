@@ -387,9 +387,15 @@ export class Model extends EventTarget {
   }
 
   /** Where a decode step's time goes (WebGPU models, after a generation): the step run `reps`
-   * times, `{ dispatches, record_submit_ms, wait_ms, kernels_us: [[name, µs, count]] }`. */
+   * times, `{ dispatches, record_submit_ms, wait_ms, kernels_us: [[name, µs, count]] }`. Only in
+   * a wasm build with the `web-profile` feature (`WEFT_WASM_FEATURES=web-profile`). */
   async profileStep(reps = 20) {
-    return this.#call((m) => m.profileStep(reps));
+    return this.#call((m) => {
+      if (typeof m.profileStep !== 'function') {
+        throw new WeftError('UNSUPPORTED', 'profileStep needs a wasm build with the web-profile feature (WEFT_WASM_FEATURES=web-profile bash scripts/build-wasm.sh)');
+      }
+      return m.profileStep(reps);
+    });
   }
 
   /** Destroys the GPU device as a driver reset would, to exercise recovery. */

@@ -311,7 +311,8 @@ export declare class Model extends EventTarget {
   stats(): Promise<Stats>;
   /** Where a decode step's time goes on the WebGPU backend, after a generation: the step run
    * `reps` times (default 20); `kernels_us` holds [pipeline, µs summed over the step, dispatches]
-   * where the device has timestamp queries. Rejects with UNSUPPORTED on the CPU backend. */
+   * where the device has timestamp queries. Rejects with UNSUPPORTED on the CPU backend and in a
+   * wasm build without the `web-profile` feature (the published one). */
   profileStep(reps?: number): Promise<StepProfile>;
   /** Destroys the GPU device as a driver reset would, to exercise recovery. */
   destroyDevice(): Promise<void>;

@@ -17,7 +17,8 @@
 //   --native WEFT a native weft binary: `WEFT generate MODEL --ids` gives the greedy ids the
 //                 JS API's must equal for the first --check tokens (0: print both, assert nothing)
 //   --check-only  the id check only, no timing
-//   --profile     after the timed runs, `profileStep(20)`: the decode step's CPU time, its wait and
+//   --profile     after the timed runs, `profileStep(20)` (a wasm build with WEFT_WASM_FEATURES=web-profile):
+//                 the decode step's CPU time, its wait and
 //                 each kernel's GPU time (timestamp queries), as `weft bench --profile` natively;
 //                 Dawn's timestamps are then not quantized (Chrome rounds them to 100 us)
 //   --dawn-flag F a flag for Dawn's `create()`, e.g. disable-dawn-features=disable_robustness to

@@ -65,9 +65,11 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
 /// 16 query rows of a KV head, though: 256 for a 128-token pass of the 7B shape, about two per
 /// SM of an H100, against the per-query kernel's 4,096; there, at a 4,096-token prompt, it took
 /// 5.76 s to the first token against 3.15 s (TinyLlama shape: 1.24 against 1.18 s). So hardware
-/// GPUs keep the per-query kernel until the tiles also split the context.
+/// GPUs keep the per-query kernel until the tiles also split the context. In a browser a
+/// software adapter takes the CPU backend unless the page insists on WebGPU, so the wasm build
+/// leaves the kernel out (about 3 KB of the gzipped module).
 pub fn tiled_prefill_pays(ctx: &GpuContext) -> bool {
-    ctx.capabilities().is_software
+    !cfg!(target_arch = "wasm32") && ctx.capabilities().is_software
 }
 
 /// Whether [`prefill_attention`] runs `s` on this device: more than one token, head_dim a

@@ -23,6 +23,7 @@ use crate::tokenizer::chat::Message;
 use crate::tokenizer::{TextStream, Tokenizer};
 use crate::Error;
 
+#[cfg(feature = "web-profile")]
 mod profile;
 
 fn now_ms() -> f64 {
