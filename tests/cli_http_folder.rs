@@ -9,27 +9,13 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use anyhow::{ensure, Context};
+use common::cli::{weft, weft_ok};
 use common::http::{serve_folder, RequestLog};
 
 const FOLDER: &str = "tests/fixtures/llama3-tiny";
 const PROMPT: &str = "The capital of France is";
-
-fn weft(args: &[&str]) -> anyhow::Result<Output> {
-    Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(args)
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .context("running weft")
-}
-
-fn weft_ok(args: &[&str]) -> anyhow::Result<String> {
-    let out = weft(args)?;
-    ensure!(out.status.success(), "weft {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    Ok(String::from_utf8(out.stdout)?)
-}
 
 fn paths(log: &RequestLog) -> Vec<String> {
     log.lock().map(|l| l.iter().map(|(path, _)| path.clone()).collect()).unwrap_or_default()

@@ -12,9 +12,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use anyhow::{bail, ensure, Context};
+use common::cli::{weft, weft_ok};
 use common::http::{serve, ServerMode};
 use serde_json::Value;
 
@@ -58,20 +58,6 @@ fn manifest() -> anyhow::Result<Vec<Expected>> {
         ensure!(expected.iter().any(|e| e.dtype == dtype), "the fixture has no {dtype} tensor");
     }
     Ok(expected)
-}
-
-fn weft(args: &[&str]) -> anyhow::Result<Output> {
-    Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(args)
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .context("running weft")
-}
-
-fn weft_ok(args: &[&str]) -> anyhow::Result<String> {
-    let out = weft(args)?;
-    ensure!(out.status.success(), "weft {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    Ok(String::from_utf8(out.stdout)?)
 }
 
 fn shape_text(shape: &[u64]) -> String {

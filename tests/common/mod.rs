@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod http;
 
 /// Builds GGUF files byte by byte, so tests can also write malformed ones.
