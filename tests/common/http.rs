@@ -2,6 +2,7 @@
 //! whole body (servers that ignore Range), or a wrong Content-Range; serving one body at any
 //! path, or the files of a folder by path (404 for what the folder lacks).
 
+use std::borrow::Cow;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Component, Path, PathBuf};
@@ -29,8 +30,14 @@ pub fn serve(body: Vec<u8>, mode: ServerMode) -> anyhow::Result<(String, RangeLo
     let log = seen.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            let range = answer(stream, |_| Some(body.clone()), mode).and_then(|(_, range)| range);
-            log.lock().map(|mut l| l.push(range)).ok();
+            let mut logged = false;
+            answer(stream, |_| Some(Cow::Borrowed(&body[..])), mode, |_, range| {
+                log.lock().map(|mut l| l.push(range.map(str::to_string))).ok();
+                logged = true;
+            });
+            if !logged {
+                log.lock().map(|mut l| l.push(None)).ok();
+            }
         }
     });
     Ok((url, seen))
@@ -46,10 +53,10 @@ pub fn serve_folder(dir: &Path, name: &str) -> anyhow::Result<(String, RequestLo
     let log = seen.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            let file = |path: &str| std::fs::read(file_of(&dir, path.strip_prefix(&prefix)?)?).ok();
-            if let Some(request) = answer(stream, file, ServerMode::Ranges) {
-                log.lock().map(|mut l| l.push(request)).ok();
-            }
+            let file = |path: &str| std::fs::read(file_of(&dir, path.strip_prefix(&prefix)?)?).ok().map(Cow::Owned);
+            answer(stream, file, ServerMode::Ranges, |path, range| {
+                log.lock().map(|mut l| l.push((path.to_string(), range.map(str::to_string)))).ok();
+            });
         }
     });
     Ok((url, seen))
@@ -61,9 +68,15 @@ fn file_of(dir: &Path, name: &str) -> Option<PathBuf> {
     name.components().all(|c| matches!(c, Component::Normal(_))).then(|| dir.join(name)).filter(|p| p.is_file())
 }
 
-/// Reads one request and answers with the body `file` gives for its path (404 for None); the
-/// request's path and Range, None where reading or answering failed.
-fn answer(mut stream: TcpStream, file: impl Fn(&str) -> Option<Vec<u8>>, mode: ServerMode) -> Option<(String, Option<String>)> {
+/// Reads one request, passes its path and Range to `record` before answering (so a client that
+/// got its answer finds the request logged), and answers with the body `file` gives for its
+/// path (404 for None). Returns None where reading or answering failed.
+fn answer<'a>(
+    mut stream: TcpStream,
+    file: impl Fn(&str) -> Option<Cow<'a, [u8]>>,
+    mode: ServerMode,
+    record: impl FnOnce(&str, Option<&str>),
+) -> Option<()> {
     let (mut path, mut range) = (String::new(), None);
     let mut reader = BufReader::new(stream.try_clone().ok()?);
     loop {
@@ -78,9 +91,10 @@ fn answer(mut stream: TcpStream, file: impl Fn(&str) -> Option<Vec<u8>>, mode: S
             range = Some(value.trim().to_string());
         }
     }
+    record(&path, range.as_deref());
     let Some(body) = file(&path) else {
         stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").ok()?;
-        return Some((path, range));
+        return Some(());
     };
     let parsed = range.as_ref().and_then(|r| {
         let (s, e) = r.split_once('-')?;
@@ -108,5 +122,5 @@ fn answer(mut stream: TcpStream, file: impl Fn(&str) -> Option<Vec<u8>>, mode: S
         }
     };
     stream.write_all(&response).ok()?;
-    Some((path, range))
+    Some(())
 }
