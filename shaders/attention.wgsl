@@ -13,7 +13,8 @@
 // `softcap` > 0 each score s becomes softcap * tanh(s / softcap).
 // Cache rows (src/ops/kv.rs): f32 values; KV_F16: pack2x16float pairs; KV_Q8: an f32 scale word
 // then four signed bytes per word, lowest byte first. Parameters and masks:
-// shaders/attention_common.wgsl.
+// shaders/attention_common.wgsl. Decode steps with the RoPE + KV store folded in run
+// shaders/attention_decode.wgsl instead.
 
 #ifdef KV_F16
 alias Word = u32;
@@ -25,22 +26,6 @@ alias Word = f32;
 #endif
 #endif
 
-#ifdef ROPE
-// Decode (one token) with the RoPE + KV store of shaders/rope_store.wgsl folded in: q is the
-// stacked Q/K/V projection's row [n_heads + 2 * n_kv_heads, head_dim], rotated here, and the
-// caches take the new K/V row. Always VEC4 and SPLIT; the last workgroup of a head to finish
-// merges the chunks, so there is no combine dispatch.
-@group(0) @binding(0) var<storage, read> q: array<f32>;
-@group(0) @binding(1) var<storage, read_write> k_cache: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> v_cache: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read_write> partials: array<f32>; // [1, n_heads, chunks, head_dim + 2]
-@group(0) @binding(4) var<storage, read> cos_sin: array<f32>;          // [max_seq, rot_dims / 2, 2]
-// Workgroups of each head that have written their chunk; the last one sets it back to 0.
-@group(0) @binding(5) var<storage, read_write> arrivals: array<atomic<u32>>; // [n_heads]
-@group(0) @binding(6) var<storage, read_write> out: array<f32>;      // [1, n_heads, head_dim]
-@group(0) @binding(7) var<uniform> p: Params;
-@group(0) @binding(8) var<uniform> step: Step;
-#else
 @group(0) @binding(0) var<storage, read> q: array<f32>;          // [n_tokens, n_heads, head_dim]
 #ifdef VEC4
 @group(0) @binding(1) var<storage, read> k_cache: array<vec4<f32>>; // [n_kv_heads, max_seq, head_dim / 4]
@@ -58,7 +43,6 @@ alias Word = f32;
 #endif
 @group(0) @binding(4) var<uniform> p: Params;
 @group(0) @binding(5) var<uniform> step: Step;
-#endif
 
 const WG: u32 = 64u;
 // Dimensions each invocation accumulates: head_dim <= WG * DIMS.
@@ -247,126 +231,6 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
 var<workgroup> qs4: array<vec4<f32>, MAX_HEAD_DIM / 4u>;
 var<workgroup> merged: array<vec4<f32>, WG>;
 
-// Sixteen loads a round (head_dim 64: the whole row at once), so a lane waits on memory
-// n4 / 16 times rather than n4 / 4.
-fn k_dot4(row: u32, n4: u32) -> f32 {
-    var s0 = 0.0;
-    var s1 = 0.0;
-    var s2 = 0.0;
-    var s3 = 0.0;
-    var w = 0u;
-    for (; w + 16u <= n4; w += 16u) {
-        let k0 = k_cache[row + w];
-        let k1 = k_cache[row + w + 1u];
-        let k2 = k_cache[row + w + 2u];
-        let k3 = k_cache[row + w + 3u];
-        let k4 = k_cache[row + w + 4u];
-        let k5 = k_cache[row + w + 5u];
-        let k6 = k_cache[row + w + 6u];
-        let k7 = k_cache[row + w + 7u];
-        let k8 = k_cache[row + w + 8u];
-        let k9 = k_cache[row + w + 9u];
-        let k10 = k_cache[row + w + 10u];
-        let k11 = k_cache[row + w + 11u];
-        let k12 = k_cache[row + w + 12u];
-        let k13 = k_cache[row + w + 13u];
-        let k14 = k_cache[row + w + 14u];
-        let k15 = k_cache[row + w + 15u];
-        s0 += (dot(qs4[w], k0) + dot(qs4[w + 4u], k4)) + (dot(qs4[w + 8u], k8) + dot(qs4[w + 12u], k12));
-        s1 += (dot(qs4[w + 1u], k1) + dot(qs4[w + 5u], k5)) + (dot(qs4[w + 9u], k9) + dot(qs4[w + 13u], k13));
-        s2 += (dot(qs4[w + 2u], k2) + dot(qs4[w + 6u], k6)) + (dot(qs4[w + 10u], k10) + dot(qs4[w + 14u], k14));
-        s3 += (dot(qs4[w + 3u], k3) + dot(qs4[w + 7u], k7)) + (dot(qs4[w + 11u], k11) + dot(qs4[w + 15u], k15));
-    }
-    for (; w + 8u <= n4; w += 8u) {
-        let k0 = k_cache[row + w];
-        let k1 = k_cache[row + w + 1u];
-        let k2 = k_cache[row + w + 2u];
-        let k3 = k_cache[row + w + 3u];
-        let k4 = k_cache[row + w + 4u];
-        let k5 = k_cache[row + w + 5u];
-        let k6 = k_cache[row + w + 6u];
-        let k7 = k_cache[row + w + 7u];
-        s0 += dot(qs4[w], k0) + dot(qs4[w + 4u], k4);
-        s1 += dot(qs4[w + 1u], k1) + dot(qs4[w + 5u], k5);
-        s2 += dot(qs4[w + 2u], k2) + dot(qs4[w + 6u], k6);
-        s3 += dot(qs4[w + 3u], k3) + dot(qs4[w + 7u], k7);
-    }
-    if (w < n4) {
-        s0 += dot(qs4[w], k_cache[row + w]);
-        s1 += dot(qs4[w + 1u], k_cache[row + w + 1u]);
-        s2 += dot(qs4[w + 2u], k_cache[row + w + 2u]);
-        s3 += dot(qs4[w + 3u], k_cache[row + w + 3u]);
-    }
-    return (s0 + s1) + (s2 + s3);
-}
-
-#ifdef ROPE
-// The new token's rotated K row and its V row, read from the projection, not the cache: the
-// cache slot is written in this same dispatch by one workgroup of the KV head.
-var<workgroup> k_new: array<vec4<f32>, MAX_HEAD_DIM / 4u>;
-var<workgroup> v_new: array<vec4<f32>, MAX_HEAD_DIM / 4u>;
-var<workgroup> arrived: u32;
-
-// As shaders/rope_store.wgsl: the first `sinks` positions keep their slots, the rest share
-// the others as a ring.
-fn ring_slot(pos: u32) -> u32 {
-    if (pos < p.sinks) {
-        return pos;
-    }
-    return p.sinks + (pos - p.sinks) % (p.max_seq - p.sinks);
-}
-
-// Dimension d of the head starting at `src` in the projection, rotated with table row `slot`
-// by rope_pair.wgsl's `rotate` (concatenated), as rope_store.wgsl rotates; dimensions past
-// rot_dims pass through.
-fn rotated(src: u32, d: u32, slot: u32) -> f32 {
-    if (d >= p.rot_dims) {
-        return q[src + d];
-    }
-    let dims = pair(pair_index(d));
-    return rotate(d, slot, q[src + dims.x], q[src + dims.y]);
-}
-
-fn rotated4(src: u32, w: u32, slot: u32) -> vec4<f32> {
-    let d = 4u * w;
-    return vec4<f32>(rotated(src, d, slot), rotated(src, d + 1u, slot), rotated(src, d + 2u, slot), rotated(src, d + 3u, slot));
-}
-
-fn k_dot_new(n4: u32) -> f32 {
-    var s0 = 0.0;
-    var s1 = 0.0;
-    var s2 = 0.0;
-    var s3 = 0.0;
-    for (var w = 0u; w < n4; w += 4u) {
-        s0 += dot(qs4[w], k_new[w]);
-        s1 += dot(qs4[w + 1u], k_new[w + 1u]);
-        s2 += dot(qs4[w + 2u], k_new[w + 2u]);
-        s3 += dot(qs4[w + 3u], k_new[w + 3u]);
-    }
-    return (s0 + s1) + (s2 + s3);
-}
-#endif
-
-// The score of context slot j (its K row starts at `row`).
-fn score4(j: u32, row: u32, n4: u32, fresh: u32) -> f32 {
-#ifdef ROPE
-    if (j == fresh) {
-        return capped(k_dot_new(n4));
-    }
-#endif
-    return capped(k_dot4(row, n4));
-}
-
-// Column group c of context slot j's V row (starting at `row`).
-fn value4(j: u32, row: u32, c: u32, fresh: u32) -> vec4<f32> {
-#ifdef ROPE
-    if (j == fresh) {
-        return v_new[c];
-    }
-#endif
-    return v_cache[row + c];
-}
-
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let h = wid.x;
@@ -380,29 +244,10 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let kvh = h / group;
     let q_base = (t * p.n_heads + h) * p.head_dim;
     let kv_base = kvh * p.max_seq * n4;
-#ifdef ROPE
-    // The slot the new position takes; no other slot is read from the projection.
-    let fresh = ring_slot(step.pos);
-    if (lane < n4) {
-        qs4[lane] = rotated4(h * p.head_dim, lane, fresh) * p.scale;
-        k_new[lane] = rotated4((p.n_heads + kvh) * p.head_dim, lane, fresh);
-        let v_at = (p.n_heads + p.n_kv_heads + kvh) * p.head_dim + 4u * lane;
-        v_new[lane] = vec4<f32>(q[v_at], q[v_at + 1u], q[v_at + 2u], q[v_at + 3u]);
-        // The first workgroup of the KV head stores its row; the others read it from k_new /
-        // v_new, so no workgroup reads the slot while it is written.
-        if (wid.z == 0u && h % group == 0u) {
-            k_cache[kv_base + fresh * n4 + lane] = k_new[lane];
-            v_cache[kv_base + fresh * n4 + lane] = v_new[lane];
-        }
-    }
-#else
-    // No slot is fresh: max_seq is past every slot index.
-    let fresh = p.max_seq;
     if (lane < n4) {
         let at = q_base + 4u * lane;
         qs4[lane] = vec4<f32>(q[at], q[at + 1u], q[at + 2u], q[at + 3u]) * p.scale;
     }
-#endif
     workgroupBarrier();
 
     // This lane's V columns 4c..4c+3 and its position group g (lanes past groups * n4 idle).
@@ -421,7 +266,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         let seen = j < limit && in_window(t, j);
         var s = LOWEST;
         if (seen) {
-            s = score4(j, kv_base + j * n4, n4, fresh);
+            s = capped(k_dot4(kv_base + j * n4, n4));
         }
         probs[lane] = s;
         workgroupBarrier();
@@ -451,20 +296,20 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
             var jj = g;
             for (; jj + 7u * groups < count; jj += 8u * groups) {
                 let j0 = start + jj;
-                let v0 = value4(j0, kv_base + j0 * n4, c, fresh);
-                let v1 = value4(j0 + groups, kv_base + (j0 + groups) * n4, c, fresh);
-                let v2 = value4(j0 + 2u * groups, kv_base + (j0 + 2u * groups) * n4, c, fresh);
-                let v3 = value4(j0 + 3u * groups, kv_base + (j0 + 3u * groups) * n4, c, fresh);
-                let v4 = value4(j0 + 4u * groups, kv_base + (j0 + 4u * groups) * n4, c, fresh);
-                let v5 = value4(j0 + 5u * groups, kv_base + (j0 + 5u * groups) * n4, c, fresh);
-                let v6 = value4(j0 + 6u * groups, kv_base + (j0 + 6u * groups) * n4, c, fresh);
-                let v7 = value4(j0 + 7u * groups, kv_base + (j0 + 7u * groups) * n4, c, fresh);
+                let v0 = v_cache[kv_base + j0 * n4 + c];
+                let v1 = v_cache[kv_base + (j0 + groups) * n4 + c];
+                let v2 = v_cache[kv_base + (j0 + 2u * groups) * n4 + c];
+                let v3 = v_cache[kv_base + (j0 + 3u * groups) * n4 + c];
+                let v4 = v_cache[kv_base + (j0 + 4u * groups) * n4 + c];
+                let v5 = v_cache[kv_base + (j0 + 5u * groups) * n4 + c];
+                let v6 = v_cache[kv_base + (j0 + 6u * groups) * n4 + c];
+                let v7 = v_cache[kv_base + (j0 + 7u * groups) * n4 + c];
                 a0 += (probs[jj] * v0 + probs[jj + groups] * v1) + (probs[jj + 2u * groups] * v2 + probs[jj + 3u * groups] * v3);
                 a1 += (probs[jj + 4u * groups] * v4 + probs[jj + 5u * groups] * v5)
                     + (probs[jj + 6u * groups] * v6 + probs[jj + 7u * groups] * v7);
             }
             for (; jj < count; jj += groups) {
-                a0 += probs[jj] * value4(start + jj, kv_base + (start + jj) * n4, c, fresh);
+                a0 += probs[jj] * v_cache[kv_base + (start + jj) * n4 + c];
             }
         }
         acc = a0 + a1;
@@ -492,25 +337,6 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         partials[at + 4u + 4u * lane] = sum.z;
         partials[at + 5u + 4u * lane] = sum.w;
     }
-#ifdef ROPE
-    // The last of the head's workgroups to get here merges every chunk. storageBarrier is a
-    // device-scope release here and an acquire after the count (naga emits Device scope for
-    // it), so the last one reads what every other one wrote before counting itself in.
-    storageBarrier();
-    if (lane == 0u) {
-        arrived = atomicAdd(&arrivals[t * p.n_heads + h], 1u);
-    }
-    let before = workgroupUniformLoad(&arrived);
-    let chunks = (p.max_seq + p.chunk_len - 1u) / p.chunk_len;
-    if (before + 1u < chunks) {
-        return;
-    }
-    storageBarrier();
-    if (lane == 0u) {
-        atomicStore(&arrivals[t * p.n_heads + h], 0u);
-    }
-    merge_chunks(partials_at(t, h, 0u), chunks, p.head_dim, lane, q_base);
-#endif
 #else
     if (lane < n4) {
         let inv = 1.0 / l;

@@ -7,7 +7,7 @@
 use weft::gpu::DType;
 use weft::ops::attention::{
     attention_rope_split, attention_split_masked, partials_shape, AttentionMask, AttentionShape, ATTENTION_TOLERANCE,
-    SPLIT_CHUNK,
+    DECODE_LANES, SPLIT_CHUNK,
 };
 use weft::ops::elementwise::{silu_mul_cpu, silu_mul_pairs, SILU_MUL_TOLERANCE};
 use weft::ops::kv::KvFormat;
@@ -311,6 +311,10 @@ fn attention_with_rope_folded_in_equals_rope_store_then_split_attention() -> any
         (RopeStyle::Neox, 4, 4, 64, 32, 128, 0, 5, none),
         (RopeStyle::Neox, 8, 2, 128, 128, 128, 4, 300, none),
         (RopeStyle::Norm, 4, 1, 32, 32, 256, 0, 190, AttentionMask { window: Some(70), softcap: Some(20.0) }),
+        // Contexts over several chunks of every workgroup size, and a grid mostly past the context.
+        (RopeStyle::Norm, 6, 2, 64, 64, 700, 0, 600, none),
+        (RopeStyle::Neox, 8, 2, 128, 64, 1024, 0, 300, AttentionMask { window: Some(200), softcap: None }),
+        (RopeStyle::Neox, 2, 1, 256, 256, 600, 2, 900, none),
     ]
     .into_iter()
     .enumerate()
@@ -343,28 +347,31 @@ fn attention_with_rope_folded_in_equals_rope_store_then_split_attention() -> any
         let (kc2, vc2) = (ctx.upload_f32("kc", &cache, &fill)?, ctx.upload_f32("vc", &cache, &fill_v)?);
         let partials2 = ctx.zeros("partials", &partials_shape(&s, SPLIT_CHUNK), DType::F32)?;
         let arrivals = ctx.zeros("arrivals", &[n_heads], DType::U32)?;
-        let out2 = ctx.zeros("out", &heads, DType::F32)?;
-        let fused = pollster::block_on(attention_rope_split(
-            ctx,
-            rs,
-            mask,
-            &tqkv,
-            [&kc2, &vc2],
-            &table,
-            [&partials2, &arrivals],
-            &out2,
-            scale,
-            &step,
-        ))?;
-        let what = format!("case {case}: {style:?} heads {n_heads}/{n_kv_heads} dim {head_dim} rot {rot_dims} pos {pos}");
-        for run in 0..2 {
-            ctx.run(&[&fused]);
-            assert_eq!(bits(&pollster::block_on(ctx.read_f32(&kc2))?), bits(&pollster::block_on(ctx.read_f32(&kc1))?), "{what}: k cache");
-            assert_eq!(bits(&pollster::block_on(ctx.read_f32(&vc2))?), bits(&pollster::block_on(ctx.read_f32(&vc1))?), "{what}: v cache");
-            assert_eq!(pollster::block_on(ctx.read_u32(&arrivals))?, vec![0; n_heads], "{what}: arrivals after run {run}");
-            let want: Vec<f64> = pollster::block_on(ctx.read_f32(&out1))?.iter().map(|&w| w as f64).collect();
-            let dev = ATTENTION_TOLERANCE.compare(&pollster::block_on(ctx.read_f32(&out2))?, &want);
-            assert!(dev.within, "{what}, run {run}: {dev:?}");
+        let want: Vec<f64> = pollster::block_on(ctx.read_f32(&out1))?.iter().map(|&w| w as f64).collect();
+        for lanes in DECODE_LANES {
+            let out2 = ctx.zeros("out", &heads, DType::F32)?;
+            let fused = pollster::block_on(attention_rope_split(
+                ctx,
+                rs,
+                mask,
+                &tqkv,
+                [&kc2, &vc2],
+                &table,
+                [&partials2, &arrivals],
+                &out2,
+                scale,
+                &step,
+                lanes,
+            ))?;
+            let what = format!("case {case}: {style:?} heads {n_heads}/{n_kv_heads} dim {head_dim} rot {rot_dims} pos {pos}, {lanes} lanes");
+            for run in 0..2 {
+                ctx.run(&[&fused]);
+                assert_eq!(bits(&pollster::block_on(ctx.read_f32(&kc2))?), bits(&pollster::block_on(ctx.read_f32(&kc1))?), "{what}: k cache");
+                assert_eq!(bits(&pollster::block_on(ctx.read_f32(&vc2))?), bits(&pollster::block_on(ctx.read_f32(&vc1))?), "{what}: v cache");
+                assert_eq!(pollster::block_on(ctx.read_u32(&arrivals))?, vec![0; n_heads], "{what}: arrivals after run {run}");
+                let dev = ATTENTION_TOLERANCE.compare(&pollster::block_on(ctx.read_f32(&out2))?, &want);
+                assert!(dev.within, "{what}, run {run}: {dev:?}");
+            }
         }
     }
     Ok(())

@@ -8,17 +8,27 @@ use super::kv::{all_defines, KvFormat};
 use super::rope::{RopeShape, RopeStyle};
 use super::Tolerance;
 
-// The chunk merge (attention_merge.wgsl) is shared: the combine dispatch runs it, and with ROPE
-// the last workgroup of each head. With ROPE the rotation is rope_store's (rope_pair.wgsl).
 pub const ATTENTION_SHADER: ShaderSource = ShaderSource {
     name: "attention",
     source: &[
         include_str!("../../shaders/attention.wgsl"),
         crate::ops::fragments::ATTENTION_COMMON,
-        "#ifdef ROPE\n",
+        "#ifdef VEC4\n",
+        crate::ops::fragments::ATTENTION_KDOT4,
+        "#endif\n"
+    ],
+};
+// The chunk merge (attention_merge.wgsl) is shared: the combine dispatch runs it, and so does
+// the last workgroup of each head in the decode kernel, whose rotation is rope_store's
+// (rope_pair.wgsl).
+pub const ATTENTION_DECODE_SHADER: ShaderSource = ShaderSource {
+    name: "attention_decode",
+    source: &[
+        include_str!("../../shaders/attention_decode.wgsl"),
+        crate::ops::fragments::ATTENTION_COMMON,
+        crate::ops::fragments::ATTENTION_KDOT4,
         crate::ops::fragments::ATTENTION_MERGE,
         crate::ops::fragments::ROPE_PAIR,
-        "#endif\n"
     ],
 };
 pub const ATTENTION_COMBINE_SHADER: ShaderSource = ShaderSource {
@@ -29,6 +39,12 @@ pub const ATTENTION_COMBINE_SHADER: ShaderSource = ShaderSource {
 /// Context positions one workgroup of split attention covers: one 64-position tile, so a
 /// decode step at context n runs n / 64 workgroups per head instead of one.
 pub const SPLIT_CHUNK: usize = 64;
+
+/// Workgroup sizes of the decode kernel ([`attention_rope_split`]): lanes, and context
+/// positions a workgroup covers. The default is the largest: at chat contexts one workgroup
+/// a head then holds the whole context and writes its output with no merge.
+pub const DECODE_LANES: [usize; 3] = [64, 128, 256];
+pub const DEFAULT_DECODE_LANES: usize = 256;
 
 /// Dot products of head_dim terms, an online softmax and a weighted sum over the context.
 pub const ATTENTION_TOLERANCE: Tolerance = Tolerance { abs: 2e-6, rel: 1e-4 };
@@ -41,7 +57,9 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
     v.push((ATTENTION_SHADER, KvFormat::F32.defines(Defines::new().set("VEC4", 1))));
     v.push((ATTENTION_SHADER, KvFormat::F32.defines(Defines::new().set("VEC4", 1).set("SPLIT", 1))));
     for style in RopeStyle::ALL.map(RopeStyle::defines) {
-        v.push((ATTENTION_SHADER, KvFormat::F32.defines(style.set("VEC4", 1).set("SPLIT", 1).set("ROPE", 1))));
+        for lanes in DECODE_LANES {
+            v.push((ATTENTION_DECODE_SHADER, style.clone().set("WG", lanes as u32)));
+        }
     }
     v.push((ATTENTION_COMBINE_SHADER, Defines::new()));
     v
@@ -209,11 +227,15 @@ pub fn rope_fuses(r: &RopeShape) -> bool {
 }
 
 /// Decode attention with the RoPE + KV store folded in, one dispatch for what
-/// `rope_store_qkv` + [`attention_split_masked`] do in three. `qkv` is the stacked projection
-/// [1, n_heads + 2 * n_kv_heads, head_dim]: every workgroup rotates its query and the new key
-/// with `table` (as `rope_store` does), the first workgroup of each KV head stores the new K/V
-/// row, and the last workgroup of each head to finish merges the chunks into `out`.
-/// `arrivals` ([n_heads] words, zero) counts them and is zero again afterwards.
+/// `rope_store_qkv` + [`attention_split_masked`] do in three (shaders/attention_decode.wgsl).
+/// `qkv` is the stacked projection [1, n_heads + 2 * n_kv_heads, head_dim]: every workgroup
+/// rotates its query and the new key with `table` (as `rope_store` does), and the first
+/// workgroup of each KV head stores the new K/V row. Workgroups of `lanes` lanes (one of
+/// [`DECODE_LANES`]) each cover as many context positions; where one covers the whole
+/// context it writes `out` itself, else the last workgroup of each head to finish merges the
+/// chunks. `partials` has the shape the split kernel's chunks give ([`partials_shape`] with
+/// [`SPLIT_CHUNK`]), which holds these longer chunks' too; `arrivals` ([n_heads] words, zero)
+/// counts them and is zero again afterwards.
 #[allow(clippy::too_many_arguments)]
 pub async fn attention_rope_split(
     ctx: &GpuContext,
@@ -226,6 +248,7 @@ pub async fn attention_rope_split(
     out: &GpuTensor,
     scale: f32,
     step: &Uniform,
+    lanes: usize,
 ) -> Result<Dispatch> {
     let s = AttentionShape {
         n_tokens: r.n_tokens,
@@ -239,6 +262,7 @@ pub async fn attention_rope_split(
     check(&s, out, k_cache, v_cache, out)?;
     let shape = partials_shape(&s, SPLIT_CHUNK);
     let ok = rope_fuses(&r)
+        && DECODE_LANES.contains(&lanes)
         && qkv.shape == [1, r.n_heads + 2 * r.n_kv_heads, r.head_dim]
         && qkv.dtype == DType::F32
         && table.shape == [r.max_seq, r.rot_dims / 2, 2]
@@ -253,13 +277,13 @@ pub async fn attention_rope_split(
         return Err(Error::Shape {
             op: "attention_rope_split",
             message: format!(
-                "{r:?} (one token, f32 cache, head_dim a multiple of 16) does not fit qkv {:?}, table {:?}, partials {:?}, arrivals {:?}",
+                "{r:?} (one token, f32 cache, head_dim a multiple of 16, workgroups of {DECODE_LANES:?} lanes, got {lanes}) does not fit qkv {:?}, table {:?}, partials {:?}, arrivals {:?}",
                 qkv.shape, table.shape, partials.shape, arrivals.shape
             ),
         });
     }
-    let pipeline = ctx.pipeline(&ATTENTION_SHADER, &defines(&s, r.style.defines().set("SPLIT", 1).set("ROPE", 1))).await?;
-    let mut p = params(&s, mask, scale, SPLIT_CHUNK as u32);
+    let pipeline = ctx.pipeline(&ATTENTION_DECODE_SHADER, &r.style.defines().set("WG", lanes as u32)).await?;
+    let mut p = params(&s, mask, scale, lanes as u32);
     p[10] = r.rot_dims as u32;
     p[11] = r.sinks as u32;
     ctx.dispatch_with(
@@ -267,7 +291,7 @@ pub async fn attention_rope_split(
         &[qkv, k_cache, v_cache, partials, table, arrivals, out],
         Some(bytemuck::cast_slice(&p)),
         &[step],
-        [s.n_heads as u32, 1, shape[2] as u32],
+        [s.n_heads as u32, 1, split_chunks(s.max_seq, lanes) as u32],
     )
 }
 

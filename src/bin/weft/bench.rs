@@ -24,6 +24,8 @@ pub struct Args {
     pub tune: bool,
     pub fuse_glu: bool,
     pub fuse_attention: bool,
+    pub attention_lanes: usize,
+    pub max_seq: Option<usize>,
     pub flash_attention: bool,
     pub pipeline: bool,
     pub int8_activations: bool,
@@ -56,6 +58,8 @@ struct Report {
     fuse: bool,
     fuse_glu: bool,
     fuse_attention: bool,
+    attention_lanes: usize,
+    max_seq: usize,
     /// Prompt passes' attention by tiles (asked for; taken where the head size and device allow).
     flash_attention: bool,
     pipeline: bool,
@@ -78,7 +82,8 @@ fn median(v: &[f64]) -> f64 {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let engine = EngineOptions { max_seq: a.prompt_len + a.gen + 1, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, fuse_glu: a.fuse_glu, fuse_attention: a.fuse_attention, flash_attention: a.flash_attention, pipeline: a.pipeline, int8_activations: a.int8_activations, matrix_units: a.matrix_units, ..Default::default() };
+    let max_seq = a.max_seq.unwrap_or(a.prompt_len + a.gen + 1);
+    let engine = EngineOptions { max_seq, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, fuse_glu: a.fuse_glu, fuse_attention: a.fuse_attention, attention_lanes: a.attention_lanes, flash_attention: a.flash_attention, pipeline: a.pipeline, int8_activations: a.int8_activations, matrix_units: a.matrix_units, ..Default::default() };
     let started = Instant::now();
     // The format asked for on every matrix, the embedding and head included (no default keep
     // rules): what the benchmark measures.
@@ -147,6 +152,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         fuse: a.fuse,
         fuse_glu: a.fuse_glu,
         fuse_attention: a.fuse_attention,
+        attention_lanes: a.attention_lanes,
+        max_seq,
         flash_attention: a.flash_attention,
         pipeline: a.pipeline,
         int8_activations: a.int8_activations,
@@ -171,7 +178,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             println!("prompt     matrix products on the matrix units (f16 products, f32 sums)");
         }
         println!("weights    {:.1} MB read per decoded token -> {:.2} GB/s", report.weight_bytes as f64 / 1e6, report.decode_weight_gb_s);
-        println!("kv cache   {} bytes per token ({})", report.kv_bytes_per_token, report.kv);
+        println!("kv cache   {} bytes per token ({}), room for {} tokens", report.kv_bytes_per_token, report.kv, report.max_seq);
         let all: Vec<String> =
             report.kv_bytes_per_token_by_format.iter().map(|(k, b)| format!("{k} {b}")).collect();
         println!("kv formats {} bytes per token", all.join(", "));

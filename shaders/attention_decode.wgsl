@@ -1,0 +1,241 @@
+// Decode attention (one token) with the RoPE + KV store folded in: q is the stacked Q/K/V
+// projection's row [n_heads + 2 * n_kv_heads, head_dim], rotated here as
+// shaders/rope_store.wgsl rotates, and the caches take the new K/V row. f32 cache, head_dim a
+// multiple of 16 (<= 256).
+//
+// Written for latency: at the contexts of a chat (a few hundred positions) a decode step's
+// attention reads a few hundred KB a layer, so its time is the chain of dependent memory
+// round trips, not bandwidth. One workgroup of WG lanes per (head, chunk of WG positions),
+// one position per lane, so a chunk is one tile: the scores are one round of loads, the
+// softmax statistics two-level sums in workgroup memory (two barriers, no trees), and V is
+// summed by head_dim / 4 column lanes times WG / (head_dim / 4) position groups with up to
+// sixteen loads in flight a lane. Only the chunks that hold context positions do any work
+// (the grid covers max_seq); when one chunk holds the whole context its workgroup writes the
+// output itself, with no partial results, counters or merge. Longer contexts write per-chunk
+// partials and the last workgroup of each head to arrive merges them
+// (shaders/attention_merge.wgsl). Parameters and masks: shaders/attention_common.wgsl.
+
+@group(0) @binding(0) var<storage, read> q: array<f32>;
+@group(0) @binding(1) var<storage, read_write> k_cache: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> v_cache: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> partials: array<f32>; // [n_heads, chunks, head_dim + 2]
+@group(0) @binding(4) var<storage, read> cos_sin: array<f32>;          // [max_seq, rot_dims / 2, 2]
+// Workgroups of each head that have written their chunk; the last one sets it back to 0.
+@group(0) @binding(5) var<storage, read_write> arrivals: array<atomic<u32>>; // [n_heads]
+@group(0) @binding(6) var<storage, read_write> out: array<f32>;      // [1, n_heads, head_dim]
+@group(0) @binding(7) var<uniform> p: Params;
+@group(0) @binding(8) var<uniform> step: Step;
+
+// Lanes of a workgroup and positions of a chunk (p.chunk_len is WG).
+const WG: u32 = ${WG}u;
+// Lanes that take the first level of a softmax statistic, WG / RED entries each.
+const RED: u32 = min(16u, WG / 4u);
+const MAX_HEAD_DIM: u32 = 256u;
+
+var<workgroup> qs4: array<vec4<f32>, MAX_HEAD_DIM / 4u>;
+var<workgroup> k_new: array<vec4<f32>, MAX_HEAD_DIM / 4u>;
+var<workgroup> v_new: array<vec4<f32>, MAX_HEAD_DIM / 4u>;
+var<workgroup> probs: array<f32, WG>;
+var<workgroup> stats: array<f32, RED>;
+var<workgroup> merged: array<vec4<f32>, WG>;
+var<workgroup> arrived: u32;
+
+// As shaders/rope_store.wgsl: the first `sinks` positions keep their slots, the rest share
+// the others as a ring.
+fn ring_slot(pos: u32) -> u32 {
+    if (pos < p.sinks) {
+        return pos;
+    }
+    return p.sinks + (pos - p.sinks) % (p.max_seq - p.sinks);
+}
+
+// Dimension d of the head starting at `src` in the projection, rotated with table row `slot`
+// by rope_pair.wgsl's `rotate`; dimensions past rot_dims pass through.
+fn rotated(src: u32, d: u32, slot: u32) -> f32 {
+    if (d >= p.rot_dims) {
+        return q[src + d];
+    }
+    let dims = pair(pair_index(d));
+    return rotate(d, slot, q[src + dims.x], q[src + dims.y]);
+}
+
+fn rotated4(src: u32, w: u32, slot: u32) -> vec4<f32> {
+    let d = 4u * w;
+    return vec4<f32>(rotated(src, d, slot), rotated(src, d + 1u, slot), rotated(src, d + 2u, slot), rotated(src, d + 3u, slot));
+}
+
+fn k_dot_new(n4: u32) -> f32 {
+    var s0 = 0.0;
+    var s1 = 0.0;
+    var s2 = 0.0;
+    var s3 = 0.0;
+    for (var w = 0u; w < n4; w += 4u) {
+        s0 += dot(qs4[w], k_new[w]);
+        s1 += dot(qs4[w + 1u], k_new[w + 1u]);
+        s2 += dot(qs4[w + 2u], k_new[w + 2u]);
+        s3 += dot(qs4[w + 3u], k_new[w + 3u]);
+    }
+    return (s0 + s1) + (s2 + s3);
+}
+
+// Column group c of context slot j's V row (starting at `row`); the fresh slot's from v_new,
+// since its cache row is written in this same dispatch.
+fn value4(j: u32, row: u32, c: u32, fresh: u32) -> vec4<f32> {
+    if (j == fresh) {
+        return v_new[c];
+    }
+    return v_cache[row + c];
+}
+
+// The largest (SUM false) or the sum (SUM true) of probs[0..WG], on every lane. The caller
+// wrote probs and passed a barrier; `stats` is free again when this returns.
+fn reduce(lane: u32, sum: bool) -> f32 {
+    if (lane < RED) {
+        var acc = select(LOWEST, 0.0, sum);
+        // Interleaved, so that the RED lanes read adjacent words (no bank conflicts).
+        for (var i = lane; i < WG; i += RED) {
+            acc = select(max(acc, probs[i]), acc + probs[i], sum);
+        }
+        stats[lane] = acc;
+    }
+    workgroupBarrier();
+    var total = select(LOWEST, 0.0, sum);
+    for (var i = 0u; i < RED; i++) {
+        total = select(max(total, stats[i]), total + stats[i], sum);
+    }
+    workgroupBarrier();
+    return total;
+}
+
+@compute @workgroup_size(${WG})
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let h = wid.x;
+    let chunk = wid.z;
+    let n_ctx = context_len(0u);
+    // Chunks holding context positions; the rest of the grid (it covers max_seq) leaves at once.
+    let live = (n_ctx + WG - 1u) / WG;
+    if (h >= p.n_heads || chunk >= live) {
+        return;
+    }
+    let lane = lid.x;
+    let n4 = p.head_dim / 4u;
+    let group = p.n_heads / p.n_kv_heads;
+    let kvh = h / group;
+    let kv_base = kvh * p.max_seq * n4;
+    // The slot the new position takes; no other slot is read from the projection.
+    let fresh = ring_slot(step.pos);
+    if (lane < n4) {
+        qs4[lane] = rotated4(h * p.head_dim, lane, fresh) * p.scale;
+        k_new[lane] = rotated4((p.n_heads + kvh) * p.head_dim, lane, fresh);
+        let v_at = (p.n_heads + p.n_kv_heads + kvh) * p.head_dim + 4u * lane;
+        v_new[lane] = vec4<f32>(q[v_at], q[v_at + 1u], q[v_at + 2u], q[v_at + 3u]);
+        // The first workgroup of the KV head stores its row; the others read it from k_new /
+        // v_new, so no workgroup reads the slot while it is written.
+        if (chunk == 0u && h % group == 0u) {
+            k_cache[kv_base + fresh * n4 + lane] = k_new[lane];
+            v_cache[kv_base + fresh * n4 + lane] = v_new[lane];
+        }
+    }
+    workgroupBarrier();
+
+    let first = chunk * WG;
+    let count = min(WG, n_ctx - first);
+    let j = first + lane;
+    let seen = lane < count && in_window(0u, j);
+    var s = LOWEST;
+    if (seen) {
+        if (j == fresh) {
+            s = capped(k_dot_new(n4));
+        } else {
+            s = capped(k_dot4(kv_base + j * n4, n4));
+        }
+    }
+    probs[lane] = s;
+    workgroupBarrier();
+    let m = reduce(lane, false);
+    var pj = 0.0;
+    if (seen) {
+        pj = exp(s - m);
+    }
+    probs[lane] = pj;
+    workgroupBarrier();
+    let l = reduce(lane, true);
+
+    // This lane's V columns 4c..4c+3 and its position group g (lanes past groups * n4 idle).
+    let c = lane % n4;
+    let g = lane / n4;
+    let groups = WG / n4;
+    var a0 = vec4<f32>(0.0);
+    var a1 = vec4<f32>(0.0);
+    if (g < groups) {
+        var jj = g;
+        for (; jj + 7u * groups < count; jj += 8u * groups) {
+            let j0 = first + jj;
+            let v0 = value4(j0, kv_base + j0 * n4, c, fresh);
+            let v1 = value4(j0 + groups, kv_base + (j0 + groups) * n4, c, fresh);
+            let v2 = value4(j0 + 2u * groups, kv_base + (j0 + 2u * groups) * n4, c, fresh);
+            let v3 = value4(j0 + 3u * groups, kv_base + (j0 + 3u * groups) * n4, c, fresh);
+            let v4 = value4(j0 + 4u * groups, kv_base + (j0 + 4u * groups) * n4, c, fresh);
+            let v5 = value4(j0 + 5u * groups, kv_base + (j0 + 5u * groups) * n4, c, fresh);
+            let v6 = value4(j0 + 6u * groups, kv_base + (j0 + 6u * groups) * n4, c, fresh);
+            let v7 = value4(j0 + 7u * groups, kv_base + (j0 + 7u * groups) * n4, c, fresh);
+            a0 += (probs[jj] * v0 + probs[jj + groups] * v1) + (probs[jj + 2u * groups] * v2 + probs[jj + 3u * groups] * v3);
+            a1 += (probs[jj + 4u * groups] * v4 + probs[jj + 5u * groups] * v5)
+                + (probs[jj + 6u * groups] * v6 + probs[jj + 7u * groups] * v7);
+        }
+        for (; jj < count; jj += groups) {
+            a0 += probs[jj] * value4(first + jj, kv_base + (first + jj) * n4, c, fresh);
+        }
+    }
+    merged[lane] = a0 + a1;
+    workgroupBarrier();
+    var sum = vec4<f32>(0.0);
+    if (lane < n4) {
+        sum = merged[lane];
+        for (var gg = 1u; gg < groups; gg++) {
+            sum += merged[gg * n4 + lane];
+        }
+    }
+    let q_base = h * p.head_dim;
+    if (live == 1u) {
+        // The whole context in this chunk: l > 0, since the new position is always seen.
+        if (lane < n4) {
+            let o = sum * (1.0 / l);
+            out[q_base + 4u * lane] = o.x;
+            out[q_base + 4u * lane + 1u] = o.y;
+            out[q_base + 4u * lane + 2u] = o.z;
+            out[q_base + 4u * lane + 3u] = o.w;
+        }
+        return;
+    }
+    let chunks = (p.max_seq + WG - 1u) / WG;
+    let base = h * chunks * (p.head_dim + 2u);
+    let at = base + chunk * (p.head_dim + 2u);
+    if (lane == 0u) {
+        partials[at] = m;
+        partials[at + 1u] = l;
+    }
+    if (lane < n4) {
+        partials[at + 2u + 4u * lane] = sum.x;
+        partials[at + 3u + 4u * lane] = sum.y;
+        partials[at + 4u + 4u * lane] = sum.z;
+        partials[at + 5u + 4u * lane] = sum.w;
+    }
+    // The last of the head's live workgroups to get here merges their chunks.
+    // storageBarrier is a device-scope release here and an acquire after the count (naga
+    // emits Device scope for it), so the last one reads what every other one wrote before
+    // counting itself in.
+    storageBarrier();
+    if (lane == 0u) {
+        arrived = atomicAdd(&arrivals[h], 1u);
+    }
+    let before = workgroupUniformLoad(&arrived);
+    if (before + 1u < live) {
+        return;
+    }
+    storageBarrier();
+    if (lane == 0u) {
+        atomicStore(&arrivals[h], 0u);
+    }
+    merge_chunks(base, live, p.head_dim, lane, q_base);
+}
