@@ -5,15 +5,16 @@
 //
 // Written for latency: at the contexts of a chat (a few hundred positions) a decode step's
 // attention reads a few hundred KB a layer, so its time is the chain of dependent memory
-// round trips, not bandwidth. One workgroup of WG lanes per (head, chunk of WG positions),
-// one position per lane, so a chunk is one tile: the scores are one round of loads, the
-// softmax statistics two-level sums in workgroup memory (two barriers, no trees), and V is
-// summed by head_dim / 4 column lanes times WG / (head_dim / 4) position groups with up to
-// sixteen loads in flight a lane. Only the chunks that hold context positions do any work
-// (the grid covers max_seq); when one chunk holds the whole context its workgroup writes the
-// output itself, with no partial results, counters or merge. Longer contexts write per-chunk
-// partials and the last workgroup of each head to arrive merges them
-// (shaders/attention_merge.wgsl). Parameters and masks: shaders/attention_common.wgsl.
+// round trips, not bandwidth. One workgroup of WG lanes per (head, chunk of CHUNK positions);
+// LPP = WG / CHUNK lanes share a position's K row (adjacent lanes, adjacent words), so the
+// scores take one round of at most eight loads a lane; the softmax statistics are two-level
+// sums in workgroup memory (two barriers, no trees); V is summed by head_dim / 4 column lanes
+// times WG / (head_dim / 4) position groups, again at most eight loads a lane a round. Only
+// the chunks that hold context positions do any work (the grid covers max_seq); when one
+// chunk holds the whole context its workgroup writes the output itself, with no partial
+// results, counters or merge. Longer contexts write per-chunk partials and the last
+// workgroup of each head to arrive merges them (shaders/attention_merge.wgsl). Parameters
+// and masks: shaders/attention_common.wgsl.
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;
 @group(0) @binding(1) var<storage, read_write> k_cache: array<vec4<f32>>;
@@ -26,16 +27,19 @@
 @group(0) @binding(7) var<uniform> p: Params;
 @group(0) @binding(8) var<uniform> step: Step;
 
-// Lanes of a workgroup and positions of a chunk (p.chunk_len is WG).
+// Lanes of a workgroup, positions of a chunk (p.chunk_len), and lanes a position's K row.
 const WG: u32 = ${WG}u;
-// Lanes that take the first level of a softmax statistic, WG / RED entries each.
-const RED: u32 = min(16u, WG / 4u);
+const CHUNK: u32 = ${CHUNK}u;
+const LPP: u32 = WG / CHUNK;
+// Lanes that take the first level of a softmax statistic, CHUNK / RED entries each.
+const RED: u32 = min(16u, CHUNK / 4u);
 const MAX_HEAD_DIM: u32 = 256u;
 
 var<workgroup> qs4: array<vec4<f32>, MAX_HEAD_DIM / 4u>;
 var<workgroup> k_new: array<vec4<f32>, MAX_HEAD_DIM / 4u>;
 var<workgroup> v_new: array<vec4<f32>, MAX_HEAD_DIM / 4u>;
-var<workgroup> probs: array<f32, WG>;
+var<workgroup> probs: array<f32, CHUNK>;
+var<workgroup> dots: array<f32, WG>;
 var<workgroup> stats: array<f32, RED>;
 var<workgroup> merged: array<vec4<f32>, WG>;
 var<workgroup> arrived: u32;
@@ -64,18 +68,36 @@ fn rotated4(src: u32, w: u32, slot: u32) -> vec4<f32> {
     return vec4<f32>(rotated(src, d, slot), rotated(src, d + 1u, slot), rotated(src, d + 2u, slot), rotated(src, d + 3u, slot));
 }
 
-fn k_dot_new(n4: u32) -> f32 {
+// Word k of the K row of context slot j (starting at `row`); the fresh slot's from k_new.
+fn key4(j: u32, row: u32, k: u32, fresh: u32) -> vec4<f32> {
+    if (j == fresh) {
+        return k_new[k];
+    }
+    return k_cache[row + k];
+}
+
+// This lane's share of slot j's score: words sub, sub + LPP, ... of its K row dotted with the
+// query, eight loads a round issued together.
+fn k_part(j: u32, row: u32, sub: u32, n4: u32, fresh: u32) -> f32 {
     var s0 = 0.0;
     var s1 = 0.0;
-    var s2 = 0.0;
-    var s3 = 0.0;
-    for (var w = 0u; w < n4; w += 4u) {
-        s0 += dot(qs4[w], k_new[w]);
-        s1 += dot(qs4[w + 1u], k_new[w + 1u]);
-        s2 += dot(qs4[w + 2u], k_new[w + 2u]);
-        s3 += dot(qs4[w + 3u], k_new[w + 3u]);
+    var w = sub;
+    for (; w + 7u * LPP < n4; w += 8u * LPP) {
+        let k0 = key4(j, row, w, fresh);
+        let k1 = key4(j, row, w + LPP, fresh);
+        let k2 = key4(j, row, w + 2u * LPP, fresh);
+        let k3 = key4(j, row, w + 3u * LPP, fresh);
+        let k4 = key4(j, row, w + 4u * LPP, fresh);
+        let k5 = key4(j, row, w + 5u * LPP, fresh);
+        let k6 = key4(j, row, w + 6u * LPP, fresh);
+        let k7 = key4(j, row, w + 7u * LPP, fresh);
+        s0 += (dot(qs4[w], k0) + dot(qs4[w + LPP], k1)) + (dot(qs4[w + 2u * LPP], k2) + dot(qs4[w + 3u * LPP], k3));
+        s1 += (dot(qs4[w + 4u * LPP], k4) + dot(qs4[w + 5u * LPP], k5)) + (dot(qs4[w + 6u * LPP], k6) + dot(qs4[w + 7u * LPP], k7));
     }
-    return (s0 + s1) + (s2 + s3);
+    for (; w < n4; w += LPP) {
+        s0 += dot(qs4[w], key4(j, row, w, fresh));
+    }
+    return s0 + s1;
 }
 
 // Column group c of context slot j's V row (starting at `row`); the fresh slot's from v_new,
@@ -87,13 +109,13 @@ fn value4(j: u32, row: u32, c: u32, fresh: u32) -> vec4<f32> {
     return v_cache[row + c];
 }
 
-// The largest (SUM false) or the sum (SUM true) of probs[0..WG], on every lane. The caller
+// The largest (SUM false) or the sum (SUM true) of probs[0..CHUNK], on every lane. The caller
 // wrote probs and passed a barrier; `stats` is free again when this returns.
 fn reduce(lane: u32, sum: bool) -> f32 {
     if (lane < RED) {
         var acc = select(LOWEST, 0.0, sum);
         // Interleaved, so that the RED lanes read adjacent words (no bank conflicts).
-        for (var i = lane; i < WG; i += RED) {
+        for (var i = lane; i < CHUNK; i += RED) {
             acc = select(max(acc, probs[i]), acc + probs[i], sum);
         }
         stats[lane] = acc;
@@ -113,7 +135,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let chunk = wid.z;
     let n_ctx = context_len(0u);
     // Chunks holding context positions; the rest of the grid (it covers max_seq) leaves at once.
-    let live = (n_ctx + WG - 1u) / WG;
+    let live = (n_ctx + CHUNK - 1u) / CHUNK;
     if (h >= p.n_heads || chunk >= live) {
         return;
     }
@@ -138,26 +160,38 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     }
     workgroupBarrier();
 
-    let first = chunk * WG;
-    let count = min(WG, n_ctx - first);
+    let first = chunk * CHUNK;
+    let count = min(CHUNK, n_ctx - first);
+    // Scores: lanes LPP * i .. LPP * i + LPP - 1 share position first + i.
+    let jp = first + lane / LPP;
+    var part = 0.0;
+    if (lane / LPP < count) {
+        part = k_part(jp, kv_base + jp * n4, lane % LPP, n4, fresh);
+    }
+    dots[lane] = part;
+    workgroupBarrier();
     let j = first + lane;
     let seen = lane < count && in_window(0u, j);
     var s = LOWEST;
     if (seen) {
-        if (j == fresh) {
-            s = capped(k_dot_new(n4));
-        } else {
-            s = capped(k_dot4(kv_base + j * n4, n4));
+        var d = 0.0;
+        for (var i = 0u; i < LPP; i++) {
+            d += dots[lane * LPP + i];
         }
+        s = capped(d);
     }
-    probs[lane] = s;
+    if (lane < CHUNK) {
+        probs[lane] = s;
+    }
     workgroupBarrier();
     let m = reduce(lane, false);
-    var pj = 0.0;
-    if (seen) {
-        pj = exp(s - m);
+    if (lane < CHUNK) {
+        var pj = 0.0;
+        if (seen) {
+            pj = exp(s - m);
+        }
+        probs[lane] = pj;
     }
-    probs[lane] = pj;
     workgroupBarrier();
     let l = reduce(lane, true);
 
@@ -208,7 +242,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         }
         return;
     }
-    let chunks = (p.max_seq + WG - 1u) / WG;
+    let chunks = (p.max_seq + CHUNK - 1u) / CHUNK;
     let base = h * chunks * (p.head_dim + 2u);
     let at = base + chunk * (p.head_dim + 2u);
     if (lane == 0u) {

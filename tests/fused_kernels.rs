@@ -7,7 +7,7 @@
 use weft::gpu::DType;
 use weft::ops::attention::{
     attention_rope_split, attention_split_masked, partials_shape, AttentionMask, AttentionShape, ATTENTION_TOLERANCE,
-    DECODE_LANES, SPLIT_CHUNK,
+    DECODE_CHUNKS, SPLIT_CHUNK,
 };
 use weft::ops::elementwise::{silu_mul_cpu, silu_mul_pairs, SILU_MUL_TOLERANCE};
 use weft::ops::kv::KvFormat;
@@ -348,7 +348,7 @@ fn attention_with_rope_folded_in_equals_rope_store_then_split_attention() -> any
         let partials2 = ctx.zeros("partials", &partials_shape(&s, SPLIT_CHUNK), DType::F32)?;
         let arrivals = ctx.zeros("arrivals", &[n_heads], DType::U32)?;
         let want: Vec<f64> = pollster::block_on(ctx.read_f32(&out1))?.iter().map(|&w| w as f64).collect();
-        for lanes in DECODE_LANES {
+        for chunk in DECODE_CHUNKS {
             let out2 = ctx.zeros("out", &heads, DType::F32)?;
             let fused = pollster::block_on(attention_rope_split(
                 ctx,
@@ -361,9 +361,9 @@ fn attention_with_rope_folded_in_equals_rope_store_then_split_attention() -> any
                 &out2,
                 scale,
                 &step,
-                lanes,
+                chunk,
             ))?;
-            let what = format!("case {case}: {style:?} heads {n_heads}/{n_kv_heads} dim {head_dim} rot {rot_dims} pos {pos}, {lanes} lanes");
+            let what = format!("case {case}: {style:?} heads {n_heads}/{n_kv_heads} dim {head_dim} rot {rot_dims} pos {pos}, chunks of {chunk}");
             for run in 0..2 {
                 ctx.run(&[&fused]);
                 assert_eq!(bits(&pollster::block_on(ctx.read_f32(&kc2))?), bits(&pollster::block_on(ctx.read_f32(&kc1))?), "{what}: k cache");

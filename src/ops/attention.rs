@@ -13,9 +13,6 @@ pub const ATTENTION_SHADER: ShaderSource = ShaderSource {
     source: &[
         include_str!("../../shaders/attention.wgsl"),
         crate::ops::fragments::ATTENTION_COMMON,
-        "#ifdef VEC4\n",
-        crate::ops::fragments::ATTENTION_KDOT4,
-        "#endif\n"
     ],
 };
 // The chunk merge (attention_merge.wgsl) is shared: the combine dispatch runs it, and so does
@@ -26,7 +23,6 @@ pub const ATTENTION_DECODE_SHADER: ShaderSource = ShaderSource {
     source: &[
         include_str!("../../shaders/attention_decode.wgsl"),
         crate::ops::fragments::ATTENTION_COMMON,
-        crate::ops::fragments::ATTENTION_KDOT4,
         crate::ops::fragments::ATTENTION_MERGE,
         crate::ops::fragments::ROPE_PAIR,
     ],
@@ -40,11 +36,12 @@ pub const ATTENTION_COMBINE_SHADER: ShaderSource = ShaderSource {
 /// decode step at context n runs n / 64 workgroups per head instead of one.
 pub const SPLIT_CHUNK: usize = 64;
 
-/// Workgroup sizes of the decode kernel ([`attention_rope_split`]): lanes, and context
-/// positions a workgroup covers. The default is the largest: at chat contexts one workgroup
-/// a head then holds the whole context and writes its output with no merge.
-pub const DECODE_LANES: [usize; 3] = [64, 128, 256];
-pub const DEFAULT_DECODE_LANES: usize = 256;
+/// Lanes of a workgroup of the decode kernel ([`attention_rope_split`]).
+pub const DECODE_LANES: usize = 256;
+/// Context positions one workgroup of the decode kernel covers (its chunk): 256 / chunk
+/// lanes share a position's K row.
+pub const DECODE_CHUNKS: [usize; 3] = [64, 128, 256];
+pub const DEFAULT_DECODE_CHUNK: usize = 64;
 
 /// Dot products of head_dim terms, an online softmax and a weighted sum over the context.
 pub const ATTENTION_TOLERANCE: Tolerance = Tolerance { abs: 2e-6, rel: 1e-4 };
@@ -57,8 +54,8 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
     v.push((ATTENTION_SHADER, KvFormat::F32.defines(Defines::new().set("VEC4", 1))));
     v.push((ATTENTION_SHADER, KvFormat::F32.defines(Defines::new().set("VEC4", 1).set("SPLIT", 1))));
     for style in RopeStyle::ALL.map(RopeStyle::defines) {
-        for lanes in DECODE_LANES {
-            v.push((ATTENTION_DECODE_SHADER, style.clone().set("WG", lanes as u32)));
+        for chunk in DECODE_CHUNKS {
+            v.push((ATTENTION_DECODE_SHADER, decode_defines(style.clone(), chunk)));
         }
     }
     v.push((ATTENTION_COMBINE_SHADER, Defines::new()));
@@ -230,10 +227,9 @@ pub fn rope_fuses(r: &RopeShape) -> bool {
 /// `rope_store_qkv` + [`attention_split_masked`] do in three (shaders/attention_decode.wgsl).
 /// `qkv` is the stacked projection [1, n_heads + 2 * n_kv_heads, head_dim]: every workgroup
 /// rotates its query and the new key with `table` (as `rope_store` does), and the first
-/// workgroup of each KV head stores the new K/V row. Workgroups of `lanes` lanes (one of
-/// [`DECODE_LANES`]) each cover as many context positions; where one covers the whole
-/// context it writes `out` itself, else the last workgroup of each head to finish merges the
-/// chunks. `partials` has the shape the split kernel's chunks give ([`partials_shape`] with
+/// workgroup of each KV head stores the new K/V row. Each workgroup covers `chunk` context
+/// positions (one of [`DECODE_CHUNKS`]); where one covers the whole context it writes `out`
+/// itself, else the last workgroup of each head to finish merges the chunks. `partials` has the shape the split kernel's chunks give ([`partials_shape`] with
 /// [`SPLIT_CHUNK`]), which holds these longer chunks' too; `arrivals` ([n_heads] words, zero)
 /// counts them and is zero again afterwards.
 #[allow(clippy::too_many_arguments)]
@@ -248,7 +244,7 @@ pub async fn attention_rope_split(
     out: &GpuTensor,
     scale: f32,
     step: &Uniform,
-    lanes: usize,
+    chunk: usize,
 ) -> Result<Dispatch> {
     let s = AttentionShape {
         n_tokens: r.n_tokens,
@@ -262,7 +258,7 @@ pub async fn attention_rope_split(
     check(&s, out, k_cache, v_cache, out)?;
     let shape = partials_shape(&s, SPLIT_CHUNK);
     let ok = rope_fuses(&r)
-        && DECODE_LANES.contains(&lanes)
+        && DECODE_CHUNKS.contains(&chunk)
         && qkv.shape == [1, r.n_heads + 2 * r.n_kv_heads, r.head_dim]
         && qkv.dtype == DType::F32
         && table.shape == [r.max_seq, r.rot_dims / 2, 2]
@@ -277,13 +273,13 @@ pub async fn attention_rope_split(
         return Err(Error::Shape {
             op: "attention_rope_split",
             message: format!(
-                "{r:?} (one token, f32 cache, head_dim a multiple of 16, workgroups of {DECODE_LANES:?} lanes, got {lanes}) does not fit qkv {:?}, table {:?}, partials {:?}, arrivals {:?}",
+                "{r:?} (one token, f32 cache, head_dim a multiple of 16, chunks of {DECODE_CHUNKS:?} positions, got {chunk}) does not fit qkv {:?}, table {:?}, partials {:?}, arrivals {:?}",
                 qkv.shape, table.shape, partials.shape, arrivals.shape
             ),
         });
     }
-    let pipeline = ctx.pipeline(&ATTENTION_DECODE_SHADER, &r.style.defines().set("WG", lanes as u32)).await?;
-    let mut p = params(&s, mask, scale, lanes as u32);
+    let pipeline = ctx.pipeline(&ATTENTION_DECODE_SHADER, &decode_defines(r.style.defines(), chunk)).await?;
+    let mut p = params(&s, mask, scale, chunk as u32);
     p[10] = r.rot_dims as u32;
     p[11] = r.sinks as u32;
     ctx.dispatch_with(
@@ -291,8 +287,12 @@ pub async fn attention_rope_split(
         &[qkv, k_cache, v_cache, partials, table, arrivals, out],
         Some(bytemuck::cast_slice(&p)),
         &[step],
-        [s.n_heads as u32, 1, split_chunks(s.max_seq, lanes) as u32],
+        [s.n_heads as u32, 1, split_chunks(s.max_seq, chunk) as u32],
     )
+}
+
+fn decode_defines(base: Defines, chunk: usize) -> Defines {
+    base.set("WG", DECODE_LANES as u32).set("CHUNK", chunk as u32)
 }
 
 pub(crate) fn params(s: &AttentionShape, mask: AttentionMask, scale: f32, chunk_len: u32) -> [u32; 12] {

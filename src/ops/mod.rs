@@ -32,7 +32,6 @@ pub(crate) mod fragments {
     pub const ROPE_PAIR: &str = include_str!("../../shaders/rope_pair.wgsl");
     pub const ATTENTION_COMMON: &str = include_str!("../../shaders/attention_common.wgsl");
     pub const ATTENTION_MERGE: &str = include_str!("../../shaders/attention_merge.wgsl");
-    pub const ATTENTION_KDOT4: &str = include_str!("../../shaders/attention_kdot4.wgsl");
     pub const GEMV_DP4: &str = include_str!("../../shaders/gemv_dp4.wgsl");
 }
 

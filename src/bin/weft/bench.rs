@@ -24,7 +24,7 @@ pub struct Args {
     pub tune: bool,
     pub fuse_glu: bool,
     pub fuse_attention: bool,
-    pub attention_lanes: usize,
+    pub attention_chunk: usize,
     pub max_seq: Option<usize>,
     pub flash_attention: bool,
     pub pipeline: bool,
@@ -58,7 +58,7 @@ struct Report {
     fuse: bool,
     fuse_glu: bool,
     fuse_attention: bool,
-    attention_lanes: usize,
+    attention_chunk: usize,
     max_seq: usize,
     /// Prompt passes' attention by tiles (asked for; taken where the head size and device allow).
     flash_attention: bool,
@@ -83,7 +83,7 @@ fn median(v: &[f64]) -> f64 {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let max_seq = a.max_seq.unwrap_or(a.prompt_len + a.gen + 1);
-    let engine = EngineOptions { max_seq, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, fuse_glu: a.fuse_glu, fuse_attention: a.fuse_attention, attention_lanes: a.attention_lanes, flash_attention: a.flash_attention, pipeline: a.pipeline, int8_activations: a.int8_activations, matrix_units: a.matrix_units, ..Default::default() };
+    let engine = EngineOptions { max_seq, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, fuse_glu: a.fuse_glu, fuse_attention: a.fuse_attention, attention_chunk: a.attention_chunk, flash_attention: a.flash_attention, pipeline: a.pipeline, int8_activations: a.int8_activations, matrix_units: a.matrix_units, ..Default::default() };
     let started = Instant::now();
     // The format asked for on every matrix, the embedding and head included (no default keep
     // rules): what the benchmark measures.
@@ -152,7 +152,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         fuse: a.fuse,
         fuse_glu: a.fuse_glu,
         fuse_attention: a.fuse_attention,
-        attention_lanes: a.attention_lanes,
+        attention_chunk: a.attention_chunk,
         max_seq,
         flash_attention: a.flash_attention,
         pipeline: a.pipeline,

@@ -208,10 +208,10 @@ mod cli {
             /// their own (to measure what folding them into the attention kernel buys).
             #[arg(long)]
             no_fuse_attention: bool,
-            /// Lanes of the decode attention kernel's workgroups (64, 128 or 256), each
-            /// covering as many context positions.
-            #[arg(long, default_value_t = weft::ops::attention::DEFAULT_DECODE_LANES)]
-            attention_lanes: usize,
+            /// Context positions one workgroup of the decode attention kernel covers (64, 128
+            /// or 256).
+            #[arg(long, default_value_t = weft::ops::attention::DEFAULT_DECODE_CHUNK)]
+            attention_chunk: usize,
             /// KV-cache capacity in tokens (default: the prompt and the generated tokens);
             /// a page's engine reserves more than one reply needs.
             #[arg(long)]
@@ -361,10 +361,10 @@ mod cli {
                     gptq,
                 })
             }
-            Command::Bench { model, prompt_len, gen, reps, kv, json, profile, no_fuse, no_tune, no_fuse_glu, no_fuse_attention, attention_lanes, max_seq, no_flash_attention, no_pipeline, int8_activations, no_matrix_units, backend, cpu, load } => {
+            Command::Bench { model, prompt_len, gen, reps, kv, json, profile, no_fuse, no_tune, no_fuse_glu, no_fuse_attention, attention_chunk, max_seq, no_flash_attention, no_pipeline, int8_activations, no_matrix_units, backend, cpu, load } => {
                 let (fuse, tune) = (!no_fuse, !no_tune);
                 let (fuse_glu, pipeline) = (!no_fuse_glu, !no_pipeline);
-                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, kv, json, profile, fuse, tune, fuse_glu, fuse_attention: !no_fuse_attention, attention_lanes, max_seq, flash_attention: !no_flash_attention, pipeline, int8_activations, matrix_units: !no_matrix_units, backend, cpu, load })
+                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, kv, json, profile, fuse, tune, fuse_glu, fuse_attention: !no_fuse_attention, attention_chunk, max_seq, flash_attention: !no_flash_attention, pipeline, int8_activations, matrix_units: !no_matrix_units, backend, cpu, load })
             }
             Command::Generate {
                 model,

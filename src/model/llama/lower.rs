@@ -320,8 +320,8 @@ impl<'a> Lower<'a> {
                         let out = self.heads(*out, c.n_heads)?;
                         let scale = c.attention_scale();
                         let step = &self.m.step;
-                        let lanes = self.m.options.attention_lanes;
-                        d.push(attention_rope_split(ctx, rs, mask, &qkv3, caches, table, scratch, &out, scale, step, lanes).await?);
+                        let chunk = self.m.options.attention_chunk;
+                        d.push(attention_rope_split(ctx, rs, mask, &qkv3, caches, table, scratch, &out, scale, step, chunk).await?);
                         return Ok(1);
                     }
                 }

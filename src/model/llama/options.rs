@@ -42,10 +42,10 @@ pub struct EngineOptions {
     /// attention kernel, which also merges its chunks (two dispatches a block fewer; the same
     /// cache bits). Off only to measure it.
     pub fuse_attention: bool,
-    /// Lanes of the decode attention kernel's workgroups, each covering as many context
-    /// positions (one of [`DECODE_LANES`](crate::ops::attention::DECODE_LANES)); at most that
-    /// many positions of context need no merge of chunks.
-    pub attention_lanes: usize,
+    /// Context positions one workgroup of the decode attention kernel covers (one of
+    /// [`DECODE_CHUNKS`](crate::ops::attention::DECODE_CHUNKS)): smaller chunks spread a head
+    /// over more workgroups, a context of at most one chunk needs no merge.
+    pub attention_chunk: usize,
     /// Prompt passes' attention by tiles of queries against tiles of cached positions
     /// (`ops::prefill_attention`) where the adapter gains from it (`tiled_prefill_pays`) and the
     /// head size and the device's workgroup memory allow: each K/V row read once per 16 queries
@@ -83,7 +83,7 @@ impl Default for EngineOptions {
             fuse_norms: None,
             fuse_glu: true,
             fuse_attention: true,
-            attention_lanes: crate::ops::attention::DEFAULT_DECODE_LANES,
+            attention_chunk: crate::ops::attention::DEFAULT_DECODE_CHUNK,
             flash_attention: true,
             pipeline: true,
             int8_activations: false,
