@@ -41,7 +41,14 @@ pub const DECODE_LANES: usize = 256;
 /// Context positions one workgroup of the decode kernel covers (its chunk): 256 / chunk
 /// lanes share a position's K row.
 pub const DECODE_CHUNKS: [usize; 3] = [64, 128, 256];
-pub const DEFAULT_DECODE_CHUNK: usize = 64;
+
+/// The decode kernel's chunk for heads of `head_dim`, as measured on an H100 at contexts of
+/// 128-256 positions (bench/NOTES.md, note 28): heads of 64 dimensions run fastest in one
+/// workgroup a head (chunks of 256), wider heads, whose K/V rows are twice the bytes, spread
+/// over chunks of 64.
+pub fn decode_chunk(head_dim: usize) -> usize {
+    if head_dim <= 64 { 256 } else { 64 }
+}
 
 /// Dot products of head_dim terms, an online softmax and a weighted sum over the context.
 pub const ATTENTION_TOLERANCE: Tolerance = Tolerance { abs: 2e-6, rel: 1e-4 };

@@ -24,7 +24,7 @@ pub struct Args {
     pub tune: bool,
     pub fuse_glu: bool,
     pub fuse_attention: bool,
-    pub attention_chunk: usize,
+    pub attention_chunk: Option<usize>,
     pub max_seq: Option<usize>,
     pub flash_attention: bool,
     pub pipeline: bool,
@@ -58,7 +58,8 @@ struct Report {
     fuse: bool,
     fuse_glu: bool,
     fuse_attention: bool,
-    attention_chunk: usize,
+    /// Decode attention's chunk: asked for, else decided by head size.
+    attention_chunk: Option<usize>,
     max_seq: usize,
     /// Prompt passes' attention by tiles (asked for; taken where the head size and device allow).
     flash_attention: bool,

@@ -209,9 +209,9 @@ mod cli {
             #[arg(long)]
             no_fuse_attention: bool,
             /// Context positions one workgroup of the decode attention kernel covers (64, 128
-            /// or 256).
-            #[arg(long, default_value_t = weft::ops::attention::DEFAULT_DECODE_CHUNK)]
-            attention_chunk: usize,
+            /// or 256; default: by head size).
+            #[arg(long)]
+            attention_chunk: Option<usize>,
             /// KV-cache capacity in tokens (default: the prompt and the generated tokens);
             /// a page's engine reserves more than one reply needs.
             #[arg(long)]

@@ -24,7 +24,7 @@
 use crate::error::{Error, Result};
 use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor};
 use crate::ops::attention::{
-    attention_masked, attention_rope_split, attention_split_masked, rope_fuses, AttentionMask, AttentionShape, SPLIT_CHUNK,
+    attention_masked, attention_rope_split, attention_split_masked, decode_chunk, rope_fuses, AttentionMask, AttentionShape, SPLIT_CHUNK,
 };
 use crate::ops::elementwise::{
     add_inplace, bias_add, copy, copy_row, gelu_mul, glu_pairs, scale_inplace, silu_mul, softcap_inplace,
@@ -320,7 +320,7 @@ impl<'a> Lower<'a> {
                         let out = self.heads(*out, c.n_heads)?;
                         let scale = c.attention_scale();
                         let step = &self.m.step;
-                        let chunk = self.m.options.attention_chunk;
+                        let chunk = self.m.options.attention_chunk.unwrap_or(decode_chunk(c.head_dim));
                         d.push(attention_rope_split(ctx, rs, mask, &qkv3, caches, table, scratch, &out, scale, step, chunk).await?);
                         return Ok(1);
                     }

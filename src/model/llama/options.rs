@@ -44,8 +44,9 @@ pub struct EngineOptions {
     pub fuse_attention: bool,
     /// Context positions one workgroup of the decode attention kernel covers (one of
     /// [`DECODE_CHUNKS`](crate::ops::attention::DECODE_CHUNKS)): smaller chunks spread a head
-    /// over more workgroups, a context of at most one chunk needs no merge.
-    pub attention_chunk: usize,
+    /// over more workgroups, a context of at most one chunk needs no merge. `None` decides by
+    /// head size ([`decode_chunk`](crate::ops::attention::decode_chunk)).
+    pub attention_chunk: Option<usize>,
     /// Prompt passes' attention by tiles of queries against tiles of cached positions
     /// (`ops::prefill_attention`) where the adapter gains from it (`tiled_prefill_pays`) and the
     /// head size and the device's workgroup memory allow: each K/V row read once per 16 queries
@@ -83,7 +84,7 @@ impl Default for EngineOptions {
             fuse_norms: None,
             fuse_glu: true,
             fuse_attention: true,
-            attention_chunk: crate::ops::attention::DEFAULT_DECODE_CHUNK,
+            attention_chunk: None,
             flash_attention: true,
             pipeline: true,
             int8_activations: false,
