@@ -13,6 +13,7 @@ pub mod graph;
 pub mod hf_config;
 pub mod llama;
 pub mod load;
+pub mod load_times;
 pub mod names;
 
 pub use config::{Arch, LlamaConfig};
@@ -20,6 +21,7 @@ pub use crate::ops::kv::KvFormat;
 pub use llama::{kv_bytes_per_token, EngineOptions, Llama, StepProfile};
 pub use fit::{check_memory_fit, DeviceMemory, MemoryNeeds};
 pub use load::{Phase, Progress, QuantizeOn, WeightOptions};
+pub use load_times::LoadTimes;
 
 use crate::error::{Error, Result};
 use crate::format::ModelHeader;

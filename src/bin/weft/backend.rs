@@ -168,12 +168,7 @@ impl Engine {
     /// float matrices as `weights` asks; the GPU options' context and batch sizes apply to both.
     pub fn open(backend: Backend, cpu: &CpuFlags, weights: WeightOptions, location: &str, engine: EngineOptions) -> anyhow::Result<(Engine, Tokenizer)> {
         match backend {
-            Backend::Gpu => {
-                let ctx = crate::cli::context()?;
-                let (llama, tok) = open_gpu(&ctx, location, engine, weights)?;
-                report_quantized(&llama.weights.quantized, llama.weights.plan.as_ref(), llama.weights.bytes());
-                Ok((Engine::Gpu(Box::new(ctx), Box::new(llama)), tok))
-            }
+            Backend::Gpu => Self::open_gpu(crate::cli::context()?, weights, location, engine),
             Backend::Cpu => {
                 let started = Instant::now();
                 let options = cpu.options(&engine);
@@ -195,6 +190,13 @@ impl Engine {
                 Ok((Engine::Cpu(Box::new(llama)), tok))
             }
         }
+    }
+
+    /// [`Engine::open`] on the GPU of `ctx`.
+    pub fn open_gpu(ctx: GpuContext, weights: WeightOptions, location: &str, engine: EngineOptions) -> anyhow::Result<(Engine, Tokenizer)> {
+        let (llama, tok) = open_gpu(&ctx, location, engine, weights)?;
+        report_quantized(&llama.weights.quantized, llama.weights.plan.as_ref(), llama.weights.bytes());
+        Ok((Engine::Gpu(Box::new(ctx), Box::new(llama)), tok))
     }
 
     pub fn config(&self) -> &LlamaConfig {
