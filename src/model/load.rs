@@ -23,6 +23,7 @@ use crate::quant::weft::{quantize, QuantMatrix, WeftQuant};
 use super::config::LlamaConfig;
 use super::convert::default_keep_format;
 use super::fit::AutoPlan;
+use super::load_rows::pack_by_rows;
 use super::load_times::{LoadClock, LoadPhase};
 use super::llama::{GateUp, LayerWeights, Quantized, Qkv, Weights};
 use super::names::{part_of, part_of_in, tensor_name, LayerPart, Naming, Part};
@@ -534,14 +535,16 @@ fn matrix(
     }
 }
 
-/// A Q4_0 or Q8_0 matrix in the weft format that holds it (`quant::repack`); None where the
-/// bytes are not whole rows of 32-weight blocks.
+/// A Q4_0 or Q8_0 matrix in the weft format that holds it (`quant::repack`), repacked by runs
+/// of rows on every core; None where the bytes are not whole rows of 32-weight blocks.
 fn repacked(g: GgmlType, rows: usize, cols: usize, bytes: &[u8]) -> Result<Option<QuantMatrix>> {
     let row_bytes = cols / 32 * g.block_bytes() as usize;
     if !cols.is_multiple_of(32) || rows.checked_mul(row_bytes) != Some(bytes.len()) {
         return Ok(None);
     }
-    crate::quant::repack::to_weft(g, rows, cols, bytes)
+    pack_by_rows(rows, cols, |r0, n| {
+        crate::quant::repack::to_weft(g, n, cols, &bytes[r0 * row_bytes..(r0 + n) * row_bytes])
+    })
 }
 
 /// Reads a byte range of a model's weights: any [`RangeReader`] behind one type, so that the
