@@ -8,6 +8,9 @@ use serde::Serialize;
 /// Milliseconds a load spent in each phase (wall clock; phases never overlap, so they add up).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct LoadTimes {
+    /// Reading and parsing the header, the configuration and the tokenizer (a folder's small
+    /// files included).
+    pub header_ms: f64,
     /// Reading the weights' bytes (file, HTTP or cache).
     pub read_ms: f64,
     /// CPU work on the bytes read: repacking GGUF blocks, quantizing float matrices, decoding
@@ -57,13 +60,14 @@ impl LoadTimes {
     /// The sum of every phase.
     pub fn total_ms(&self) -> f64 {
         let t = self;
-        t.read_ms + t.convert_ms + t.upload_ms + t.gpu_quantize_ms + t.stack_ms + t.tune_ms + t.compile_ms + t.finish_ms
+        t.header_ms + t.read_ms + t.convert_ms + t.upload_ms + t.gpu_quantize_ms + t.stack_ms + t.tune_ms + t.compile_ms + t.finish_ms
     }
 
     /// (name, ms) of each phase, in load order.
-    pub fn phases(&self) -> [(&'static str, f64); 8] {
+    pub fn phases(&self) -> [(&'static str, f64); 9] {
         let t = self;
         [
+            ("header", t.header_ms),
             ("read", t.read_ms),
             ("convert", t.convert_ms),
             ("upload", t.upload_ms),
@@ -90,9 +94,14 @@ impl LoadClock {
         super::llama::web_time_now()
     }
 
+    /// Milliseconds since `start`.
+    pub(crate) fn since(start: f64) -> f64 {
+        super::llama::web_time_now() - start
+    }
+
     /// Adds the time since `start` to `phase`.
     pub(crate) fn add(&self, phase: LoadPhase, start: f64) {
-        *self.0.borrow_mut().slot(phase) += super::llama::web_time_now() - start;
+        *self.0.borrow_mut().slot(phase) += Self::since(start);
     }
 
     /// Runs `f`, its time added to `phase`.

@@ -43,7 +43,7 @@ struct Report {
     reps: usize,
     load_s: f64,
     /// Where the load went (GPU backend): creating the device, then each phase of the model's
-    /// load; `other_s` is the rest (header, tokenizer, KV cache and activation buffers).
+    /// load; `other_s` is the rest (the KV cache, activation buffers, RoPE tables).
     #[serde(skip_serializing_if = "Option::is_none")]
     load_breakdown: Option<LoadBreakdown>,
     prefill_tok_s: Vec<f64>,
