@@ -7,6 +7,7 @@ use crate::error::Result;
 use crate::quant::weft::QuantMatrix;
 
 /// Weights below which a thread is not worth starting (a 576 x 576 matrix is ~4 of these).
+#[cfg(not(target_arch = "wasm32"))]
 const MIN_WEIGHTS_PER_THREAD: usize = 1 << 16;
 
 /// Threads for a matrix of `weights` values.
