@@ -84,6 +84,17 @@ pub fn report_quantized(quantized: &[Quantized], plan: Option<&AutoPlan>, weight
     }
 }
 
+/// `name 0.123 s (4 %), ...` for each phase (seconds) of at least half a millisecond, as a
+/// share of `total_s`.
+pub fn phase_line(phases: &[(&str, f64)], total_s: f64) -> String {
+    let parts: Vec<String> = phases
+        .iter()
+        .filter(|(_, s)| *s >= 0.0005)
+        .map(|(name, s)| format!("{name} {s:.3} s ({:.0} %)", 100.0 * s / total_s))
+        .collect();
+    parts.join(", ")
+}
+
 /// A Hugging Face folder (config.json, tokenizer files, safetensors weights): a directory on
 /// this machine, or an http(s) URL ending in `/` (the rule of the browser's `loadModel`).
 pub enum ModelFolder {

@@ -217,12 +217,7 @@ fn print_load(b: &LoadBreakdown, load_s: f64, tuning: &[weft::ops::qmatmul::Gemv
     let mut phases = vec![("device", b.device_s)];
     phases.extend(b.phases.phases().iter().map(|&(name, ms)| (name, ms / 1e3)));
     phases.push(("other", b.other_s));
-    let parts: Vec<String> = phases
-        .iter()
-        .filter(|(_, s)| *s >= 0.0005)
-        .map(|(name, s)| format!("{name} {s:.3} s ({:.0} %)", 100.0 * s / load_s))
-        .collect();
-    println!("  load by phase: {}", parts.join(", "));
+    println!("  load by phase: {}", crate::backend::phase_line(&phases, load_s));
     for t in tuning {
         let c = t.chosen;
         println!("  tuned      {} {}x{}: wg {} rows {} lanes {}", t.format, t.rows, t.cols, c.wg, c.rows, c.lanes);

@@ -99,6 +99,9 @@ mod cli {
             /// Wrap the prompt in the model's chat template.
             #[arg(long)]
             chat: bool,
+            /// Print where the load went, phase by phase, on stderr (GPU backend).
+            #[arg(long)]
+            verbose: bool,
             /// Print token ids instead of text.
             #[arg(long)]
             ids: bool,
@@ -368,6 +371,7 @@ mod cli {
                 repeat_penalty,
                 seed,
                 chat,
+                verbose,
                 ids,
                 max_seq,
                 kv,
@@ -388,6 +392,7 @@ mod cli {
                     ..Default::default()
                 },
                 chat,
+                verbose,
                 ids,
                 max_seq,
                 kv,
