@@ -46,6 +46,12 @@ pub struct Capabilities {
     /// The smallest subgroup the adapter may run (0 without subgroups): a kernel that reduces
     /// over L adjacent lanes with subgroup operations needs L at most this.
     pub subgroup_min_size: u32,
+    /// Tests only, never reported: subgroups of this many lanes emulated in workgroup memory in
+    /// place of the adapter's (shaders/gemv_rowsum.wgsl, `SG_EMU`), so that the kernels' subgroup
+    /// paths run at any size on any adapter; 0 (the default) uses the adapter's own. Kernels are
+    /// still chosen by `subgroup_min_size`.
+    #[serde(skip)]
+    pub subgroup_emulation: u32,
     pub timestamp_query: bool,
     /// 16 x 16 x 16 matrix products of f16 into f32 by 32-lane subgroups (tensor cores), which
     /// the prefill GEMM at `Precision::F16` runs on (shaders/qgemm_coop.wgsl). Native only.
@@ -76,6 +82,7 @@ impl Capabilities {
             shader_f16: features.contains(wgpu::Features::SHADER_F16),
             subgroups: features.contains(wgpu::Features::SUBGROUP),
             subgroup_min_size: if features.contains(wgpu::Features::SUBGROUP) { info.subgroup_min_size } else { 0 },
+            subgroup_emulation: 0,
             timestamp_query: features.contains(wgpu::Features::TIMESTAMP_QUERY),
             // shaders/qgemm_coop.wgsl stages up to 26,624 bytes of workgroup memory.
             matrix_f16: features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
@@ -90,6 +97,15 @@ impl Capabilities {
     pub fn with_web_subgroups(mut self, min_size: u32) -> Self {
         self.subgroups = true;
         self.subgroup_min_size = min_size;
+        self
+    }
+
+    /// Subgroups of `size` lanes emulated in workgroup memory (tests: see
+    /// [`Capabilities::subgroup_emulation`]), as the smallest subgroup the kernels may count on.
+    pub fn with_emulated_subgroups(mut self, size: u32) -> Self {
+        self.subgroups = true;
+        self.subgroup_min_size = size;
+        self.subgroup_emulation = size;
         self
     }
 

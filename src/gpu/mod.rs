@@ -314,6 +314,22 @@ impl GpuContext {
         self.device.destroy();
     }
 
+    /// Waits until the GPU has done everything queued so far, buffer writes included (they are
+    /// submitted with the next submission: an empty one sends them).
+    pub async fn wait_idle(&self) -> Result<()> {
+        self.queue.submit([]);
+        let (tx, rx) = futures_channel::oneshot::channel();
+        self.queue.on_submitted_work_done(move || {
+            // The receiver only disappears if the caller was dropped; nothing to report then.
+            let _ = tx.send(());
+        });
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu(format!("waiting for the GPU: {e}")))?;
+        let _ = rx.await;
+        self.check()
+    }
+
     /// Records every dispatch into one compute pass and submits once.
     pub fn run(&self, dispatches: &[&Dispatch]) {
         let mut encoder = self

@@ -35,7 +35,7 @@ impl GpuContext {
         // Browsers compile the text themselves and want the extension named; naga, natively,
         // refuses the directive and takes the builtins under the device feature. Put on the
         // first line so that compiler messages keep the file's line numbers.
-        if cfg!(target_arch = "wasm32") && defines.get("SG").is_some() {
+        if cfg!(target_arch = "wasm32") && defines.get("SG").is_some() && defines.get("SG_EMU").is_none() {
             wgsl.insert_str(0, "enable subgroups; ");
         }
         let pipeline = Arc::new(self.compile(&label, &wgsl).await?);

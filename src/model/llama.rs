@@ -27,6 +27,7 @@ use crate::ops::sample::{params_bytes, SampleParams};
 
 use super::config::LlamaConfig;
 use super::graph::Pass;
+use super::load_times::{LoadClock, LoadPhase, LoadTimes};
 
 mod buffers;
 pub mod forward;
@@ -52,6 +53,8 @@ pub struct Llama {
     pub options: EngineOptions,
     /// GEMV launch shapes measured at load (empty where nothing was tuned).
     pub gemv_tuning: Vec<GemvTuning>,
+    /// Where the load went: the weights' phases, then stacking, tuning and compiling here.
+    pub load_times: LoadTimes,
     k_cache: Vec<GpuTensor>, // per layer [kv_heads, max_seq, kv.row_words(head_dim)] by ring_slot
     v_cache: Vec<GpuTensor>, // per layer [kv_heads, max_seq, kv.row_words(head_dim)] by ring_slot
     rope: GpuTensor,         // [max_seq, rope_dims / 2, 2] by ring_slot
@@ -85,7 +88,7 @@ pub struct Llama {
 
 /// Milliseconds from a monotonic clock (profiling only).
 #[cfg(not(target_arch = "wasm32"))]
-fn web_time_now() -> f64 {
+pub(crate) fn web_time_now() -> f64 {
     use std::sync::OnceLock;
     static START: OnceLock<std::time::Instant> = OnceLock::new();
     START.get_or_init(std::time::Instant::now).elapsed().as_secs_f64() * 1e3
@@ -108,13 +111,17 @@ impl Llama {
     pub async fn new(ctx: &GpuContext, config: LlamaConfig, mut weights: Weights, options: EngineOptions) -> Result<Self> {
         let c = &config;
         check_engine(c, weights.layers.len(), options.max_seq, options.max_batch)?;
+        let clock = LoadClock::new(weights.load_times);
         if options.fuse {
             // One layer at a time, so the separate buffers of a layer go before the next stacks.
+            let start = LoadClock::start();
             let layers = std::mem::take(&mut weights.layers);
             for (i, l) in layers.into_iter().enumerate() {
                 weights.layers.push(l.stacked(ctx, i)?);
             }
+            clock.add(LoadPhase::Stack, start);
         }
+        let start = LoadClock::start();
         let gemv_tuning = if options.tune {
             let mut mats: Vec<&QWeight> = Vec::new();
             for l in &weights.layers {
@@ -133,6 +140,7 @@ impl Llama {
         } else {
             Vec::new()
         };
+        clock.add(LoadPhase::Tune, start);
         let split = options.split_attention.unwrap_or_else(|| split_pays(ctx));
         let fuse_norms = options.fuse_norms.unwrap_or(!ctx.capabilities().is_software);
         let options = EngineOptions {
@@ -168,6 +176,7 @@ impl Llama {
             weights,
             options,
             gemv_tuning,
+            load_times: LoadTimes::default(),
             k_cache,
             v_cache,
             rope,
@@ -182,8 +191,16 @@ impl Llama {
             history: Vec::new(),
             last: 0,
         };
+        let start = LoadClock::start();
         model.decode = model.lower(ctx, Pass::decode(), None).await?;
+        clock.add(LoadPhase::Compile, start);
         model.set_sampling(ctx, &SampleParams::default());
+        // What the load queued (uploads, stacking copies) done, so that its time is the load's
+        // rather than the first pass's.
+        let start = LoadClock::start();
+        ctx.wait_idle().await?;
+        clock.add(LoadPhase::Finish, start);
+        model.load_times = clock.times();
         Ok(model)
     }
 

@@ -23,6 +23,8 @@ use crate::quant::weft::{quantize, QuantMatrix, WeftQuant};
 use super::config::LlamaConfig;
 use super::convert::default_keep_format;
 use super::fit::AutoPlan;
+use super::load_rows::pack_by_rows;
+use super::load_times::{LoadClock, LoadPhase};
 use super::llama::{GateUp, LayerWeights, Quantized, Qkv, Weights};
 use super::names::{part_of, part_of_in, tensor_name, LayerPart, Naming, Part};
 
@@ -366,19 +368,19 @@ fn slice<'a>(bytes: &'a [u8], base: u64, t: &TensorInfo) -> Result<&'a [u8]> {
         .ok_or_else(|| Error::Model(format!("{}: bytes missing from the read", t.name)))
 }
 
-fn vector(ctx: &GpuContext, t: &TensorInfo, bytes: &[u8], len: usize, shift: f32) -> Result<GpuTensor> {
+fn vector(ctx: &GpuContext, t: &TensorInfo, bytes: &[u8], len: usize, shift: f32, clock: &LoadClock) -> Result<GpuTensor> {
     if t.elements() != len as u64 {
         return Err(Error::Model(format!("{} has shape {:?}, expected {len} values", t.name, t.shape)));
     }
-    let mut values = decode_to_f32(t.storage, bytes, len)?;
+    let mut values = clock.time(LoadPhase::Convert, || decode_to_f32(t.storage, bytes, len))?;
     if shift != 0.0 {
         values.iter_mut().for_each(|v| *v += shift);
     }
-    ctx.upload_f32(&t.name, &[len], &values)
+    clock.time(LoadPhase::Upload, || ctx.upload_f32(&t.name, &[len], &values))
 }
 
 /// A weft matrix from its packed levels, scales and zero points.
-fn weft_matrix(ctx: &GpuContext, t: &TensorInfo, e: &WeftEntry, reads: &Reads, rows: usize, cols: usize) -> Result<QWeight> {
+fn weft_matrix(ctx: &GpuContext, t: &TensorInfo, e: &WeftEntry, reads: &Reads, rows: usize, cols: usize, clock: &LoadClock) -> Result<QWeight> {
     if e.shape != [rows, cols] {
         return Err(Error::Model(format!("{} has shape {:?}, expected [{rows}, {cols}]", t.name, e.shape)));
     }
@@ -386,8 +388,8 @@ fn weft_matrix(ctx: &GpuContext, t: &TensorInfo, e: &WeftEntry, reads: &Reads, r
         Some(z) => Some(reads.bytes_of(z)?),
         None => None,
     };
-    let m = e.matrix(&t.name, reads.bytes_of(t)?, reads.bytes_of(&e.scale)?, zeros)?;
-    QWeight::from_weft(ctx, t.name.trim_end_matches(".weft_q"), &m)
+    let m = clock.time(LoadPhase::Convert, || e.matrix(&t.name, reads.bytes_of(t)?, reads.bytes_of(&e.scale)?, zeros))?;
+    clock.time(LoadPhase::Upload, || QWeight::from_weft(ctx, t.name.trim_end_matches(".weft_q"), &m))
 }
 
 /// FNV-1a 64 of a quantized matrix's packed words, then its scales, then its zero points, as
@@ -399,12 +401,13 @@ pub fn quant_digest(m: &QuantMatrix) -> u64 {
 }
 
 /// How a load quantizes: the GPU kernel (with the matrices whose digests it reads back at the
-/// end) or the CPU reference, and what it quantized.
+/// end) or the CPU reference, and what it quantized; and where the load's time goes.
 struct Quantizing {
     plan: Option<AutoPlan>,
     gpu: Option<Quantizer>,
     pending: RefCell<Vec<(usize, QWeight)>>,
     done: RefCell<Vec<Quantized>>,
+    clock: LoadClock,
 }
 
 impl Quantizing {
@@ -418,19 +421,27 @@ impl Quantizing {
             true if on_gpu => Some(Quantizer::new(ctx).await?),
             _ => None,
         };
-        Ok(Self { plan, gpu, pending: RefCell::new(Vec::new()), done: RefCell::new(Vec::new()) })
+        Ok(Self { plan, gpu, pending: RefCell::new(Vec::new()), done: RefCell::new(Vec::new()), clock: LoadClock::default() })
+    }
+
+    /// Waits for the GPU's quantization of what was queued and checks it.
+    async fn check_gpu(&self, ctx: &GpuContext) -> Result<()> {
+        if let Some(q) = &self.gpu {
+            let start = LoadClock::start();
+            q.check(ctx).await?;
+            self.clock.add(LoadPhase::GpuQuantize, start);
+        }
+        Ok(())
     }
 
     /// Waits for the GPU's quantization, checks it and reads the digests asked for.
-    async fn finish(self, ctx: &GpuContext) -> Result<(Vec<Quantized>, Option<AutoPlan>)> {
-        if let Some(q) = &self.gpu {
-            q.check(ctx).await?;
-        }
+    async fn finish(self, ctx: &GpuContext) -> Result<(Vec<Quantized>, Option<AutoPlan>, LoadClock)> {
+        self.check_gpu(ctx).await?;
         let mut done = self.done.into_inner();
         for (i, w) in self.pending.into_inner() {
             done[i].digest = Some(quant_digest(&read_back(ctx, &w).await?));
         }
-        Ok((done, self.plan))
+        Ok((done, self.plan, self.clock))
     }
 }
 
@@ -477,9 +488,11 @@ fn matrix(
         StorageType::Safe(_) | StorageType::Ggml(GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
     );
     let quant = chosen_format(&t.name, opts, quantizing.plan.as_ref())?;
+    let clock = &quantizing.clock;
     if let (true, Some(q)) = (float, quant) {
         let mut done = quantizing.done.borrow_mut();
         if let Some(gpu) = &quantizing.gpu {
+            let start = LoadClock::start();
             // F32, F16 and BF16 go up as stored; other float types as their f32 values.
             let w = match source_type(t.storage) {
                 Some(_) => gpu.quantize(ctx, &t.name, q, t.storage, bytes, rows, cols)?,
@@ -489,15 +502,16 @@ fn matrix(
                     gpu.quantize(ctx, &t.name, q, f32s, bytemuck::cast_slice(&values), rows, cols)?
                 }
             };
+            clock.add(LoadPhase::GpuQuantize, start);
             if opts.digests {
                 quantizing.pending.borrow_mut().push((done.len(), w.alias()?));
             }
             done.push(Quantized { name: t.name.clone(), format: q, digest: None });
             return Ok(w);
         }
-        let m = quantize_stored(t, bytes, q, rows, cols)?;
+        let m = clock.time(LoadPhase::Convert, || quantize_stored(t, bytes, q, rows, cols))?;
         done.push(Quantized { name: t.name.clone(), format: q, digest: Some(quant_digest(&m)) });
-        return QWeight::from_weft(ctx, &t.name, &m);
+        return clock.time(LoadPhase::Upload, || QWeight::from_weft(ctx, &t.name, &m));
     }
     // safetensors floats share GGML's little-endian layouts.
     let as_ggml = match t.storage {
@@ -508,9 +522,29 @@ fn matrix(
         StorageType::Safe(_) => None,
     };
     match as_ggml {
-        Some(g) => QWeight::from_ggml(ctx, &t.name, g, rows, cols, bytes),
-        None => QWeight::from_f32(ctx, &t.name, rows, cols, &decode_to_f32(t.storage, bytes, rows * cols)?),
+        Some(g) if QWeight::repacks(ctx, g) => match clock.time(LoadPhase::Convert, || repacked(g, rows, cols, bytes))? {
+            Some(m) => clock.time(LoadPhase::Upload, || QWeight::from_weft(ctx, &t.name, &m)),
+            // A length that does not fit: from_ggml says what it needed.
+            None => QWeight::from_ggml(ctx, &t.name, g, rows, cols, bytes),
+        },
+        Some(g) => clock.time(LoadPhase::Upload, || QWeight::from_ggml(ctx, &t.name, g, rows, cols, bytes)),
+        None => {
+            let values = clock.time(LoadPhase::Convert, || decode_to_f32(t.storage, bytes, rows * cols))?;
+            clock.time(LoadPhase::Upload, || QWeight::from_f32(ctx, &t.name, rows, cols, &values))
+        }
     }
+}
+
+/// A Q4_0 or Q8_0 matrix in the weft format that holds it (`quant::repack`), repacked by runs
+/// of rows on every core; None where the bytes are not whole rows of 32-weight blocks.
+fn repacked(g: GgmlType, rows: usize, cols: usize, bytes: &[u8]) -> Result<Option<QuantMatrix>> {
+    let row_bytes = cols / 32 * g.block_bytes() as usize;
+    if !cols.is_multiple_of(32) || rows.checked_mul(row_bytes) != Some(bytes.len()) {
+        return Ok(None);
+    }
+    pack_by_rows(rows, cols, |r0, n| {
+        crate::quant::repack::to_weft(g, n, cols, &bytes[r0 * row_bytes..(r0 + n) * row_bytes])
+    })
 }
 
 /// Reads a byte range of a model's weights: any [`RangeReader`] behind one type, so that the
@@ -567,6 +601,7 @@ pub(crate) async fn load_weights_from(
         let group = &groups[step];
         // Either one read for the whole group or one per tensor; the bytes are dropped as
         // soon as the group is on the GPU.
+        let start = LoadClock::start();
         let reads = match group.span() {
             Some(span) => Reads::Span(span.start, read(span).await?),
             None => {
@@ -577,9 +612,11 @@ pub(crate) async fn load_weights_from(
                 Reads::Each(each)
             }
         };
+        let clock = &quantizing.clock;
+        clock.add(LoadPhase::Read, start);
         let mat = |t: &TensorInfo, rows: usize, cols: usize| -> Result<QWeight> {
             match weft.get(&t.name) {
-                Some(e) => weft_matrix(ctx, t, e, &reads, rows, cols),
+                Some(e) => weft_matrix(ctx, t, e, &reads, rows, cols, clock),
                 None => matrix(ctx, t, reads.bytes_of(t)?, rows, cols, opts, &quantizing),
             }
         };
@@ -587,7 +624,7 @@ pub(crate) async fn load_weights_from(
         for (part, t) in &group.parts {
             match part {
                 Part::Embedding => embedding = Some(mat(t, c.vocab, c.dim)?),
-                Part::OutputNorm => out_norm = Some(vector(ctx, t, reads.bytes_of(t)?, c.dim, norm_shift(header, c, *part))?),
+                Part::OutputNorm => out_norm = Some(vector(ctx, t, reads.bytes_of(t)?, c.dim, norm_shift(header, c, *part), clock)?),
                 Part::Output => output = Some(mat(t, c.vocab, c.dim)?),
                 Part::Layer(_, lp) => {
                     parts.insert(*lp, t);
@@ -602,7 +639,7 @@ pub(crate) async fn load_weights_from(
             let layer_mat = |lp: LayerPart, rows: usize, cols: usize| -> Result<QWeight> { mat(get(lp)?, rows, cols) };
             let vec = |lp: LayerPart, len: usize| -> Result<GpuTensor> {
                 let t = get(lp)?;
-                vector(ctx, t, reads.bytes_of(t)?, len, norm_shift(header, c, Part::Layer(layer, lp)))
+                vector(ctx, t, reads.bytes_of(t)?, len, norm_shift(header, c, Part::Layer(layer, lp)), clock)
             };
             let post_norm = |lp: LayerPart| -> Result<Option<GpuTensor>> {
                 if c.arch.is_gemma() { vec(lp, c.dim).map(Some) } else { Ok(None) }
@@ -638,13 +675,11 @@ pub(crate) async fn load_weights_from(
         }
         // The GPU quantizes a group before the next one is uploaded: its source bytes are freed
         // as it goes, whatever the GPU's speed, and a non-finite matrix stops the load here.
-        if let Some(q) = &quantizing.gpu {
-            q.check(ctx).await?;
-        }
+        quantizing.check_gpu(ctx).await?;
         loaded += group.bytes();
         progress(Progress { phase: Phase::Weights, step: done + 1, steps, bytes_loaded: loaded, bytes_total: total });
     }
-    let (quantized, plan) = quantizing.finish(ctx).await?;
+    let (quantized, plan, clock) = quantizing.finish(ctx).await?;
     let layers = layers
         .into_iter()
         .enumerate()
@@ -657,5 +692,6 @@ pub(crate) async fn load_weights_from(
         output,
         quantized,
         plan,
+        load_times: clock.times(),
     })
 }

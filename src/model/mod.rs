@@ -13,6 +13,8 @@ pub mod graph;
 pub mod hf_config;
 pub mod llama;
 pub mod load;
+mod load_rows;
+pub mod load_times;
 pub mod names;
 
 pub use config::{Arch, LlamaConfig};
@@ -20,6 +22,8 @@ pub use crate::ops::kv::KvFormat;
 pub use llama::{kv_bytes_per_token, EngineOptions, Llama, StepProfile};
 pub use fit::{check_memory_fit, DeviceMemory, MemoryNeeds};
 pub use load::{Phase, Progress, QuantizeOn, WeightOptions};
+pub use load_times::LoadTimes;
+use load_times::LoadClock;
 
 use crate::error::{Error, Result};
 use crate::format::ModelHeader;
@@ -36,10 +40,13 @@ pub async fn open<R: RangeReader>(
     weights: WeightOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(Llama, Tokenizer)> {
+    let start = LoadClock::start();
     let mut header = read_header_reporting(reader, progress).await?;
     let (mut config, tokenizer) = header_parts(&header, reader.name())?;
     load::prepare_header(reader, &mut header, &mut config).await?;
-    let llama = build(ctx, &load::read_range_of(reader), reader.len(), &header, config, engine, weights, progress).await?;
+    let header_ms = LoadClock::since(start);
+    let mut llama = build(ctx, &load::read_range_of(reader), reader.len(), &header, config, engine, weights, progress).await?;
+    llama.load_times.header_ms += header_ms;
     Ok((llama, tokenizer))
 }
 
@@ -139,8 +146,12 @@ pub async fn open_safetensors_weights<R: RangeReader>(
     weights: WeightOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Llama> {
+    let start = LoadClock::start();
     let header = read_header_reporting(reader, progress).await?;
-    open_hf_weights(ctx, reader, header, config_json, engine, weights, progress).await
+    let header_ms = LoadClock::since(start);
+    let mut llama = open_hf_weights(ctx, reader, header, config_json, engine, weights, progress).await?;
+    llama.load_times.header_ms += header_ms;
+    Ok(llama)
 }
 
 /// The model of a Hugging Face checkpoint whose safetensors header is read.
@@ -178,10 +189,13 @@ pub async fn open_folder<S: folder::FolderSource>(
     weights: WeightOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(Llama, Tokenizer, folder::Shards<S::Reader>)> {
+    let start = LoadClock::start();
     let f = folder::read_folder(source).await?;
+    let header_ms = LoadClock::since(start);
     let total = f.reader.len();
     progress(Progress { phase: Phase::Header, step: 0, steps: 0, bytes_loaded: 0, bytes_total: total });
-    let llama = open_hf_weights(ctx, &f.reader, f.header, &f.config_json, engine, weights, progress).await?;
+    let mut llama = open_hf_weights(ctx, &f.reader, f.header, &f.config_json, engine, weights, progress).await?;
+    llama.load_times.header_ms += header_ms;
     Ok((llama, f.tokenizer, f.reader))
 }
 

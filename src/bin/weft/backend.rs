@@ -84,6 +84,17 @@ pub fn report_quantized(quantized: &[Quantized], plan: Option<&AutoPlan>, weight
     }
 }
 
+/// `name 0.123 s (4 %), ...` for each phase (seconds) of at least half a millisecond, as a
+/// share of `total_s`.
+pub fn phase_line(phases: &[(&str, f64)], total_s: f64) -> String {
+    let parts: Vec<String> = phases
+        .iter()
+        .filter(|(_, s)| *s >= 0.0005)
+        .map(|(name, s)| format!("{name} {s:.3} s ({:.0} %)", 100.0 * s / total_s))
+        .collect();
+    parts.join(", ")
+}
+
 /// A Hugging Face folder (config.json, tokenizer files, safetensors weights): a directory on
 /// this machine, or an http(s) URL ending in `/` (the rule of the browser's `loadModel`).
 pub enum ModelFolder {
@@ -168,12 +179,7 @@ impl Engine {
     /// float matrices as `weights` asks; the GPU options' context and batch sizes apply to both.
     pub fn open(backend: Backend, cpu: &CpuFlags, weights: WeightOptions, location: &str, engine: EngineOptions) -> anyhow::Result<(Engine, Tokenizer)> {
         match backend {
-            Backend::Gpu => {
-                let ctx = crate::cli::context()?;
-                let (llama, tok) = open_gpu(&ctx, location, engine, weights)?;
-                report_quantized(&llama.weights.quantized, llama.weights.plan.as_ref(), llama.weights.bytes());
-                Ok((Engine::Gpu(Box::new(ctx), Box::new(llama)), tok))
-            }
+            Backend::Gpu => Self::open_gpu(crate::cli::context()?, weights, location, engine),
             Backend::Cpu => {
                 let started = Instant::now();
                 let options = cpu.options(&engine);
@@ -195,6 +201,13 @@ impl Engine {
                 Ok((Engine::Cpu(Box::new(llama)), tok))
             }
         }
+    }
+
+    /// [`Engine::open`] on the GPU of `ctx`.
+    pub fn open_gpu(ctx: GpuContext, weights: WeightOptions, location: &str, engine: EngineOptions) -> anyhow::Result<(Engine, Tokenizer)> {
+        let (llama, tok) = open_gpu(&ctx, location, engine, weights)?;
+        report_quantized(&llama.weights.quantized, llama.weights.plan.as_ref(), llama.weights.bytes());
+        Ok((Engine::Gpu(Box::new(ctx), Box::new(llama)), tok))
     }
 
     pub fn config(&self) -> &LlamaConfig {

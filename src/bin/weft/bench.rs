@@ -8,7 +8,7 @@ use anyhow::Context;
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use serde::Serialize;
 use weft::loader::native::FileReader;
-use weft::model::{self, EngineOptions, KvFormat, StepProfile, WeightOptions};
+use weft::model::{self, EngineOptions, KvFormat, LoadTimes, StepProfile, WeightOptions};
 
 use crate::backend::{Backend, Engine};
 
@@ -44,6 +44,10 @@ struct Report {
     gen: usize,
     reps: usize,
     load_s: f64,
+    /// Where the load went (GPU backend): creating the device, then each phase of the model's
+    /// load; `other_s` is the rest (the KV cache, activation buffers, RoPE tables).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    load_breakdown: Option<LoadBreakdown>,
     prefill_tok_s: Vec<f64>,
     decode_tok_s: Vec<f64>,
     ttft_ms: Vec<f64>,
@@ -76,6 +80,14 @@ struct Report {
     profile: Option<StepProfile>,
 }
 
+#[derive(Serialize)]
+struct LoadBreakdown {
+    device_s: f64,
+    #[serde(flatten)]
+    phases: LoadTimes,
+    other_s: f64,
+}
+
 fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
@@ -90,19 +102,32 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     // rules): what the benchmark measures.
     let weights = WeightOptions { default_keep: false, ..a.load.weights() };
     let dir = Path::new(&a.model);
-    let mut llama = if a.backend == Backend::Gpu && dir.is_dir() && !dir.join("tokenizer.json").is_file() {
-        // Random ids need no tokenizer: a folder of config.json and model.safetensors alone
-        // (bench/gpu/make_models.py) opens from those.
-        let ctx = crate::cli::context()?;
-        let config = std::fs::read_to_string(dir.join("config.json")).context("config.json")?;
-        let reader = FileReader::open(dir.join("model.safetensors"))?;
-        let llama = pollster::block_on(model::open_safetensors_weights(&ctx, &reader, &config, engine, weights, &mut |_| {}))?;
-        crate::backend::report_quantized(&llama.weights.quantized, llama.weights.plan.as_ref(), llama.weights.bytes());
-        Engine::Gpu(Box::new(ctx), Box::new(llama))
-    } else {
-        Engine::open(a.backend, &a.cpu, weights, &a.model, engine)?.0
+    let gpu = match a.backend {
+        Backend::Gpu => Some(crate::cli::context()?),
+        Backend::Cpu => None,
+    };
+    let device_s = started.elapsed().as_secs_f64();
+    let mut llama = match gpu {
+        Some(ctx) if dir.is_dir() && !dir.join("tokenizer.json").is_file() => {
+            // Random ids need no tokenizer: a folder of config.json and model.safetensors alone
+            // (bench/gpu/make_models.py) opens from those.
+            let config = std::fs::read_to_string(dir.join("config.json")).context("config.json")?;
+            let reader = FileReader::open(dir.join("model.safetensors"))?;
+            let llama = pollster::block_on(model::open_safetensors_weights(&ctx, &reader, &config, engine, weights, &mut |_| {}))?;
+            crate::backend::report_quantized(&llama.weights.quantized, llama.weights.plan.as_ref(), llama.weights.bytes());
+            Engine::Gpu(Box::new(ctx), Box::new(llama))
+        }
+        Some(ctx) => Engine::open_gpu(ctx, weights, &a.model, engine)?.0,
+        None => Engine::open(a.backend, &a.cpu, weights, &a.model, engine)?.0,
     };
     let load_s = started.elapsed().as_secs_f64();
+    let load_breakdown = match &llama {
+        Engine::Gpu(_, l) => {
+            let phases = l.load_times;
+            Some(LoadBreakdown { device_s, phases, other_s: load_s - device_s - phases.total_ms() / 1e3 })
+        }
+        Engine::Cpu(_) => None,
+    };
     let vocab = llama.config().vocab as u32;
     let mut rng = SmallRng::seed_from_u64(1);
     let (mut prefill, mut decode, mut ttft) = (Vec::new(), Vec::new(), Vec::new());
@@ -140,6 +165,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         gen: a.gen,
         reps: a.reps,
         load_s,
+        load_breakdown,
         prefill_tok_s_median: median(&prefill),
         decode_tok_s_median: decode_median,
         ttft_ms_median: median(&ttft),
@@ -172,6 +198,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         println!("model      {}", report.model);
         println!("adapter    {} ({})", report.adapter, report.backend);
         println!("load       {:.2} s", report.load_s);
+        if let Some(b) = &report.load_breakdown {
+            print_load(b, report.load_s, &report.gemv_tuning);
+        }
         println!("prefill    {:.1} tok/s (median of {}; prompt {} tokens)", report.prefill_tok_s_median, a.reps, a.prompt_len);
         println!("decode     {:.1} tok/s (median of {}; {} tokens)", report.decode_tok_s_median, a.reps, a.gen);
         println!("ttft       {:.1} ms", report.ttft_ms_median);
@@ -188,6 +217,19 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Each phase of the load in seconds and as a share of it, then the launch shapes tuning chose
+/// (to compare between builds: a faster load must choose the same).
+fn print_load(b: &LoadBreakdown, load_s: f64, tuning: &[weft::ops::qmatmul::GemvTuning]) {
+    let mut phases = vec![("device", b.device_s)];
+    phases.extend(b.phases.phases().iter().map(|&(name, ms)| (name, ms / 1e3)));
+    phases.push(("other", b.other_s));
+    println!("  load by phase: {}", crate::backend::phase_line(&phases, load_s));
+    for t in tuning {
+        let c = t.chosen;
+        println!("  tuned      {} {}x{}: wg {} rows {} lanes {}", t.format, t.rows, t.cols, c.wg, c.rows, c.lanes);
+    }
 }
 
 fn print_profile(p: &StepProfile) {

@@ -13,6 +13,7 @@ pub struct Args {
     pub max_tokens: usize,
     pub sampling: SampleParams,
     pub chat: bool,
+    pub verbose: bool,
     pub ids: bool,
     pub max_seq: usize,
     pub kv: KvFormat,
@@ -26,6 +27,11 @@ pub struct Args {
 pub fn run(a: Args) -> anyhow::Result<()> {
     let engine = EngineOptions { max_seq: a.max_seq, kv: a.kv, sinks: a.sinks, ..Default::default() };
     let (mut llama, tok) = crate::backend::Engine::open(a.backend, &a.cpu, a.load.weights(), &a.model, engine)?;
+    if let (true, crate::backend::Engine::Gpu(_, l)) = (a.verbose, &llama) {
+        let t = l.load_times;
+        let phases: Vec<(&str, f64)> = t.phases().iter().map(|&(name, ms)| (name, ms / 1e3)).collect();
+        eprintln!("load by phase: {}", crate::backend::phase_line(&phases, t.total_ms() / 1e3));
+    }
     let prompt = if a.chat {
         // The prompt is message content: encoded as text, so it cannot forge template tokens.
         let user = weft::tokenizer::chat::Message { role: "user".into(), content: a.prompt.clone() };

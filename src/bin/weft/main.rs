@@ -99,6 +99,9 @@ mod cli {
             /// Wrap the prompt in the model's chat template.
             #[arg(long)]
             chat: bool,
+            /// Print where the load went, phase by phase, on stderr (GPU backend).
+            #[arg(long)]
+            verbose: bool,
             /// Print token ids instead of text.
             #[arg(long)]
             ids: bool,
@@ -376,6 +379,7 @@ mod cli {
                 repeat_penalty,
                 seed,
                 chat,
+                verbose,
                 ids,
                 max_seq,
                 kv,
@@ -396,6 +400,7 @@ mod cli {
                     ..Default::default()
                 },
                 chat,
+                verbose,
                 ids,
                 max_seq,
                 kv,

@@ -109,6 +109,8 @@ pub struct Weights {
     pub quantized: Vec<Quantized>,
     /// The formats `quantize: 'auto'` chose, and for what budget.
     pub plan: Option<crate::model::fit::AutoPlan>,
+    /// Where loading the weights went (reads, CPU work, uploads, GPU quantization).
+    pub load_times: crate::model::LoadTimes,
 }
 
 /// A matrix quantized while loading: its file name, the format and `load::quant_digest` of

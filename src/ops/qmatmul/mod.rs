@@ -145,15 +145,41 @@ fn x_defines(d: Defines, k: usize) -> Defines {
     if k.is_multiple_of(4) { d } else { d.set("XSCALAR", 1) }
 }
 
-/// `subgroup` is the adapter's smallest subgroup (0 without subgroups): lanes sharing a row add
-/// their sums with subgroup shuffles when one subgroup always holds them, else through shared
-/// memory.
-fn gemv_defines(format: &WeightFormat, precision: Precision, c: GemvConfig, k: usize, subgroup: u32) -> Defines {
+/// The subgroups a GEMV's lanes may add their sums with: the size the adapter guarantees (its
+/// smallest; 0 without subgroups), and the size emulated in their place (0: none; see
+/// `Capabilities::subgroup_emulation`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Subgroups {
+    pub(crate) size: u32,
+    pub(crate) emulated: u32,
+}
+
+impl Subgroups {
+    pub(crate) const NONE: Self = Self { size: 0, emulated: 0 };
+
+    pub(crate) fn of(caps: &Capabilities) -> Self {
+        Self { size: caps.subgroup_min_size, emulated: caps.subgroup_emulation }
+    }
+
+    /// `d` with the row sum of `lanes` lanes by subgroup shuffles (SG) where one subgroup always
+    /// holds them — `lanes` at most the guaranteed size: in a smaller subgroup a shuffle would
+    /// reach outside it — else unchanged (the shared-memory sum).
+    fn row_sum(self, d: Defines, lanes: u32) -> Defines {
+        if lanes <= 1 || lanes > self.size {
+            return d;
+        }
+        let d = d.set("SG", 1);
+        if self.emulated > 0 { d.set("SG_EMU", self.emulated) } else { d }
+    }
+}
+
+/// Lanes sharing a row add their sums as [`Subgroups::row_sum`] says.
+fn gemv_defines(format: &WeightFormat, precision: Precision, c: GemvConfig, k: usize, subgroup: Subgroups) -> Defines {
     let d = format.defines().set("WG", c.wg).set("PB", 3 + format.weight_bindings() - 1);
     let d = match format.gemv_block() {
         Some(path) => {
             let d = x_defines(d.set("BLOCKS", 1).set(path, 1).set("RPT", c.rows).set("LPR", c.lanes).set("ROW_SUM", 1), k);
-            if c.lanes > 1 && c.lanes <= subgroup { d.set("SG", 1) } else { d }
+            subgroup.row_sum(d, c.lanes)
         }
         None => d.set("ROWS", c.rows),
     };
@@ -171,7 +197,7 @@ fn gpu_gemv(format: &WeightFormat, k: usize, precision: Precision, c: GemvConfig
         && matches!(c.rows, 1 | 2 | 4)
 }
 
-fn gpu_gemv_defines(format: &WeightFormat, c: GemvConfig, subgroup: u32) -> Defines {
+fn gpu_gemv_defines(format: &WeightFormat, c: GemvConfig, subgroup: Subgroups) -> Defines {
     let mut d = format.defines().set("WG", c.wg).set("LPR", c.lanes).set("RPT", c.rows).set("ROW_SUM", 1);
     d = d.set("PB", 3 + format.weight_bindings() - 1);
     if c.rows >= 2 {
@@ -180,12 +206,15 @@ fn gpu_gemv_defines(format: &WeightFormat, c: GemvConfig, subgroup: u32) -> Defi
     if c.rows == 4 {
         d = d.set("R4", 1);
     }
-    if c.lanes <= subgroup { d.set("SG", 1) } else { d }
+    subgroup.row_sum(d, c.lanes)
 }
 
 fn embed_defines(format: &WeightFormat) -> Defines {
     format.defines().set("PB", 3 + format.weight_bindings() - 1)
 }
+
+/// The subgroups of the hardware GPUs the variants are checked for.
+const SG32: Subgroups = Subgroups { size: 32, emulated: 0 };
 
 pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
     let mut all = Vec::new();
@@ -196,10 +225,10 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
         // shape with and without subgroups.
         for precision in [Precision::F32, Precision::F16] {
             for k in [4, 3] {
-                all.push((QGEMV_SHADER, gemv_defines(f, precision, GemvConfig::for_format(f), k, 0)));
+                all.push((QGEMV_SHADER, gemv_defines(f, precision, GemvConfig::for_format(f), k, Subgroups::NONE)));
             }
             all.extend(gemm::variants(f, precision));
-            for subgroup in [0, 32] {
+            for subgroup in [Subgroups::NONE, SG32] {
                 all.push((QGEMV_SHADER, gemv_defines(f, precision, GEMV_BLOCKS_GPU, 4, subgroup)));
             }
         }
@@ -207,7 +236,7 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
         if matches!(f, WeightFormat::Weft(_)) {
             let pb = 3 + f.weight_bindings() - 1;
             for rows in [1, 2, 4] {
-                for subgroup in [0, 32] {
+                for subgroup in [Subgroups::NONE, SG32] {
                     let d = gpu_gemv_defines(f, GemvConfig { wg: 256, rows, lanes: 32 }, subgroup);
                     all.push((QGEMV_GPU_SHADER, d.clone()));
                     all.push((QGEMV_GPU_SHADER, d.clone().set("NORM", 1).set("NB", pb).set("PB", pb + 1)));
@@ -226,13 +255,18 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
         if f.gemv_block().is_some() {
             // The decode step's fused forms (vec4 x, F32), on both launch shapes.
             let pb = 3 + f.weight_bindings() - 1;
-            for (config, subgroup) in [(GemvConfig::for_format(f), 0), (GEMV_BLOCKS_GPU, 32)] {
+            for (config, subgroup) in [(GemvConfig::for_format(f), Subgroups::NONE), (GEMV_BLOCKS_GPU, SG32)] {
                 let d = gemv_defines(f, Precision::F32, config, 4, subgroup);
                 all.push((QGEMV_SHADER, d.clone().set("NORM", 1).set("NB", pb).set("PB", pb + 1)));
                 all.push((QGEMV_SHADER, d.set("RESIDUAL", 1)));
             }
         }
     }
+    // The emulated subgroups of the tests (tests/subgroup_sizes.rs), on both kernels.
+    let emulated = Subgroups { size: 32, emulated: 32 };
+    let q4 = WeightFormat::Weft(crate::quant::weft::WeftQuant { bits: 4, group: 32, scheme: crate::quant::weft::Scheme::Sym });
+    all.push((QGEMV_SHADER, gemv_defines(&q4, Precision::F32, GEMV_BLOCKS_GPU, 4, emulated)));
+    all.push((QGEMV_GPU_SHADER, gpu_gemv_defines(&q4, GemvConfig { wg: 256, rows: 4, lanes: 32 }, emulated)));
     all.sort_by(|a, b| (a.0.name, &a.1).cmp(&(b.0.name, &b.1)));
     all.dedup_by(|a, b| a.0.name == b.0.name && a.1 == b.1);
     all
@@ -426,7 +460,7 @@ async fn gemv_with(
         return Err(Error::Shape { op: "gemv", message: format!("workgroup {wg}, rows {rows}, lanes {lanes}") });
     }
     // In a browser the pipeline cache adds `enable subgroups;` (see `GpuContext::pipeline`).
-    let subgroup = ctx.capabilities().subgroup_min_size;
+    let subgroup = Subgroups::of(ctx.capabilities());
     let gpu = gpu_gemv(&w.format, w.cols, precision, config);
     let (shader, mut defines) = if gpu {
         (&QGEMV_GPU_SHADER, gpu_gemv_defines(&w.format, config, subgroup))

@@ -188,10 +188,7 @@ impl QWeight {
                 ),
             });
         }
-        // On GPUs, Q4_0 and Q8_0 are stored as the weft format that holds them exactly, whose
-        // chunks are word-aligned for shaders/qgemv_gpu.wgsl (src/quant/repack.rs). CPU-emulated
-        // adapters keep the stored blocks, whose kernels were measured best there.
-        if !ctx.capabilities().is_software {
+        if Self::repacks(ctx, ty) {
             if let Some(m) = quant::repack::to_weft(ty, rows, cols, bytes)? {
                 return Self::from_weft(ctx, name, &m);
             }
@@ -207,6 +204,15 @@ impl QWeight {
             })
             .collect::<Result<_>>()?;
         Ok(Self { format, rows, cols, parts })
+    }
+
+    /// Whether [`QWeight::from_ggml`] stores `ty` on this adapter as the weft format that holds
+    /// it exactly: on GPUs, Q4_0 and Q8_0, whose weft chunks are word-aligned for
+    /// shaders/qgemv_gpu.wgsl (src/quant/repack.rs). CPU-emulated adapters keep the stored
+    /// blocks, whose kernels were measured best there. A loader may repack itself (on several
+    /// threads) and call [`QWeight::from_weft`]: the same buffers.
+    pub fn repacks(ctx: &GpuContext, ty: GgmlType) -> bool {
+        !ctx.capabilities().is_software && quant::repack::weft_equivalent(ty).is_some()
     }
 
     /// From plain f32 values, row-major [rows, cols].
