@@ -18,7 +18,8 @@
 #           and llama.cpp's llama-bench on the same files where .dev/llama-bench.xz is there (built
 #           with CUDA from the llama.cpp source in the llama-cpp-python sdist)
 #   llama   build llama-bench (CUDA, sm_90) from .llama/llama.tar.xz (the llama.cpp source of the
-#           llama-cpp-python sdist) while the other steps run, then run it on every model file
+#           llama-cpp-python sdist; niced, on three quarters of the cores, so the weft runs beside it
+#           keep their figures) while the other steps run, then run it on every model file
 #   dawn    weft's JS API on Dawn (bench/dawn/run.mjs, carried as .dev/weft-dawn.txz) beside a
 #           native weft bench of each model file (after `models` in the same call); DAWN_ARGS
 #           (e.g. --profile) go to run.mjs
@@ -60,7 +61,7 @@ if [[ $steps == *llama* ]] && [ ! -x "$bin/llama-bench" ]; then
   mkdir -p /tmp/l && tar -xJf .llama/llama.tar.xz -C /tmp/l
   (cd /tmp/l/llama.cpp && cmake -B build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_BUILD_TESTS=OFF \
     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF \
-    -DBUILD_SHARED_LIBS=OFF >/tmp/l/cmake.log 2>&1 && cmake --build build --target llama-bench -j "$(nproc)" >/tmp/l/build.log 2>&1
+    -DBUILD_SHARED_LIBS=OFF >/tmp/l/cmake.log 2>&1 && nice -n 19 cmake --build build --target llama-bench -j "$(( $(nproc) * 3 / 4 ))" >/tmp/l/build.log 2>&1
    echo "built: $?" >>/tmp/l/build.log) &
   building=$!
 fi
