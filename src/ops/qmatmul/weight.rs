@@ -309,7 +309,7 @@ impl QWeight {
                 let halves = |what: &str| ctx.zeros(&format!("{label}.{what}"), &[(n * gpr).div_ceil(2)], DType::U32);
                 let scales = Some(halves("weft_scale")?);
                 let zeros = match quant.scheme {
-                    Scheme::Asym => Some(halves("weft_zero")?),
+                    Scheme::Asym | Scheme::K => Some(halves("weft_zero")?),
                     Scheme::Sym => None,
                 };
                 Ok(QPart { row0, rows: n, data, scales, zeros })
