@@ -415,7 +415,8 @@ struct Quantizing {
 impl Quantizing {
     async fn new(ctx: &GpuContext, opts: &WeightOptions, plan: Option<AutoPlan>) -> Result<Self> {
         let on_gpu = match opts.quantize_on {
-            QuantizeOn::Auto => !ctx.capabilities().is_software,
+            // The `k` formats' 8-bit grid is in the CPU quantizer only.
+            QuantizeOn::Auto => !ctx.capabilities().is_software && opts.quantize.is_none_or(|q| q.scheme != crate::quant::weft::Scheme::K),
             QuantizeOn::Gpu => true,
             QuantizeOn::Cpu => false,
         };

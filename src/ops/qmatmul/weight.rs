@@ -86,7 +86,7 @@ impl WeightFormat {
                     .set("BITS", q.bits)
                     .set("GROUP", q.group)
                     .set(&format!("WB{}", q.bits), 1);
-                if q.scheme == Scheme::Asym { d.set("ASYM", 1) } else { d }
+                if q.has_zero() { d.set("ASYM", 1) } else { d }
             }
         }
     }
@@ -111,7 +111,7 @@ impl WeightFormat {
     /// Storage buffers the weight binds: packed data, then scales and zeros for weft.
     pub(crate) fn weight_bindings(&self) -> usize {
         match self {
-            Self::Weft(q) if q.scheme == Scheme::Asym => 3,
+            Self::Weft(q) if q.has_zero() => 3,
             Self::Weft(_) => 2,
             _ => 1,
         }
@@ -254,7 +254,7 @@ impl QWeight {
         let wants = [
             (m.words.len(), m.rows * wpr, "packed words"),
             (m.scales.len(), m.rows * gpr, "scales"),
-            (m.zeros.len(), if m.quant.scheme == Scheme::Asym { m.rows * gpr } else { 0 }, "zeros"),
+            (m.zeros.len(), if m.quant.has_zero() { m.rows * gpr } else { 0 }, "zeros"),
         ];
         for (got, want, what) in wants {
             if got != want {
