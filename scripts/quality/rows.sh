@@ -34,3 +34,15 @@ echo "weft:mix2_gptq:--bits 2 --group 32 --scheme asym --calibration $CAL --gptq
 for role in token_embd attn_q attn_k attn_v attn_output ffn_gate ffn_up ffn_down; do
   echo "role:$role:q2_g32_asym"
 done
+# The k formats (8-bit scale and zero-point codes per group of 32), calibrated, and budget plans
+# at the issue's two sizes (≤ 4.2 and ≤ 3.2 bits/weight: 70.6 and 53.8 MB files) whose
+# candidates include them.
+k() { echo "weft:q$1_g32_k_cal:--bits $1 --group 32 --scheme k --no-default-keep --calibration $CAL"; }
+k 4; k 3; k 2
+echo "weft:mixed_k_69mb_cal:--bits 4 --group 32 --scheme asym --budget-mb 69.1 --calibration $CAL"
+echo "weft:mixed_k_52mb_cal:--bits 4 --group 32 --scheme asym --budget-mb 52.3 --calibration $CAL"
+# Hand mixes against the 69.1 MB plan: q, k, attention output and gate at q3_g32_k (and six
+# ffn_up), the rest q4_g32_k.
+m3="--bits 4 --group 32 --scheme k --no-default-keep --calibration $CAL --keep attn_q=q3_g32_k --keep attn_k=q3_g32_k --keep attn_output=q3_g32_k --keep ffn_gate=q3_g32_k"
+echo "weft:mix3_k_qkog_cal:$m3 --keep blk.2.ffn_up=q3_g32_k"
+echo "weft:mix3_k_qkog6u_cal:$m3$(for l in 10 11 12 13 14 15; do printf ' --keep blk.%s.ffn_up=q3_g32_k' $l; done)"

@@ -20,4 +20,8 @@ if [ $# -gt 0 ]; then printf '%s\n' "$@"; else bash scripts/quality/rows.sh; fi 
 mapfile -t ROWS < "$WORK/rows.txt"
 (cd scripts/quality && nice -n 10 "$PYTHON" run_table.py --source "$MODEL" --ids "$WORK/ids.json" \
   --work "$WORK" --results "$WORK/results.jsonl" --weft "$WEFT" "${ROWS[@]}")
-"$PYTHON" scripts/quality/make_report.py "$WORK/results.jsonl" docs/quality-kld.svg docs/quality-frontier.svg | tee "$WORK/table.md"
+# Rows carried from docs/QUALITY.md (scripts/quality/carry.py) are merged first, so a row measured
+# here replaces its carried figures.
+RESULTS=$WORK/results.jsonl
+[ -f "$WORK/carried.jsonl" ] && RESULTS=$WORK/carried.jsonl,$RESULTS
+"$PYTHON" scripts/quality/make_report.py "$RESULTS" docs/quality-kld.svg docs/quality-frontier.svg | tee "$WORK/table.md"

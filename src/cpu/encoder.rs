@@ -223,7 +223,7 @@ pub fn decode_weft_row(m: &QuantMatrix, r: usize, out: &mut [f32]) {
         let scale = f16::from_bits(m.scales[grp]).to_f32();
         let zero = match q.scheme {
             Scheme::Sym => sym_zero,
-            Scheme::Asym => f16::from_bits(m.zeros[grp]).to_f32(),
+            Scheme::Asym | Scheme::K => f16::from_bits(m.zeros[grp]).to_f32(),
         };
         let words = &m.words[grp * wpg..(grp + 1) * wpg];
         for (j, o) in chunk.iter_mut().enumerate() {

@@ -80,7 +80,11 @@ impl KeepRule {
     pub fn quant(&self, default: WeftQuant) -> Result<Option<WeftQuant>> {
         match (self.format, self.bits) {
             (Some(f), _) => Ok(Some(f)),
-            (None, bits @ (2 | 3 | 4 | 8)) => Ok(Some(WeftQuant::new(bits, default.group, default.scheme)?)),
+            (None, bits @ (2 | 3 | 4 | 8)) => {
+                // The `k` scheme's zero-point codes stop at 4 bits: 8 bits keep f16 parameters.
+                let scheme = if default.scheme == Scheme::K && bits > 4 { Scheme::Asym } else { default.scheme };
+                Ok(Some(WeftQuant::new(bits, default.group, scheme)?))
+            }
             _ => Ok(None),
         }
     }
@@ -132,13 +136,16 @@ impl QuantizePlan {
 }
 
 /// The formats the budget planner chooses among: every bit width in the plan's group and scheme,
-/// and the symmetric group-64 formats at 2 and 3 bits (2.25 and 3.25 bits/weight, the smallest
-/// grids that divide 576- and 960-wide rows), which take SmolLM2-135M down to ~40 MB.
+/// the symmetric group-64 formats at 2 and 3 bits (2.25 and 3.25 bits/weight, the smallest
+/// grids that divide 576- and 960-wide rows), which take SmolLM2-135M down to ~40 MB, and the
+/// `k` formats at 2, 3 and 4 bits in the plan's group (0.5 bits/weight less than `asym` at
+/// group 32, on nearly the same grid).
 pub fn budget_formats(default: WeftQuant) -> Vec<WeftQuant> {
     let mut out: Vec<WeftQuant> =
         crate::quant::weft::BITS.iter().filter_map(|&b| WeftQuant::new(b, default.group, default.scheme).ok()).collect();
-    for bits in [2, 3] {
-        if let Ok(q) = WeftQuant::new(bits, 64, Scheme::Sym) {
+    let extra = [(2, 64, Scheme::Sym), (3, 64, Scheme::Sym), (2, default.group, Scheme::K), (3, default.group, Scheme::K), (4, default.group, Scheme::K)];
+    for (bits, group, scheme) in extra {
+        if let Ok(q) = WeftQuant::new(bits, group, scheme) {
             if !out.contains(&q) {
                 out.push(q);
             }
@@ -212,12 +219,20 @@ pub async fn quantize_model<R: RangeReader>(
                 out.metadata.insert(format!("weft.q.{}", t.name), meta.to_string());
                 let words = m.words.len() as u64;
                 let groups = m.scales.len() as u64;
-                out.add(&format!("{}.weft_q", t.name), SafeDtype::U32, &[rows as u64, words / rows as u64], bytemuck::cast_slice(&m.words).to_vec())?;
-                out.add(&format!("{}.weft_scale", t.name), SafeDtype::F16, &[rows as u64, groups / rows as u64], bytemuck::cast_slice(&m.scales).to_vec())?;
-                if !m.zeros.is_empty() {
-                    out.add(&format!("{}.weft_zero", t.name), SafeDtype::F16, &[rows as u64, groups / rows as u64], bytemuck::cast_slice(&m.zeros).to_vec())?;
+                let rows64 = rows as u64;
+                out.add(&format!("{}.weft_q", t.name), SafeDtype::U32, &[rows64, words / rows64], bytemuck::cast_slice(&m.words).to_vec())?;
+                if q.scheme == Scheme::K {
+                    // One byte per scale and zero point; the row's exponent leads its scales.
+                    let codes = crate::quant::kcode::encode(&m)?;
+                    out.add(&format!("{}.weft_scale", t.name), SafeDtype::U8, &[rows64, groups / rows64 + 1], codes.scales)?;
+                    out.add(&format!("{}.weft_zero", t.name), SafeDtype::U8, &[rows64, groups / rows64], codes.zeros)?;
+                } else {
+                    out.add(&format!("{}.weft_scale", t.name), SafeDtype::F16, &[rows64, groups / rows64], bytemuck::cast_slice(&m.scales).to_vec())?;
+                    if !m.zeros.is_empty() {
+                        out.add(&format!("{}.weft_zero", t.name), SafeDtype::F16, &[rows64, groups / rows64], bytemuck::cast_slice(&m.zeros).to_vec())?;
+                    }
                 }
-                (q.name(), m.bytes() as u64, decoded)
+                (q.name(), q.file_bytes(rows, cols) as u64, decoded)
             }
             (_, true, None) if bits == 16 => {
                 let halves: Vec<u16> = values.iter().map(|&v| half::f16::from_f32(v).to_bits()).collect();
@@ -276,14 +291,13 @@ pub async fn budget_choices<R: RangeReader>(
                     // weighted error the tied embedding (weighted for its head use only) looked
                     // 10x cheaper to round than it is, and a 69 MB plan put it at 2 bits.
                     let error = role_weight(&t.name) * relative_sq_error(&values, &m.dequantize());
-                    candidates.push(Candidate { format: q, bytes: m.bytes() as u64, error });
+                    candidates.push(Candidate { format: q, bytes: q.file_bytes(rows, cols) as u64, error });
                 }
                 choices.push(TensorChoices { name: t.name.clone(), candidates });
             }
             (&[rows, cols], true, Some(Some(q))) => {
                 let (rows, cols) = (rows as usize, cols as usize);
-                fixed += (rows * q.words_per_row(cols) * 4) as u64
-                    + (rows * q.groups_per_row(cols) * if q.scheme == Scheme::Asym { 4 } else { 2 }) as u64;
+                fixed += q.file_bytes(rows, cols) as u64;
             }
             (_, true, Some(None)) if rule.is_some_and(|r| r.bits == 16) => fixed += t.elements() * 2,
             _ => fixed += t.elements() * 4,
@@ -364,7 +378,8 @@ mod tests {
     fn budget_formats_reach_below_two_and_a_half_bits() {
         let formats = budget_formats(WeftQuant::new(4, 32, Scheme::Asym).unwrap());
         assert_eq!(formats[..4].iter().map(|q| q.bits).collect::<Vec<_>>(), vec![2, 3, 4, 8]);
-        assert!(formats.iter().all(|q| q.group == 32 && q.scheme == Scheme::Asym || q.group == 64 && q.scheme == Scheme::Sym));
+        assert!(formats.iter().all(|q| q.group == 32 && q.scheme != Scheme::Sym || q.group == 64 && q.scheme == Scheme::Sym));
+        assert_eq!(formats.iter().filter(|q| q.scheme == Scheme::K).map(|q| q.bits).collect::<Vec<_>>(), vec![2, 3, 4]);
         let smallest = formats.iter().map(|q| q.bits_per_weight()).fold(f64::MAX, f64::min);
         assert_eq!(smallest, 2.25);
     }

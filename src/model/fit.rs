@@ -265,7 +265,7 @@ pub fn predicted_error(format: WeftQuant) -> f64 {
     };
     let levels = (1u64 << format.bits) as f64;
     let step = match format.scheme {
-        Scheme::Asym => 2.0 * expected_max(format.group) / (levels - 1.0),
+        Scheme::Asym | Scheme::K => 2.0 * expected_max(format.group) / (levels - 1.0),
         Scheme::Sym => expected_max(2 * format.group) / (levels / 2.0),
     };
     step * step / 12.0
@@ -275,7 +275,7 @@ pub fn predicted_error(format: WeftQuant) -> f64 {
 /// points), as `QWeight` stores them.
 pub(crate) fn weft_bytes(format: WeftQuant, rows: u64, cols: u64) -> u64 {
     let groups = rows.saturating_mul(format.groups_per_row(cols as usize) as u64);
-    let halves = if format.scheme == Scheme::Asym { 2 } else { 1 };
+    let halves = if format.has_zero() { 2 } else { 1 };
     rows.saturating_mul(format.words_per_row(cols as usize) as u64 * 4).saturating_add(groups * 2 * halves)
 }
 
@@ -293,7 +293,9 @@ pub(crate) fn is_float_matrix(t: &TensorInfo) -> bool {
 pub fn plan_auto(config: &LlamaConfig, tensors: &[TensorInfo], engine: &EngineOptions, device: &DeviceMemory) -> Result<AutoPlan> {
     let (matrices, rest): (Vec<TensorInfo>, Vec<TensorInfo>) = tensors.iter().cloned().partition(is_float_matrix);
     let fixed = memory_needs(config, &rest, engine, &WeightOptions::default()).total();
-    let formats = budget_formats(WeftQuant { bits: 4, group: 32, scheme: Scheme::Asym });
+    // `k` formats save file bytes only: in GPU memory they are their asymmetric twins.
+    let formats: Vec<WeftQuant> =
+        budget_formats(WeftQuant { bits: 4, group: 32, scheme: Scheme::Asym }).into_iter().filter(|q| q.scheme != Scheme::K).collect();
     let choices: Vec<TensorChoices> = matrices
         .iter()
         .map(|t| TensorChoices {

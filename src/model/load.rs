@@ -117,6 +117,11 @@ impl WeftEntry {
     /// every length checked against the format.
     pub(crate) fn matrix(&self, name: &str, words: &[u8], scales: &[u8], zeros: Option<&[u8]>) -> Result<QuantMatrix> {
         let [rows, cols] = self.shape;
+        if self.quant.scheme == crate::quant::weft::Scheme::K {
+            let words = bytemuck::pod_collect_to_vec(words);
+            return crate::quant::kcode::decode(self.quant, rows, cols, words, scales, zeros.unwrap_or_default())
+                .map_err(|e| Error::Model(format!("{name}: {e}")));
+        }
         let m = QuantMatrix {
             quant: self.quant,
             rows,
@@ -155,7 +160,7 @@ pub(crate) fn weft_entries(header: &ModelHeader) -> Result<HashMap<String, WeftE
         let scale = find(format!("{base}.weft_scale"))
             .ok_or_else(|| Error::Model(format!("{base}: no {base}.weft_scale tensor")))?;
         let zero = find(format!("{base}.weft_zero"));
-        if (quant.scheme == crate::quant::weft::Scheme::Asym) != zero.is_some() {
+        if quant.has_zero() != zero.is_some() {
             return Err(Error::Model(format!("{base}: zero points do not match the {} scheme", meta.format)));
         }
         out.insert(format!("{base}.weft_q"), WeftEntry { quant, shape: meta.shape, scale, zero });
@@ -413,7 +418,8 @@ struct Quantizing {
 impl Quantizing {
     async fn new(ctx: &GpuContext, opts: &WeightOptions, plan: Option<AutoPlan>) -> Result<Self> {
         let on_gpu = match opts.quantize_on {
-            QuantizeOn::Auto => !ctx.capabilities().is_software,
+            // The `k` formats' 8-bit grid is in the CPU quantizer only.
+            QuantizeOn::Auto => !ctx.capabilities().is_software && opts.quantize.is_none_or(|q| q.scheme != crate::quant::weft::Scheme::K),
             QuantizeOn::Gpu => true,
             QuantizeOn::Cpu => false,
         };

@@ -78,6 +78,9 @@ impl Quantizer {
         cols: usize,
     ) -> Result<QWeight> {
         let fail = |message: String| Error::Shape { op: "quantize", message: format!("{name}: {message}") };
+        if quant.scheme == Scheme::K {
+            return Err(fail(format!("{} is quantized on the CPU: the GPU quantizer has no 8-bit scale grid", quant.name())));
+        }
         let (dtype, size) = source_type(storage).ok_or_else(|| fail(format!("{} is not F32, F16 or BF16", storage.name())))?;
         if rows.checked_mul(cols).and_then(|n| n.checked_mul(size)) != Some(bytes.len()) {
             return Err(fail(format!("{} bytes do not hold [{rows}, {cols}] {}", bytes.len(), storage.name())));

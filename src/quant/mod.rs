@@ -6,6 +6,7 @@ mod ggml;
 // The CPU backend's K-quant kernels read the packed scales the way the decoder does.
 pub(crate) use ggml::k4_scale_min;
 pub mod gptq;
+pub mod kcode;
 pub mod sample;
 pub mod scaled;
 mod search;

@@ -34,7 +34,7 @@ pub(super) fn sq_error(quant: WeftQuant, x: &[f32], scale: f32, zero: f32) -> f6
     weighted_error(quant, x, None, scale, zero)
 }
 
-fn weighted_error(quant: WeftQuant, x: &[f32], w: Option<&[f32]>, scale: f32, zero: f32) -> f64 {
+pub(super) fn weighted_error(quant: WeftQuant, x: &[f32], w: Option<&[f32]>, scale: f32, zero: f32) -> f64 {
     x.iter()
         .enumerate()
         .map(|(j, &v)| {

@@ -14,16 +14,20 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 
 use super::gptq::{quantize_row as gptq_row, Factor};
+use super::kcode::snap_row;
 use super::search::{assign, best_params, compensate};
 #[cfg(test)]
 use super::search::sq_error;
 
-/// Symmetric (scale only) or asymmetric (scale and zero point).
+/// Symmetric (scale only) or asymmetric (scale and zero point); `K` is the asymmetric scheme
+/// with each group's scale and zero point stored as 8-bit codes (`quant::kcode`): in memory a
+/// `K` matrix holds the f16 values those codes decode to exactly, and decodes as `Asym` does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Scheme {
     Sym,
     Asym,
+    K,
 }
 
 /// A weft block format.
@@ -45,6 +49,13 @@ impl WeftQuant {
                 message: format!("unsupported format: {bits} bits, group {group} (bits 2/3/4/8, groups 32/64/128)"),
             });
         }
+        if scheme == Scheme::K && bits > 4 {
+            // The zero-point code spans levels -8..24: enough for 2-4 bits only.
+            return Err(Error::Decode {
+                ty: "weft",
+                message: format!("unsupported format: {bits} bits with 8-bit scale codes (k: bits 2/3/4)"),
+            });
+        }
         Ok(Self { bits, group, scheme })
     }
 
@@ -53,6 +64,7 @@ impl WeftQuant {
         let scheme = match self.scheme {
             Scheme::Sym => "sym",
             Scheme::Asym => "asym",
+            Scheme::K => "k",
         };
         format!("q{}_g{}_{}", self.bits, self.group, scheme)
     }
@@ -65,6 +77,7 @@ impl WeftQuant {
         let scheme = match parts.next() {
             Some("sym") => Scheme::Sym,
             Some("asym") => Scheme::Asym,
+            Some("k") => Scheme::K,
             _ => return Err(bad()),
         };
         match (bits, group, parts.next()) {
@@ -86,13 +99,31 @@ impl WeftQuant {
         self.groups_per_row(cols) * self.words_per_group()
     }
 
-    /// Storage cost including scales (and zeros), for K a multiple of the group.
+    /// Storage cost including scales (and zeros), for K a multiple of the group (without the
+    /// `k` scheme's one byte per row).
     pub fn bits_per_weight(&self) -> f64 {
         let per_group = match self.scheme {
-            Scheme::Sym => 16.0,
+            Scheme::Sym | Scheme::K => 16.0,
             Scheme::Asym => 32.0,
         };
         self.bits as f64 + per_group / self.group as f64
+    }
+
+    /// Whether a zero point is stored per group (the decoders read one).
+    pub fn has_zero(&self) -> bool {
+        self.scheme != Scheme::Sym
+    }
+
+    /// Bytes of a `[rows, cols]` matrix in a weft file: packed levels, scales and zero points
+    /// (`k`: one byte each, and the row's exponent byte).
+    pub fn file_bytes(&self, rows: usize, cols: usize) -> usize {
+        let groups = rows * self.groups_per_row(cols);
+        let words = rows * self.words_per_row(cols) * 4;
+        match self.scheme {
+            Scheme::Sym => words + groups * 2,
+            Scheme::Asym => words + groups * 4,
+            Scheme::K => words + groups * 2 + rows,
+        }
     }
 
     pub(crate) fn levels(&self) -> u32 {
@@ -171,7 +202,7 @@ impl QuantMatrix {
             let scale = f16::from_bits(self.scales[grp]).to_f32();
             let zero = match q.scheme {
                 Scheme::Sym => q.sym_zero(),
-                Scheme::Asym => f16::from_bits(self.zeros[grp]).to_f32(),
+                Scheme::Asym | Scheme::K => f16::from_bits(self.zeros[grp]).to_f32(),
             };
             *o = dequant_value(get_q(words, q.bits, c % g), scale, zero);
         }
@@ -205,8 +236,17 @@ pub struct Weights<'a> {
 
 /// [`quantize`] minimising `Σ_j mean_sq[j] (w_j - ŵ_j)²` per group instead (the expected squared
 /// output error when input columns are uncorrelated), with the rounding compensation of
-/// [`Weights::mean`] when it is given.
+/// [`Weights::mean`] when it is given. A `k` format comes back as its asymmetric twin with
+/// scales and zero points on the `k` grid (`quant::kcode`).
 pub fn quantize_weighted(quant: WeftQuant, x: &[f32], rows: usize, cols: usize, weights: Option<Weights>) -> Result<QuantMatrix> {
+    let coded = quant.scheme == Scheme::K;
+    if coded && weights.is_some_and(|w| w.gptq.is_some()) {
+        return Err(Error::Decode {
+            ty: "weft",
+            message: format!("{}: GPTQ rounding does not keep the 8-bit scale grid; quantize it without --gptq", quant.name()),
+        });
+    }
+    let quant = WeftQuant { scheme: if coded { Scheme::Asym } else { quant.scheme }, ..quant };
     if let Some(w) = weights.filter(|w| {
         w.mean_sq.len() != cols || w.mean.is_some_and(|m| m.len() != cols) || w.gptq.is_some_and(|f| f.cols() != cols)
     }) {
@@ -247,7 +287,7 @@ pub fn quantize_weighted(quant: WeftQuant, x: &[f32], rows: usize, cols: usize, 
     }
     let run = |(r0, words, scales, zeros): RowJob| {
         let n = scales.len() / gpr;
-        quantize_rows(quant, &x[r0 * cols..(r0 + n) * cols], cols, weights, words, scales, zeros);
+        quantize_rows(quant, coded, &x[r0 * cols..(r0 + n) * cols], cols, weights, words, scales, zeros);
     };
     #[cfg(not(target_arch = "wasm32"))]
     if work.len() > 1 {
@@ -275,9 +315,12 @@ fn worker_threads(weights: usize) -> usize {
     1
 }
 
-/// Quantizes whole rows `x` [n, cols] into their words, scales and zeros.
+/// Quantizes whole rows `x` [n, cols] into their words, scales and zeros; `coded`: with each
+/// row's scales and zero points moved onto the `k` grid before the levels are assigned.
+#[allow(clippy::too_many_arguments)]
 fn quantize_rows(
     quant: WeftQuant,
+    coded: bool,
     x: &[f32],
     cols: usize,
     weights: Option<Weights>,
@@ -302,6 +345,9 @@ fn quantize_rows(
     let gptq = weights.and_then(|w| w.gptq);
     #[cfg(target_arch = "wasm32")]
     let gptq: Option<&Factor> = None;
+    // The `k` grid search scores whole padded groups: padding weighs nothing.
+    let mut snap_weights = weights.map_or_else(|| vec![1f32; cols], |w| w.mean_sq.to_vec());
+    snap_weights.resize(padded, 0.0);
     for r in 0..scales.len() / gpr {
         row_vals[..cols].copy_from_slice(&x[r * cols..(r + 1) * cols]);
         match gptq {
@@ -311,6 +357,12 @@ fn quantize_rows(
                 for (gi, p) in row_params.iter_mut().enumerate() {
                     let (start, end) = (gi * g, (gi * g + g).min(cols));
                     *p = best_params(quant, &row_vals[start..end], weights.map(|w| &w.mean_sq[start..end]));
+                }
+                if coded {
+                    snap_row(quant, &row_vals, Some(&snap_weights), &mut row_params);
+                }
+                for (gi, p) in row_params.iter().enumerate() {
+                    let start = gi * g;
                     let z = if quant.scheme == Scheme::Sym { quant.sym_zero() } else { p.1.to_f32() };
                     assign(quant, &row_vals[start..start + g], p.0.to_f32(), z, &mut row_qs[start..start + g]);
                 }
@@ -356,7 +408,7 @@ mod tests {
             let mut scales = vec![0; rows * gpr];
             let mut zeros = vec![0; if quant.scheme == Scheme::Asym { rows * gpr } else { 0 }];
             let z = if quant.scheme == Scheme::Asym { Some(&mut zeros[..]) } else { None };
-            quantize_rows(quant, &x, cols, None, &mut words, &mut scales, z);
+            quantize_rows(quant, false, &x, cols, None, &mut words, &mut scales, z);
             assert_eq!((m.words, m.scales, m.zeros), (words, scales, zeros), "{}", quant.name());
         }
     }

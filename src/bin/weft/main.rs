@@ -131,7 +131,7 @@ mod cli {
             bits: u32,
             #[arg(long, default_value_t = 32)]
             group: u32,
-            /// sym (scale only) or asym (scale and zero point).
+            /// sym (scale only), asym (scale and zero point) or k (asym with 8-bit scale and zero codes, 2-4 bits).
             #[arg(long, default_value = "asym")]
             scheme: String,
             /// PATTERN=BITS for tensors whose name contains PATTERN (BITS 2, 3, 4, 8; 16 or 32 keep floats);

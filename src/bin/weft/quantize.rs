@@ -58,7 +58,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let scheme = match a.scheme.as_str() {
         "sym" => Scheme::Sym,
         "asym" => Scheme::Asym,
-        other => anyhow::bail!("--scheme {other}: use sym or asym"),
+        "k" => Scheme::K,
+        other => anyhow::bail!("--scheme {other}: use sym, asym or k"),
     };
     let rules = keep_rules(&a.keep, a.no_default_keep, a.budget_mb.is_some());
     let mut plan = QuantizePlan::new(

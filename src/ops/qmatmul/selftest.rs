@@ -89,7 +89,7 @@ pub fn test_weight(format: WeightFormat, seed: u64, rows: usize, cols: usize) ->
             let max_level = ((1u32 << q.bits) - 1) as f32;
             let zeros = match q.scheme {
                 Scheme::Sym => Vec::new(),
-                Scheme::Asym => (0..groups)
+                Scheme::Asym | Scheme::K => (0..groups)
                     .map(|_| half::f16::from_f32(rng.random_range(0.0..max_level)).to_bits())
                     .collect(),
             };

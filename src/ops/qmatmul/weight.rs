@@ -86,7 +86,7 @@ impl WeightFormat {
                     .set("BITS", q.bits)
                     .set("GROUP", q.group)
                     .set(&format!("WB{}", q.bits), 1);
-                if q.scheme == Scheme::Asym { d.set("ASYM", 1) } else { d }
+                if q.has_zero() { d.set("ASYM", 1) } else { d }
             }
         }
     }
@@ -111,7 +111,7 @@ impl WeightFormat {
     /// Storage buffers the weight binds: packed data, then scales and zeros for weft.
     pub(crate) fn weight_bindings(&self) -> usize {
         match self {
-            Self::Weft(q) if q.scheme == Scheme::Asym => 3,
+            Self::Weft(q) if q.has_zero() => 3,
             Self::Weft(_) => 2,
             _ => 1,
         }
@@ -260,7 +260,7 @@ impl QWeight {
         let wants = [
             (m.words.len(), m.rows * wpr, "packed words"),
             (m.scales.len(), m.rows * gpr, "scales"),
-            (m.zeros.len(), if m.quant.scheme == Scheme::Asym { m.rows * gpr } else { 0 }, "zeros"),
+            (m.zeros.len(), if m.quant.has_zero() { m.rows * gpr } else { 0 }, "zeros"),
         ];
         for (got, want, what) in wants {
             if got != want {
@@ -315,7 +315,7 @@ impl QWeight {
                 let halves = |what: &str| ctx.zeros(&format!("{label}.{what}"), &[(n * gpr).div_ceil(2)], DType::U32);
                 let scales = Some(halves("weft_scale")?);
                 let zeros = match quant.scheme {
-                    Scheme::Asym => Some(halves("weft_zero")?),
+                    Scheme::Asym | Scheme::K => Some(halves("weft_zero")?),
                     Scheme::Sym => None,
                 };
                 Ok(QPart { row0, rows: n, data, scales, zeros })
