@@ -435,8 +435,8 @@ def cpu_vs_llamacpp_table() -> str:
 
 
 def main() -> None:
-    data = {"h100": h100(), "local": local(), "session": session("session13", "session14", "session19"),
-            "gemv_session": session("session6"), "gemm_session": session("session9", "session17", "session19"), "dawn": dawn()}
+    data = {"h100": h100(), "local": local(), "session": session("session26"),
+            "gemv_session": session("session26", "session27"), "gemm_session": session("session9", "session17", "session19"), "dawn": dawn()}
     (ROOT / "results.json").write_text(json.dumps(data, indent=2) + "\n")
     chart(data, ROOT / "chart.svg")
     table = markdown(data) + dawn_markdown(data["dawn"])
