@@ -380,16 +380,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     }
 #ifdef SPLIT
     let at = partials_at(t, h, wid.z);
-    if (lane == 0u) {
-        partials[at] = m;
-        partials[at + 1u] = l;
-    }
-    if (lane < n4) {
-        partials[at + 2u + 4u * lane] = sum.x;
-        partials[at + 3u + 4u * lane] = sum.y;
-        partials[at + 4u + 4u * lane] = sum.z;
-        partials[at + 5u + 4u * lane] = sum.w;
-    }
+    store_partial(at, m, l, sum, lane, n4);
 #else
     if (lane < n4) {
         let inv = 1.0 / l;

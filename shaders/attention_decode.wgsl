@@ -44,15 +44,6 @@ var<workgroup> stats: array<f32, RED>;
 var<workgroup> merged: array<vec4<f32>, WG>;
 var<workgroup> arrived: u32;
 
-// As shaders/rope_store.wgsl: the first `sinks` positions keep their slots, the rest share
-// the others as a ring.
-fn ring_slot(pos: u32) -> u32 {
-    if (pos < p.sinks) {
-        return pos;
-    }
-    return p.sinks + (pos - p.sinks) % (p.max_seq - p.sinks);
-}
-
 // Dimension d of the head starting at `src` in the projection, rotated with table row `slot`
 // by rope_pair.wgsl's `rotate`; dimensions past rot_dims pass through.
 fn rotated(src: u32, d: u32, slot: u32) -> f32 {
@@ -245,16 +236,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let chunks = (p.max_seq + CHUNK - 1u) / CHUNK;
     let base = h * chunks * (p.head_dim + 2u);
     let at = base + chunk * (p.head_dim + 2u);
-    if (lane == 0u) {
-        partials[at] = m;
-        partials[at + 1u] = l;
-    }
-    if (lane < n4) {
-        partials[at + 2u + 4u * lane] = sum.x;
-        partials[at + 3u + 4u * lane] = sum.y;
-        partials[at + 4u + 4u * lane] = sum.z;
-        partials[at + 5u + 4u * lane] = sum.w;
-    }
+    store_partial(at, m, l, sum, lane, n4);
     // The last of the head's live workgroups to get here merges their chunks.
     // storageBarrier is a device-scope release here and an acquire after the count (naga
     // emits Device scope for it), so the last one reads what every other one wrote before

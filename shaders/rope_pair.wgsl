@@ -1,7 +1,17 @@
-// The rotation shaders/rope_store.wgsl and shaders/attention.wgsl (with ROPE) both apply, so
-// that the key a decode step stores is the same either way. The including shader declares `p`
-// (with rot_dims) and `cos_sin` ([slots, rot_dims / 2, 2]: cos, sin).
+// The rotation and cache slots shaders/rope_store.wgsl and shaders/attention_decode.wgsl both
+// apply, so that the key a decode step stores is the same either way. The including shader
+// declares `p` (with rot_dims, max_seq and sinks) and `cos_sin` ([slots, rot_dims / 2, 2]: cos,
+// sin).
 // Pair layout: NORM rotates (2i, 2i+1) (GGUF llama); NEOX rotates (i, i + rot/2) (HF, Qwen2).
+
+// The cache slot of position `pos`: the first `sinks` positions keep their slots, the rest
+// share the others as a ring.
+fn ring_slot(pos: u32) -> u32 {
+    if (pos < p.sinks) {
+        return pos;
+    }
+    return p.sinks + (pos - p.sinks) % (p.max_seq - p.sinks);
+}
 
 fn pair(i: u32) -> vec2<u32> {
 #ifdef NEOX

@@ -81,13 +81,6 @@ fn v_row(t: u32, h: u32) -> u32 {
 #endif
 }
 
-fn ring_slot(pos: u32) -> u32 {
-    if (pos < p.sinks) {
-        return pos;
-    }
-    return p.sinks + (pos - p.sinks) % (p.max_seq - p.sinks);
-}
-
 // Dimension d of the K row starting at `src`, rotated with table row `slot` (`pair` and
 // `rotate` are in shaders/rope_pair.wgsl, concatenated).
 fn rotated_k(src: u32, d: u32, slot: u32) -> f32 {

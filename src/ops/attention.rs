@@ -13,6 +13,9 @@ pub const ATTENTION_SHADER: ShaderSource = ShaderSource {
     source: &[
         include_str!("../../shaders/attention.wgsl"),
         crate::ops::fragments::ATTENTION_COMMON,
+        "#ifdef VEC4\n#ifdef SPLIT\n",
+        crate::ops::fragments::ATTENTION_PARTIAL,
+        "#endif\n#endif\n",
     ],
 };
 // The chunk merge (attention_merge.wgsl) is shared: the combine dispatch runs it, and so does
@@ -23,6 +26,7 @@ pub const ATTENTION_DECODE_SHADER: ShaderSource = ShaderSource {
     source: &[
         include_str!("../../shaders/attention_decode.wgsl"),
         crate::ops::fragments::ATTENTION_COMMON,
+        crate::ops::fragments::ATTENTION_PARTIAL,
         crate::ops::fragments::ATTENTION_MERGE,
         crate::ops::fragments::ROPE_PAIR,
     ],

@@ -32,6 +32,7 @@ pub(crate) mod fragments {
     pub const ROPE_PAIR: &str = include_str!("../../shaders/rope_pair.wgsl");
     pub const ATTENTION_COMMON: &str = include_str!("../../shaders/attention_common.wgsl");
     pub const ATTENTION_MERGE: &str = include_str!("../../shaders/attention_merge.wgsl");
+    pub const ATTENTION_PARTIAL: &str = include_str!("../../shaders/attention_partial.wgsl");
     pub const GEMV_DP4: &str = include_str!("../../shaders/gemv_dp4.wgsl");
 }
 
