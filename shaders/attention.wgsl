@@ -65,14 +65,6 @@ fn context_range(t: u32, chunk: u32) -> vec2<u32> {
 #endif
 }
 
-#ifdef SPLIT
-// Where chunk `chunk` of query head h of token t keeps its max, sum and head_dim values.
-fn partials_at(t: u32, h: u32, chunk: u32) -> u32 {
-    let chunks = (p.max_seq + p.chunk_len - 1u) / p.chunk_len;
-    return ((t * p.n_heads + h) * chunks + chunk) * (p.head_dim + 2u);
-}
-#endif
-
 #ifndef VEC4
 // The scaled query (in qs) dotted with the K row starting at word `row`.
 fn k_dot(row: u32) -> f32 {

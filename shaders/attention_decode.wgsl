@@ -233,9 +233,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         }
         return;
     }
-    let chunks = (p.max_seq + CHUNK - 1u) / CHUNK;
-    let base = h * chunks * (p.head_dim + 2u);
-    let at = base + chunk * (p.head_dim + 2u);
+    let at = partials_at(0u, h, chunk);
     store_partial(at, m, l, sum, lane, n4);
     // The last of the head's live workgroups to get here merges their chunks.
     // storageBarrier is a device-scope release here and an acquire after the count (naga
@@ -253,5 +251,5 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     if (lane == 0u) {
         atomicStore(&arrivals[h], 0u);
     }
-    merge_chunks(base, live, p.head_dim, lane, q_base);
+    merge_chunks(partials_at(0u, h, 0u), live, p.head_dim, lane, q_base);
 }

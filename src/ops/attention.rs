@@ -13,9 +13,9 @@ pub const ATTENTION_SHADER: ShaderSource = ShaderSource {
     source: &[
         include_str!("../../shaders/attention.wgsl"),
         crate::ops::fragments::ATTENTION_COMMON,
-        "#ifdef VEC4\n#ifdef SPLIT\n",
+        "#ifdef SPLIT\n",
         crate::ops::fragments::ATTENTION_PARTIAL,
-        "#endif\n#endif\n",
+        "#endif\n",
     ],
 };
 // The chunk merge (attention_merge.wgsl) is shared: the combine dispatch runs it, and so does
