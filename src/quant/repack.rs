@@ -4,6 +4,12 @@
 //! `q4_g32_sym` / `q8_g32_sym` (quants in aligned words, scales in their own plane) can, and
 //! decode to the same bits: `d · (q - 8)` and `d · q` are `scale · (level - zero)` with zero 8
 //! or 128. Weights are repacked once, at upload.
+//!
+//! The K-quants have no weft twin (a Q4_K weight is `d·sc·q − dmin·m`, two products of codes
+//! that no single f16 scale and zero point reproduce), so [`to_planes`] gives them their own
+//! GPU form, [`KPlanes`]: the same aligned 4-bit words as `q4_g32_sym`, and each 256-weight
+//! super-block's codes word-aligned in a plane of their own, byte for byte as the file has them.
+//! Nothing is widened: the planes hold exactly the file's bytes.
 
 use crate::error::{Error, Result};
 use crate::format::GgmlType;
@@ -52,6 +58,87 @@ pub fn to_weft(ty: GgmlType, rows: usize, cols: usize, bytes: &[u8]) -> Result<O
     Ok(Some(QuantMatrix { quant, rows, cols, words, scales, zeros: Vec::new() }))
 }
 
+/// A K-quant matrix in the planes the GPU reads (see [`to_planes`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct KPlanes {
+    pub ty: GgmlType,
+    pub rows: usize,
+    pub cols: usize,
+    /// [rows, cols / 8]: weight 32c + l of a row in the nibble at bit 4 (l % 8) of word
+    /// 4c + l / 8, weft's 4-bit layout, so that a lane loads a 32-weight chunk as one vec4.
+    pub words: Vec<u32>,
+    /// [rows, cols / 256, HEAD_WORDS]: each super-block's d | dmin << 16, then its twelve bytes
+    /// of 6-bit scale and min codes, as little-endian words.
+    pub heads: Vec<u32>,
+}
+
+/// Words of a super-block's head in [`KPlanes::heads`].
+pub const HEAD_WORDS: usize = 4;
+
+/// Whether [`to_planes`] repacks `ty`.
+pub fn has_planes(ty: GgmlType) -> bool {
+    ty == GgmlType::Q4_K
+}
+
+/// `bytes` ([rows, cols] of `ty`, row-major) as [`KPlanes`]; None for the types without planes.
+pub fn to_planes(ty: GgmlType, rows: usize, cols: usize, bytes: &[u8]) -> Result<Option<KPlanes>> {
+    if !has_planes(ty) {
+        return Ok(None);
+    }
+    let block = ty.block_bytes() as usize;
+    let blocks = rows.checked_mul(cols / 256).filter(|_| cols.is_multiple_of(256));
+    if blocks.and_then(|b| b.checked_mul(block)) != Some(bytes.len()) {
+        return Err(Error::Decode {
+            ty: ty.name(),
+            message: format!("[{rows}, {cols}] needs whole 256-element rows of {block}-byte blocks, got {} bytes", bytes.len()),
+        });
+    }
+    let n = bytes.len() / block;
+    let mut words = vec![0u32; n * 32];
+    let mut heads = Vec::with_capacity(n * HEAD_WORDS);
+    for (b, chunk) in bytes.chunks_exact(block).zip(words.chunks_exact_mut(32)) {
+        heads.extend(b[..16].chunks_exact(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])));
+        // Sub-block j (of 32 weights) is the low (j even) or high (j odd) nibbles of bytes
+        // 32 (j / 2) .. 32 (j / 2) + 31 of qs.
+        let qs = &b[16..];
+        for j in 0..8 {
+            for l in 0..32 {
+                let q = ((qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF) as u32;
+                chunk[4 * j + l / 8] |= q << (4 * (l % 8));
+            }
+        }
+    }
+    Ok(Some(KPlanes { ty, rows, cols, words, heads }))
+}
+
+impl KPlanes {
+    /// Super-blocks per row.
+    pub fn blocks_per_row(&self) -> usize {
+        self.cols / 256
+    }
+
+    /// The CPU reference of the planes: what the GGUF decoder gives for the file's bytes, to the
+    /// bit, computed the way the kernels read the planes.
+    pub fn dequantize(&self) -> Vec<f32> {
+        let mut out = Vec::with_capacity(self.rows * self.cols);
+        for (sb, head) in self.heads.chunks_exact(HEAD_WORDS).enumerate() {
+            let half = |h: u32| super::scalar::f16_to_f32(h as u16);
+            let (d, dmin) = (half(head[0] & 0xFFFF), half(head[0] >> 16));
+            let codes: Vec<u8> = head[1..].iter().flat_map(|w| w.to_le_bytes()).collect();
+            for j in 0..8 {
+                let (sc, m) = super::k4_scale_min(&codes, j);
+                let (d1, m1) = (d * sc as f32, dmin * m as f32);
+                let chunk = &self.words[(sb * 8 + j) * 4..][..4];
+                out.extend((0..32).map(|l| {
+                    let q = (chunk[l / 8] >> (4 * (l % 8))) & 0xF;
+                    d1 * q as f32 - m1
+                }));
+            }
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,6 +175,33 @@ mod tests {
                 assert_eq!(g.to_bits(), w.to_bits(), "{} element {i}: {g} against {w}", ty.name());
             }
         }
+    }
+
+    #[test]
+    fn k_planes_decode_to_the_same_bits() {
+        // A K that is a multiple of 256 over several super-blocks, an odd row count, the
+        // test weights' random codes and scales.
+        for ty in [GgmlType::Q4_K] {
+            let (rows, cols) = (5, 768);
+            let bytes = crate::quant::sample::random_weights(ty, 3, rows * cols).unwrap();
+            let want = crate::quant::decode_to_f32(StorageType::Ggml(ty), &bytes, rows * cols).unwrap();
+            let m = to_planes(ty, rows, cols, &bytes).unwrap().unwrap();
+            assert_eq!((m.words.len(), m.heads.len()), (rows * cols / 8, rows * cols / 256 * HEAD_WORDS));
+            // The planes hold the file's bytes, no more.
+            assert_eq!((m.words.len() + m.heads.len()) * 4, bytes.len());
+            let got = m.dequantize();
+            assert_eq!(got.len(), want.len());
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(g.to_bits(), w.to_bits(), "{} element {i}: {g} against {w}", ty.name());
+            }
+        }
+    }
+
+    #[test]
+    fn k_planes_other_types_and_ragged_rows() {
+        assert!(to_planes(GgmlType::Q4_0, 1, 32, &[0; 18]).unwrap().is_none());
+        assert!(to_planes(GgmlType::Q4_K, 1, 256, &[0; 143]).is_err());
+        assert!(to_planes(GgmlType::Q4_K, 1, 512, &[0; 144]).is_err());
     }
 
     #[test]
