@@ -530,7 +530,8 @@ fn matrix(
     match as_ggml {
         Some(g) if QWeight::repacks(ctx, g) => match clock.time(LoadPhase::Convert, || repacked(g, rows, cols, bytes))? {
             Some(m) => clock.time(LoadPhase::Upload, || QWeight::from_weft(ctx, &t.name, &m)),
-            // A length that does not fit: from_ggml says what it needed.
+            // A K-quant, which from_ggml repacks into its planes, or a length that does not
+            // fit: from_ggml says what it needed.
             None => QWeight::from_ggml(ctx, &t.name, g, rows, cols, bytes),
         },
         Some(g) => clock.time(LoadPhase::Upload, || QWeight::from_ggml(ctx, &t.name, g, rows, cols, bytes)),
