@@ -263,6 +263,10 @@ fn gemv_with_swiglu_staging_equals_swiglu_then_gemv() -> anyhow::Result<()> {
         for (n, k) in [(37, 1536), (64, 96)].into_iter().filter(|&(_, k)| k % format.k_multiple() == 0) {
             let tw = qmatmul::test_weight(format, 600 + i as u64, n, k)?;
             let w = tw.upload(ctx, "down")?;
+            // The decode step stages the SwiGLU where its GEMV is the GPU kernel: on GPUs, and
+            // for repacked K-quants (whose only GEMV it is) on every adapter.
+            let repacked = matches!(format, WeightFormat::Repacked(_));
+            assert_eq!(qmatmul::gemv_glu(ctx, &w), repacked || !ctx.capabilities().is_software, "{name}");
             let gu: Vec<f32> = random_f32(610 + i as u64, 2 * k).iter().map(|v| v * 6.0).collect();
             let base = random_f32(620 + i as u64, n);
             let tgu = ctx.upload_f32("gate_up", &[1, 2 * k], &gu)?;

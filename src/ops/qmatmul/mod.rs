@@ -402,7 +402,8 @@ pub async fn gemv_fused(ctx: &GpuContext, w: &QWeight, x: &GpuTensor, y: &GpuTen
 /// (shaders/qgemv_gpu.wgsl), the one that stages the activations once per workgroup: the
 /// condition of the fusions that work on the staged activations.
 fn decode_gemv_is_gpu_kernel(ctx: &GpuContext, w: &QWeight) -> bool {
-    gemv_fuses(w) && gpu_gemv(&w.format, w.cols, Precision::F32, gemv_config(ctx, w, Precision::F32))
+    let (precision, config) = gemv_shape(&w.format, w.cols, Precision::F32, gemv_config(ctx, w, Precision::F32));
+    gemv_fuses(w) && gpu_gemv(&w.format, w.cols, precision, config)
 }
 
 /// Whether the decode step's GEMV of `w` on this adapter takes [`GemvFusion::glu`]: the GPU
