@@ -23,6 +23,13 @@
 // LPR adjacent lanes share a group of RPT rows; lane j takes chunks j, j + LPR, ... and the
 // lanes' sums are added by subgroup shuffles (SG) or a shared-memory tree.
 //
+// KQ: a repacked K-quant (src/quant/repack.rs), the same 4-bit words read the same way, and
+// Q5_K's and Q6_K's high bits masked in place like them. A Q4_K / Q5_K chunk's weights are
+// d1 · q - m1 (d1 = d · sc, m1 = dmin · m from its super-block's head), so its term is
+// d1 · Σ q · x - m1 · Σ x; a Q6_K half-chunk's are d1 · (q - 32), so d1 · (Σ q · x - 32 Σ x).
+// The codes are decoded once per 32 weights, Σ x once per chunk of activations for all the
+// lane's rows.
+//
 // Each weight is s · (q - z) with q - z exact, as the reference computes it; only the order of
 // the additions differs from the reference, which the kernels' named tolerance covers.
 //
@@ -34,9 +41,12 @@
 
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;   // [t, k / 4]
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;   // [t, ny]
-@group(0) @binding(3) var<storage, read> scales: array<u32>;    // f16 pairs, [n, gpr]
+@group(0) @binding(3) var<storage, read> scales: array<u32>;    // f16 pairs, [n, gpr]; KQ: heads, [n, gpr, 4]
 #ifdef ASYM
 @group(0) @binding(4) var<storage, read> zeros: array<u32>;     // f16 pairs, [n, gpr]
+#endif
+#ifdef K6
+@group(0) @binding(4) var<storage, read> dk: array<u32>;        // Q6_K's d, f16 pairs, [n, gpr]
 #endif
 @group(0) @binding(${PB}) var<uniform> p: Params;
 
@@ -74,6 +84,28 @@ struct Chunk {
 fn load(row: u32, c: u32) -> Chunk {
     let at = row * (p.wpr / 4u) + 2u * c;
     return Chunk(q[at], q[at + 1u]);
+}
+#endif
+#ifdef WB5
+@group(0) @binding(0) var<storage, read> q: array<u32>; // five words per chunk
+struct Chunk {
+    a: vec4<u32>, // low nibbles
+    h: u32,       // fifth bits
+}
+fn load(row: u32, c: u32) -> Chunk {
+    let at = row * p.wpr + 5u * c;
+    return Chunk(vec4<u32>(q[at], q[at + 1u], q[at + 2u], q[at + 3u]), q[at + 4u]);
+}
+#endif
+#ifdef WB6
+@group(0) @binding(0) var<storage, read> q: array<vec2<u32>>; // three per chunk
+struct Chunk {
+    a: vec4<u32>, // low nibbles
+    h: vec2<u32>, // high bit pairs of each half
+}
+fn load(row: u32, c: u32) -> Chunk {
+    let at = row * (p.wpr / 2u) + 3u * c;
+    return Chunk(vec4<u32>(q[at], q[at + 1u]), q[at + 2u]);
 }
 #endif
 #ifdef WB2
@@ -128,6 +160,12 @@ fn zero(row: u32, c: u32) -> f32 {
 #ifdef WB4
 const PLACE: vec4<f32> = vec4<f32>(1.0, 16.0, 256.0, 4096.0);
 #endif
+#ifdef WB5
+const PLACE: vec4<f32> = vec4<f32>(1.0, 16.0, 256.0, 4096.0);
+#endif
+#ifdef WB6
+const PLACE: vec4<f32> = vec4<f32>(1.0, 16.0, 256.0, 4096.0);
+#endif
 #ifdef WB8
 const PLACE: vec4<f32> = vec4<f32>(1.0, 256.0, 1.0, 256.0);
 #endif
@@ -169,7 +207,25 @@ struct W {
 }
 
 fn fetch(row: u32, c: u32) -> W {
+#ifdef KQ
+    let sb = row * p.gpr + c / 8u;
+    let h = sb * 4u;
+#ifdef K6
+    // s and z carry the halves' d · sc: the chunk's two 8-bit scales are bytes 2j, 2j + 1.
+    let d = half_in(dk[sb >> 1u], sb);
+    let sc = scales[h + (c % 8u) / 2u] >> (16u * (c % 2u));
+    let s0 = f32(bitcast<i32>(sc << 24u) >> 24u);
+    let s1 = f32(bitcast<i32>(sc << 16u) >> 24u);
+    return W(load(row, c), d * s0, d * s1);
+#else
+    // s and z carry d1 and m1.
+    let dm = scales[h];
+    let sm = kq_codes(scales[h + 1u], scales[h + 2u], scales[h + 3u], c % 8u);
+    return W(load(row, c), half_in(dm, 0u) * f32(sm.x), half_in(dm, 1u) * f32(sm.y));
+#endif
+#else
     return W(load(row, c), scale(row, c), zero(row, c));
+#endif
 }
 
 // Values 4i .. 4i + 3 of chunk c of token `tok` before the norm, as both stagings read them:
@@ -196,11 +252,20 @@ struct X8 {
     x5: vec4<f32>,
     x6: vec4<f32>,
     x7: vec4<f32>,
+#ifdef KQ
+    sum: vec2<f32>, // Σ x of each half of the chunk (the staged values times PLACE: exact)
+#endif
 }
 
 fn xchunk(j: u32) -> X8 {
     let at = 9u * j;
+#ifdef KQ
+    let sum = vec2<f32>(dot(xt[at] + xt[at + 1u] + xt[at + 2u] + xt[at + 3u], PLACE),
+        dot(xt[at + 4u] + xt[at + 5u] + xt[at + 6u] + xt[at + 7u], PLACE));
+    return X8(xt[at], xt[at + 1u], xt[at + 2u], xt[at + 3u], xt[at + 4u], xt[at + 5u], xt[at + 6u], xt[at + 7u], sum);
+#else
     return X8(xt[at], xt[at + 1u], xt[at + 2u], xt[at + 3u], xt[at + 4u], xt[at + 5u], xt[at + 6u], xt[at + 7u]);
+#endif
 }
 
 // Copies chunks t0 .. t0 + TILE of token `tok`'s activations into `xt` (times the norm's weight
@@ -221,6 +286,7 @@ fn stage(tok: u32, t0: u32, nb: u32, lid: u32) -> f32 {
     return ss;
 }
 
+#ifndef KQ
 // Σ (q - z) · x over one chunk (the scale is applied by the caller).
 fn cdot(w: Chunk, z: f32, xs: X8) -> f32 {
 #ifdef WB4
@@ -266,6 +332,47 @@ fn cdot(w: Chunk, z: f32, xs: X8) -> f32 {
 fn term(w: W, xs: X8) -> f32 {
     return w.s * cdot(w.q, w.z, xs);
 }
+#endif
+
+#ifdef KQ
+// Σ f · x over eight weights: f the fields that `m` masks in each nibble of the low and the high
+// half-word of `h`, meeting x0 and x1, read at their place value (16^c times 2^b for the b-th
+// field of a nibble), exactly.
+fn hdot(h: u32, m: vec4<u32>, x0: vec4<f32>, x1: vec4<f32>) -> f32 {
+    return dot(centred(vec4<u32>(h) & m, 0.0), x0) + dot(centred(vec4<u32>(h >> 16u) & m, 0.0), x1);
+}
+
+const NIB: vec4<u32> = vec4<u32>(0xfu, 0xf0u, 0xf00u, 0xf000u);
+const BIT: vec4<u32> = vec4<u32>(0x1u, 0x10u, 0x100u, 0x1000u);
+
+fn term(w: W, xs: X8) -> f32 {
+#ifdef WB4
+    let a = w.q;
+#else
+    let a = w.q.a;
+#endif
+    let lo = hdot(a.x, NIB, xs.x0, xs.x1) + hdot(a.y, NIB, xs.x2, xs.x3);
+    let hi = hdot(a.z, NIB, xs.x4, xs.x5) + hdot(a.w, NIB, xs.x6, xs.x7);
+#ifdef K4
+    return w.s * (lo + hi) - w.z * (xs.sum.x + xs.sum.y);
+#endif
+#ifdef K5
+    // The fifth bit of weight 16 a + 4 b + c at bit 16 a + 4 c + b.
+    let h = w.q.h;
+    let h5 = hdot(h, BIT, xs.x0, xs.x4) + 0.5 * hdot(h, BIT << vec4<u32>(1u), xs.x1, xs.x5)
+        + 0.25 * hdot(h, BIT << vec4<u32>(2u), xs.x2, xs.x6) + 0.125 * hdot(h, BIT << vec4<u32>(3u), xs.x3, xs.x7);
+    return w.s * (lo + hi + 16.0 * h5) - w.z * (xs.sum.x + xs.sum.y);
+#endif
+#ifdef K6
+    // The high pair of weight 16 h + 8 a + 4 b + c in word h at bit 16 a + 4 c + 2 b.
+    let pair = BIT * 3u;
+    let up = pair << vec4<u32>(2u);
+    let hl = hdot(w.q.h.x, pair, xs.x0, xs.x2) + 0.25 * hdot(w.q.h.x, up, xs.x1, xs.x3);
+    let hh = hdot(w.q.h.y, pair, xs.x4, xs.x6) + 0.25 * hdot(w.q.h.y, up, xs.x5, xs.x7);
+    return w.s * (lo + 16.0 * hl - 32.0 * xs.sum.x) + w.z * (hi + 16.0 * hh - 32.0 * xs.sum.y);
+#endif
+}
+#endif
 #endif
 
 fn store(tok: u32, row: u32, v: f32) {

@@ -69,6 +69,54 @@ fn w8(row: u32, u: u32) -> W8 {
 }
 #endif
 
+#ifdef KQ
+// A repacked K-quant (src/quant/repack.rs): chunks of weft's 4-bit words (and the high bits'
+// words), and per 256-weight super-block a head of four words. The scale products are exact,
+// so (d · sc) · q - dmin · m and (d · sc) · (q - 32) round once, fused or not: the GGUF
+// decoder's bits.
+@group(0) @binding(3) var<storage, read> scales: array<u32>; // heads, [n, gpr, 4]
+#ifdef K6
+@group(0) @binding(4) var<storage, read> dk: array<u32>;     // Q6_K's d, f16 pairs, [n, gpr]
+#endif
+
+const CW: u32 = ${BITS}u; // words per chunk
+
+fn w8(row: u32, u: u32) -> W8 {
+    let c = u / 4u;
+    let v = u % 4u; // eight weights 8v .. 8v + 7 of the chunk
+    let sb = row * p.gpr + c / 8u;
+    let h = sb * 4u;
+    let base = row * p.wpr + c * CW;
+    let w = vec4<u32>(src[base + v]);
+    var qa = (w >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u);
+    var qb = (w >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u);
+    let sh = vec4<u32>(0u, 4u, 8u, 12u);
+#ifdef K5
+    // The fifth bit of weight 16 a + 4 b + c at bit 16 a + 4 c + b.
+    let hb = vec4<u32>(src[base + 4u] >> (16u * (v / 2u) + 2u * (v % 2u)));
+    qa |= ((hb >> sh) & vec4<u32>(1u)) << vec4<u32>(4u);
+    qb |= ((hb >> (sh + vec4<u32>(1u))) & vec4<u32>(1u)) << vec4<u32>(4u);
+#endif
+#ifdef K6
+    // The high pair of weight 16 h + 8 a + 4 b + c in word h at bit 16 a + 4 c + 2 b.
+    let hb = vec4<u32>(src[base + 4u + v / 2u] >> (16u * (v % 2u)));
+    qa |= ((hb >> sh) & vec4<u32>(3u)) << vec4<u32>(4u);
+    qb |= ((hb >> (sh + vec4<u32>(2u))) & vec4<u32>(3u)) << vec4<u32>(4u);
+    let d = bitcast<f32>(f16_bits((dk[sb >> 1u] >> (16u * (sb & 1u))) & 0xffffu));
+    let sc = (scales[h + (c % 8u) / 2u] >> (16u * (c % 2u) + 8u * (v / 2u))) & 255u;
+    let d1 = d * f32(bitcast<i32>(sc << 24u) >> 24u);
+    let z = vec4<i32>(32);
+    return W8(d1 * vec4<f32>(vec4<i32>(qa) - z), d1 * vec4<f32>(vec4<i32>(qb) - z));
+#else
+    let dm = scales[h];
+    let sm = kq_codes(scales[h + 1u], scales[h + 2u], scales[h + 3u], c % 8u);
+    let d1 = bitcast<f32>(f16_bits(dm & 0xffffu)) * f32(sm.x);
+    let m1 = vec4<f32>(bitcast<f32>(f16_bits(dm >> 16u)) * f32(sm.y));
+    return W8(d1 * vec4<f32>(qa) - m1, d1 * vec4<f32>(qb) - m1);
+#endif
+}
+#endif
+
 #ifdef GENERIC
 fn wel(i: u32) -> f32 {
     return bitcast<f32>(decode(i));

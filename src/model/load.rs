@@ -18,6 +18,7 @@ use crate::loader::RangeReader;
 use crate::ops::qmatmul::QWeight;
 use crate::ops::quantize::{read_back, source_type, Quantizer};
 use crate::quant::decode_to_f32;
+use crate::quant::repack::KPlanes;
 use crate::quant::weft::{quantize, QuantMatrix, WeftQuant};
 
 use super::config::LlamaConfig;
@@ -528,11 +529,16 @@ fn matrix(
         StorageType::Safe(_) => None,
     };
     match as_ggml {
-        Some(g) if QWeight::repacks(ctx, g) => match clock.time(LoadPhase::Convert, || repacked(g, rows, cols, bytes))? {
-            Some(m) => clock.time(LoadPhase::Upload, || QWeight::from_weft(ctx, &t.name, &m)),
-            // A length that does not fit: from_ggml says what it needed.
-            None => QWeight::from_ggml(ctx, &t.name, g, rows, cols, bytes),
-        },
+        Some(g) if QWeight::repacks(ctx, g) => {
+            if let Some(m) = clock.time(LoadPhase::Convert, || repacked(g, rows, cols, bytes))? {
+                return clock.time(LoadPhase::Upload, || QWeight::from_weft(ctx, &t.name, &m));
+            }
+            match clock.time(LoadPhase::Convert, || planes(g, rows, cols, bytes))? {
+                Some(m) => clock.time(LoadPhase::Upload, || QWeight::from_planes(ctx, &t.name, &m)),
+                // A length that does not fit: from_ggml says what it needed.
+                None => QWeight::from_ggml(ctx, &t.name, g, rows, cols, bytes),
+            }
+        }
         Some(g) => clock.time(LoadPhase::Upload, || QWeight::from_ggml(ctx, &t.name, g, rows, cols, bytes)),
         None => {
             let values = clock.time(LoadPhase::Convert, || decode_to_f32(t.storage, bytes, rows * cols))?;
@@ -545,11 +551,25 @@ fn matrix(
 /// of rows on every core; None where the bytes are not whole rows of 32-weight blocks.
 fn repacked(g: GgmlType, rows: usize, cols: usize, bytes: &[u8]) -> Result<Option<QuantMatrix>> {
     let row_bytes = cols / 32 * g.block_bytes() as usize;
-    if !cols.is_multiple_of(32) || rows.checked_mul(row_bytes) != Some(bytes.len()) {
+    let whole = cols.is_multiple_of(32) && rows.checked_mul(row_bytes) == Some(bytes.len());
+    if crate::quant::repack::weft_equivalent(g).is_none() || !whole {
         return Ok(None);
     }
     pack_by_rows(rows, cols, |r0, n| {
         crate::quant::repack::to_weft(g, n, cols, &bytes[r0 * row_bytes..(r0 + n) * row_bytes])
+    })
+}
+
+/// A K-quant matrix in its planes (`quant::repack::to_planes`), repacked by runs of rows on
+/// every core; None for the other types and where the bytes are not whole rows of 256-weight
+/// blocks.
+fn planes(g: GgmlType, rows: usize, cols: usize, bytes: &[u8]) -> Result<Option<KPlanes>> {
+    let row_bytes = cols / 256 * g.block_bytes() as usize;
+    if !crate::quant::repack::has_planes(g) || !cols.is_multiple_of(256) || rows.checked_mul(row_bytes) != Some(bytes.len()) {
+        return Ok(None);
+    }
+    pack_by_rows(rows, cols, |r0, n| {
+        crate::quant::repack::to_planes(g, n, cols, &bytes[r0 * row_bytes..(r0 + n) * row_bytes])
     })
 }
 

@@ -4,7 +4,31 @@
 //! one pass over all the rows makes.
 
 use crate::error::Result;
+use crate::quant::repack::KPlanes;
 use crate::quant::weft::QuantMatrix;
+
+/// A packed run of rows, which the packing of the rows after it can follow.
+pub(crate) trait Rows: Send {
+    fn append(&mut self, next: Self);
+}
+
+impl Rows for QuantMatrix {
+    fn append(&mut self, next: Self) {
+        self.rows += next.rows;
+        self.words.extend_from_slice(&next.words);
+        self.scales.extend_from_slice(&next.scales);
+        self.zeros.extend_from_slice(&next.zeros);
+    }
+}
+
+impl Rows for KPlanes {
+    fn append(&mut self, next: Self) {
+        self.rows += next.rows;
+        self.words.extend_from_slice(&next.words);
+        self.heads.extend_from_slice(&next.heads);
+        self.d.extend_from_slice(&next.d);
+    }
+}
 
 /// Weights below which a thread is not worth starting (a 576 x 576 matrix is ~4 of these).
 #[cfg(not(target_arch = "wasm32"))]
@@ -26,27 +50,23 @@ fn threads(weights: usize) -> usize {
 
 /// `pack(row0, n)` (rows `row0 .. row0 + n` of a [rows, cols] matrix, packed) over runs of rows
 /// on as many threads as pay, joined in row order.
-pub(crate) fn pack_by_rows<F>(rows: usize, cols: usize, pack: F) -> Result<Option<QuantMatrix>>
+pub(crate) fn pack_by_rows<T, F>(rows: usize, cols: usize, pack: F) -> Result<Option<T>>
 where
-    F: Fn(usize, usize) -> Result<Option<QuantMatrix>> + Sync,
+    T: Rows,
+    F: Fn(usize, usize) -> Result<Option<T>> + Sync,
 {
     let threads = threads(rows.saturating_mul(cols)).min(rows.max(1));
     if threads <= 1 {
         return pack(0, rows);
     }
     let per = rows.div_ceil(threads);
-    let runs: Vec<Result<Option<QuantMatrix>>> = run_all(rows, per, &pack);
-    let mut joined: Option<QuantMatrix> = None;
+    let runs: Vec<Result<Option<T>>> = run_all(rows, per, &pack);
+    let mut joined: Option<T> = None;
     for run in runs {
         let Some(m) = run? else { return Ok(None) };
         match &mut joined {
             None => joined = Some(m),
-            Some(j) => {
-                j.rows += m.rows;
-                j.words.extend_from_slice(&m.words);
-                j.scales.extend_from_slice(&m.scales);
-                j.zeros.extend_from_slice(&m.zeros);
-            }
+            Some(j) => j.append(m),
         }
     }
     Ok(joined)
@@ -69,7 +89,7 @@ fn run_all<T, F: Fn(usize, usize) -> T>(rows: usize, per: usize, f: &F) -> Vec<T
 mod tests {
     use super::*;
     use crate::format::GgmlType;
-    use crate::quant::repack::to_weft;
+    use crate::quant::repack::{to_planes, to_weft};
 
     #[test]
     fn runs_joined_equal_one_pass() {
@@ -93,6 +113,18 @@ mod tests {
             assert!(pack_by_rows(rows, cols, cut).is_err());
         }
         // A type without a weft equivalent stays as stored.
-        assert!(pack_by_rows(rows, cols, |_, _| Ok(None)).unwrap().is_none());
+        assert!(pack_by_rows::<QuantMatrix, _>(rows, cols, |_, _| Ok(None)).unwrap().is_none());
+    }
+
+    #[test]
+    fn k_plane_runs_joined_equal_one_pass() {
+        let (rows, cols) = (263, 512);
+        for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
+            let row_bytes = cols / 256 * ty.block_bytes() as usize;
+            let bytes: Vec<u8> = (0..rows * row_bytes).map(|i| (i * 7 + i / 13) as u8).collect();
+            let whole = to_planes(ty, rows, cols, &bytes).unwrap().unwrap();
+            let run = |r0: usize, n: usize| to_planes(ty, n, cols, &bytes[r0 * row_bytes..(r0 + n) * row_bytes]);
+            assert_eq!(pack_by_rows(rows, cols, run).unwrap().unwrap(), whole, "{}", ty.name());
+        }
     }
 }

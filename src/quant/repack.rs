@@ -4,6 +4,13 @@
 //! `q4_g32_sym` / `q8_g32_sym` (quants in aligned words, scales in their own plane) can, and
 //! decode to the same bits: `d · (q - 8)` and `d · q` are `scale · (level - zero)` with zero 8
 //! or 128. Weights are repacked once, at upload.
+//!
+//! The K-quants have no weft twin (a Q4_K weight is `d·sc·q − dmin·m`, two products of codes
+//! that no single f16 scale and zero point reproduce), so [`to_planes`] gives them their own
+//! GPU form, [`KPlanes`]: the same aligned 4-bit words as `q4_g32_sym` (Q5_K's and Q6_K's high
+//! bits in one or two more words a chunk), and each 256-weight super-block's codes word-aligned
+//! in a plane of their own, byte for byte as the file has them. Nothing is widened: the planes
+//! hold exactly the file's bytes.
 
 use crate::error::{Error, Result};
 use crate::format::GgmlType;
@@ -52,6 +59,159 @@ pub fn to_weft(ty: GgmlType, rows: usize, cols: usize, bytes: &[u8]) -> Result<O
     Ok(Some(QuantMatrix { quant, rows, cols, words, scales, zeros: Vec::new() }))
 }
 
+/// A K-quant matrix in the planes the GPU reads (see [`to_planes`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct KPlanes {
+    pub ty: GgmlType,
+    pub rows: usize,
+    pub cols: usize,
+    /// [rows, cols / 32 · chunk_words]: each 32-weight chunk's low four bits in weft's 4-bit
+    /// layout (weight l in the nibble at bit 4 (l % 8) of word l / 8), so that a lane loads them
+    /// as one vec4; then Q6_K's two high bits a weight in two words, Q5_K's fifth bit in one
+    /// (see [`high_bit`]).
+    pub words: Vec<u32>,
+    /// [rows, cols / 256, HEAD_WORDS]: each super-block's codes as little-endian words: Q4_K
+    /// and Q5_K d | dmin << 16 and the twelve bytes of 6-bit scale and min codes, Q6_K its
+    /// sixteen 8-bit scales.
+    pub heads: Vec<u32>,
+    /// Q6_K: each super-block's f16 d, [rows, cols / 256]; empty for the others.
+    pub d: Vec<u16>,
+}
+
+/// Words of a super-block's head in [`KPlanes::heads`].
+pub const HEAD_WORDS: usize = 4;
+
+/// Whether [`to_planes`] repacks `ty`.
+pub fn has_planes(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
+}
+
+/// Words of a 32-weight chunk in [`KPlanes::words`].
+pub fn chunk_words(ty: GgmlType) -> usize {
+    match ty {
+        GgmlType::Q6_K => 6,
+        GgmlType::Q5_K => 5,
+        _ => 4,
+    }
+}
+
+/// Where the high bits of weight l (0..32) of a chunk lie, as (word after the four low ones,
+/// bit). The kernels read the low nibbles masked in place, at place values 1, 16, 256, 4096 for
+/// the four weights that meet one vec4 of activations; the high bits sit at the same place values
+/// (times 2^b for the b-th weight sharing a nibble), so they are read the same way. Q6_K: two
+/// bits, word l / 16, at bit 16 a + 4 c + 2 b for l = 16 (l / 16) + 8 a + 4 b + c; Q5_K: one
+/// bit, at bit 16 a + 4 c + b for l = 16 a + 4 b + c.
+pub fn high_bit(ty: GgmlType, l: usize) -> (usize, u32) {
+    let c = (l % 4) as u32;
+    match ty {
+        GgmlType::Q6_K => (l / 16, 16 * ((l / 8) % 2) as u32 + 4 * c + 2 * ((l / 4) % 2) as u32),
+        _ => (0, 16 * (l / 16) as u32 + 4 * c + ((l / 4) % 4) as u32),
+    }
+}
+
+/// `bytes` ([rows, cols] of `ty`, row-major) as [`KPlanes`]; None for the types without planes.
+pub fn to_planes(ty: GgmlType, rows: usize, cols: usize, bytes: &[u8]) -> Result<Option<KPlanes>> {
+    if !has_planes(ty) {
+        return Ok(None);
+    }
+    let block = ty.block_bytes() as usize;
+    let blocks = rows.checked_mul(cols / 256).filter(|_| cols.is_multiple_of(256));
+    if blocks.and_then(|b| b.checked_mul(block)) != Some(bytes.len()) {
+        return Err(Error::Decode {
+            ty: ty.name(),
+            message: format!("[{rows}, {cols}] needs whole 256-element rows of {block}-byte blocks, got {} bytes", bytes.len()),
+        });
+    }
+    let n = bytes.len() / block;
+    let cw = chunk_words(ty);
+    let mut words = vec![0u32; n * 8 * cw];
+    let mut heads = Vec::with_capacity(n * HEAD_WORDS);
+    let mut d = Vec::new();
+    let le = |w: &[u8]| u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+    for (b, sb) in bytes.chunks_exact(block).zip(words.chunks_exact_mut(8 * cw)) {
+        let head = match ty {
+            GgmlType::Q6_K => {
+                d.push(u16::from_le_bytes([b[208], b[209]]));
+                &b[192..208]
+            }
+            _ => &b[..16],
+        };
+        heads.extend(head.chunks_exact(4).map(le));
+        for (j, chunk) in sb.chunks_exact_mut(cw).enumerate() {
+            for l in 0..32 {
+                // The level's six, five or four bits, as ggml's decoders read them.
+                let q = match ty {
+                    GgmlType::Q6_K => {
+                        let (n, k) = (j / 4, j % 4);
+                        let low = (b[64 * n + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 0xF;
+                        let high = (b[128 + 32 * n + l] >> (2 * k)) & 3;
+                        (low | high << 4) as u32
+                    }
+                    GgmlType::Q5_K => {
+                        let low = (b[48 + 32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF;
+                        let high = (b[16 + l] >> j) & 1;
+                        (low | high << 4) as u32
+                    }
+                    _ => ((b[16 + 32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF) as u32,
+                };
+                chunk[l / 8] |= (q & 0xF) << (4 * (l % 8));
+                if cw > 4 {
+                    let (w, bit) = high_bit(ty, l);
+                    chunk[4 + w] |= (q >> 4) << bit;
+                }
+            }
+        }
+    }
+    Ok(Some(KPlanes { ty, rows, cols, words, heads, d }))
+}
+
+impl KPlanes {
+    /// Super-blocks per row.
+    pub fn blocks_per_row(&self) -> usize {
+        self.cols / 256
+    }
+
+    /// Level l (0..32) of the chunk at `chunk`, read back from the planes.
+    fn level(&self, chunk: &[u32], l: usize) -> u32 {
+        let low = (chunk[l / 8] >> (4 * (l % 8))) & 0xF;
+        let mask = match self.ty {
+            GgmlType::Q6_K => 3,
+            GgmlType::Q5_K => 1,
+            _ => return low,
+        };
+        let (w, bit) = high_bit(self.ty, l);
+        low | ((chunk[4 + w] >> bit) & mask) << 4
+    }
+
+    /// The CPU reference of the planes: what the GGUF decoder gives for the file's bytes, to the
+    /// bit, computed the way the kernels read the planes.
+    pub fn dequantize(&self) -> Vec<f32> {
+        let cw = chunk_words(self.ty);
+        let half = |h: u32| super::scalar::f16_to_f32(h as u16);
+        let mut out = Vec::with_capacity(self.rows * self.cols);
+        for (sb, head) in self.heads.chunks_exact(HEAD_WORDS).enumerate() {
+            let codes: Vec<u8> = head.iter().flat_map(|w| w.to_le_bytes()).collect();
+            for j in 0..8 {
+                let chunk = &self.words[(sb * 8 + j) * cw..][..cw];
+                if self.ty == GgmlType::Q6_K {
+                    // Scale 2j for the chunk's first sixteen weights, 2j + 1 for the others.
+                    let d = half(self.d[sb] as u32);
+                    out.extend((0..32).map(|l| {
+                        let sc = codes[2 * j + l / 16] as i8;
+                        d * sc as f32 * (self.level(chunk, l) as i32 - 32) as f32
+                    }));
+                } else {
+                    let (d, dmin) = (half(head[0] & 0xFFFF), half(head[0] >> 16));
+                    let (sc, m) = super::k4_scale_min(&codes[4..], j);
+                    let (d1, m1) = (d * sc as f32, dmin * m as f32);
+                    out.extend((0..32).map(|l| d1 * self.level(chunk, l) as f32 - m1));
+                }
+            }
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,6 +248,34 @@ mod tests {
                 assert_eq!(g.to_bits(), w.to_bits(), "{} element {i}: {g} against {w}", ty.name());
             }
         }
+    }
+
+    #[test]
+    fn k_planes_decode_to_the_same_bits() {
+        // A K that is a multiple of 256 over several super-blocks, an odd row count, the
+        // test weights' random codes and scales.
+        for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
+            let (rows, cols) = (5, 768);
+            let bytes = crate::quant::sample::random_weights(ty, 3, rows * cols).unwrap();
+            let want = crate::quant::decode_to_f32(StorageType::Ggml(ty), &bytes, rows * cols).unwrap();
+            let m = to_planes(ty, rows, cols, &bytes).unwrap().unwrap();
+            let blocks = rows * cols / 256;
+            assert_eq!((m.words.len(), m.heads.len()), (blocks * 8 * chunk_words(ty), blocks * HEAD_WORDS));
+            // The planes hold the file's bytes, no more.
+            assert_eq!((m.words.len() + m.heads.len()) * 4 + m.d.len() * 2, bytes.len(), "{}", ty.name());
+            let got = m.dequantize();
+            assert_eq!(got.len(), want.len());
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(g.to_bits(), w.to_bits(), "{} element {i}: {g} against {w}", ty.name());
+            }
+        }
+    }
+
+    #[test]
+    fn k_planes_other_types_and_ragged_rows() {
+        assert!(to_planes(GgmlType::Q4_0, 1, 32, &[0; 18]).unwrap().is_none());
+        assert!(to_planes(GgmlType::Q4_K, 1, 256, &[0; 143]).is_err());
+        assert!(to_planes(GgmlType::Q4_K, 1, 512, &[0; 144]).is_err());
     }
 
     #[test]

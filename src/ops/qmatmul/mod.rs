@@ -187,10 +187,11 @@ fn gemv_defines(format: &WeightFormat, precision: Precision, c: GemvConfig, k: u
 }
 
 /// Whether the GEMV of `w` runs shaders/qgemv_gpu.wgsl: for weft weights with K a multiple of
-/// 32, at F32, with lanes sharing rows (the GPU launch shapes; CPU-emulated adapters keep the
-/// block kernel's one row per invocation, measured best there) and 1, 2 or 4 rows per lane group.
+/// 32 and repacked K-quants, at F32, with lanes sharing rows (the GPU launch shapes; CPU-emulated
+/// adapters keep the block kernel's one row per invocation, measured best there) and 1, 2 or 4
+/// rows per lane group.
 fn gpu_gemv(format: &WeightFormat, k: usize, precision: Precision, c: GemvConfig) -> bool {
-    matches!(format, WeightFormat::Weft(_))
+    matches!(format, WeightFormat::Weft(_) | WeightFormat::Repacked(_))
         && k.is_multiple_of(32)
         && precision == Precision::F32
         && c.lanes > 1
@@ -233,7 +234,7 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
             }
         }
         all.push((QEMBED_SHADER, embed_defines(f)));
-        if matches!(f, WeightFormat::Weft(_)) {
+        if matches!(f, WeightFormat::Weft(_) | WeightFormat::Repacked(_)) {
             let pb = 3 + f.weight_bindings() - 1;
             for rows in [1, 2, 4] {
                 for subgroup in [Subgroups::NONE, SG32] {
@@ -373,9 +374,21 @@ pub struct GemvFusion<'a> {
     pub int8: bool,
 }
 
-/// Whether [`gemv_fused`] takes `w`: the block kernels with K a multiple of 4.
+/// Whether [`gemv_fused`] takes `w`: the block kernels and the repacked K-quants (the GPU
+/// kernel) with K a multiple of 4.
 pub fn gemv_fuses(w: &QWeight) -> bool {
-    w.format.gemv_block().is_some() && w.cols.is_multiple_of(4)
+    (w.format.gemv_block().is_some() || matches!(w.format, WeightFormat::Repacked(_))) && w.cols.is_multiple_of(4)
+}
+
+/// The launch shape and precision a GEMV of `format` runs at: as asked, except that repacked
+/// K-quants have one GEMV, the GPU kernel at F32 (their planes exist only on GPUs, where it is
+/// the fast path): a shape it cannot run gives way to the GPU default.
+fn gemv_shape(format: &WeightFormat, k: usize, precision: Precision, c: GemvConfig) -> (Precision, GemvConfig) {
+    match format {
+        WeightFormat::Repacked(_) if !gpu_gemv(format, k, Precision::F32, c) => (Precision::F32, GEMV_BLOCKS_GPU),
+        WeightFormat::Repacked(_) => (Precision::F32, c),
+        _ => (precision, c),
+    }
 }
 
 /// The decode step's GEMV with its neighbours folded in, at F32: `y = W · rms_norm(x) * norm_w`
@@ -389,7 +402,8 @@ pub async fn gemv_fused(ctx: &GpuContext, w: &QWeight, x: &GpuTensor, y: &GpuTen
 /// (shaders/qgemv_gpu.wgsl), the one that stages the activations once per workgroup: the
 /// condition of the fusions that work on the staged activations.
 fn decode_gemv_is_gpu_kernel(ctx: &GpuContext, w: &QWeight) -> bool {
-    gemv_fuses(w) && gpu_gemv(&w.format, w.cols, Precision::F32, gemv_config(ctx, w, Precision::F32))
+    let (precision, config) = gemv_shape(&w.format, w.cols, Precision::F32, gemv_config(ctx, w, Precision::F32));
+    gemv_fuses(w) && gpu_gemv(&w.format, w.cols, precision, config)
 }
 
 /// Whether the decode step's GEMV of `w` on this adapter takes [`GemvFusion::glu`]: the GPU
@@ -418,6 +432,7 @@ pub async fn gemv_fused_tuned(
     fusion: GemvFusion<'_>,
     config: GemvConfig,
 ) -> Result<Dispatch> {
+    let (_, config) = gemv_shape(&w.format, w.cols, Precision::F32, config);
     let fail = |message: String| Error::Shape { op: "gemv_fused", message };
     if fusion.int8 && !(int8_format(&w.format) && gpu_gemv(&w.format, w.cols, Precision::F32, config)) {
         return Err(fail(format!("{} [{}, {}]: 8-bit activations need 4- or 8-bit weft weights and the GPU kernel",
@@ -455,6 +470,7 @@ async fn gemv_with(
 ) -> Result<Dispatch> {
     let t = check_operands("gemv", w, x, y)?;
     check_precision(ctx, "gemv", precision)?;
+    let (precision, config) = gemv_shape(&w.format, w.cols, precision, config);
     let GemvConfig { wg, rows, lanes } = config;
     if !wg.is_power_of_two() || rows == 0 || !lanes.is_power_of_two() || lanes > wg {
         return Err(Error::Shape { op: "gemv", message: format!("workgroup {wg}, rows {rows}, lanes {lanes}") });

@@ -55,6 +55,11 @@ impl TestWeight {
         match &self.data {
             TestData::Ggml(bytes) => match self.format {
                 WeightFormat::Ggml(t) => QWeight::from_ggml(ctx, name, t, self.rows, self.cols, bytes),
+                // Repacked here whatever the adapter: the planes' kernels are tested on all.
+                WeightFormat::Repacked(t) => match quant::repack::to_planes(t, self.rows, self.cols, bytes)? {
+                    Some(m) => QWeight::from_planes(ctx, name, &m),
+                    None => QWeight::from_ggml(ctx, name, t, self.rows, self.cols, bytes),
+                },
                 _ => QWeight::from_ggml(ctx, name, GgmlType::F32, self.rows, self.cols, bytes),
             },
             TestData::Weft(m) => QWeight::from_weft(ctx, name, m),
@@ -65,7 +70,7 @@ impl TestWeight {
     /// The CPU reference decoders' values, [rows, cols].
     pub fn dequantize(&self) -> Result<Vec<f32>> {
         match (&self.data, self.format) {
-            (TestData::Ggml(bytes), WeightFormat::Ggml(t)) => {
+            (TestData::Ggml(bytes), WeightFormat::Ggml(t) | WeightFormat::Repacked(t)) => {
                 quant::decode_to_f32(StorageType::Ggml(t), bytes, self.rows * self.cols)
             }
             (TestData::Ggml(bytes), _) => {
@@ -81,7 +86,7 @@ impl TestWeight {
 /// (see [`sample::random_weights`]); weft zero points anywhere in the level range, fractional.
 pub fn test_weight(format: WeightFormat, seed: u64, rows: usize, cols: usize) -> Result<TestWeight> {
     let data = match format {
-        WeightFormat::Ggml(t) => TestData::Ggml(sample::random_weights(t, seed, rows * cols)?),
+        WeightFormat::Ggml(t) | WeightFormat::Repacked(t) => TestData::Ggml(sample::random_weights(t, seed, rows * cols)?),
         WeightFormat::F32 => TestData::F32(random_f32(seed, rows * cols)),
         WeightFormat::Weft(q) => {
             let mut rng = SmallRng::seed_from_u64(seed);

@@ -65,7 +65,8 @@ pub async fn tune_gemv(ctx: &GpuContext, weights: &[&QWeight], precision: Precis
     let mut out = Vec::new();
     for w in weights {
         let k = key(&w.format, w.rows, w.cols, precision);
-        if w.format.gemv_block().is_none() || ctx.tuned(&k).is_some() || !seen.insert(k.clone()) {
+        let gemv_kernel = w.format.gemv_block().is_some() || matches!(w.format, WeightFormat::Repacked(_));
+        if !gemv_kernel || ctx.tuned(&k).is_some() || !seen.insert(k.clone()) {
             continue;
         }
         let x = ctx.upload_f32("tune x", &[1, w.cols], &random_f32(w.cols as u64, w.cols))?;

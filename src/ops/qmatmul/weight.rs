@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::format::GgmlType;
 use crate::gpu::shader::Defines;
 use crate::gpu::{DType, GpuContext, GpuTensor};
+use crate::quant::repack::{KPlanes, HEAD_WORDS};
 use crate::quant::weft::{QuantMatrix, Scheme, WeftQuant};
 use crate::quant;
 
@@ -17,15 +18,19 @@ pub enum WeightFormat {
     Ggml(GgmlType),
     /// One of weft's formats (docs/FORMAT.md).
     Weft(WeftQuant),
+    /// A GGUF K-quant repacked at upload into aligned planes ([`quant::repack::KPlanes`]):
+    /// what the GPU holds of such a tensor where [`QWeight::repacks`] says so.
+    Repacked(GgmlType),
     /// Plain little-endian f32.
     F32,
 }
 
 impl WeightFormat {
-    /// `Q4_K`, `F16`, `q4_g32_sym`, `F32`.
+    /// `Q4_K`, `F16`, `q4_g32_sym`, `F32`; `Q4_K_R` for the repacked form.
     pub fn name(&self) -> String {
         match self {
             Self::Ggml(t) => t.name().to_string(),
+            Self::Repacked(t) => format!("{}_R", t.name()),
             Self::Weft(q) => q.name(),
             Self::F32 => "F32".to_string(),
         }
@@ -39,12 +44,16 @@ impl WeightFormat {
         if let Some(t) = GgmlType::ALL.into_iter().find(|t| t.name() == name) {
             return Some(Self::Ggml(t));
         }
+        if let Some(t) = GgmlType::ALL.into_iter().find(|&t| quant::repack::has_planes(t) && name.strip_suffix("_R") == Some(t.name())) {
+            return Some(Self::Repacked(t));
+        }
         WeftQuant::parse(name).ok().map(Self::Weft)
     }
 
     /// Every format the kernels handle: the GGML types, then each weft format.
     pub fn all() -> Vec<Self> {
         let mut all: Vec<Self> = GgmlType::ALL.into_iter().map(Self::Ggml).collect();
+        all.extend(GgmlType::ALL.into_iter().filter(|&t| quant::repack::has_planes(t)).map(Self::Repacked));
         for bits in crate::quant::weft::BITS {
             for group in crate::quant::weft::GROUPS {
                 for scheme in [Scheme::Sym, Scheme::Asym] {
@@ -58,7 +67,7 @@ impl WeightFormat {
     /// What K must be a multiple of for this format (GGML blocks lie along a row).
     pub fn k_multiple(&self) -> usize {
         match self {
-            Self::Ggml(t) => t.block_elements() as usize,
+            Self::Ggml(t) | Self::Repacked(t) => t.block_elements() as usize,
             Self::Weft(_) | Self::F32 => 1,
         }
     }
@@ -80,6 +89,13 @@ impl WeightFormat {
                 Defines::new().set(super::super::dequant::define(ty), 1).set(path, 1)
             }
             Self::F32 => Self::Ggml(GgmlType::F32).defines(),
+            // Chunks of weft's 4-bit words (and the high bits' words), with the super-blocks'
+            // heads in place of scales: K4 / K5 / K6 select the arithmetic, WB4 / WB5 / WB6 the
+            // chunk's words.
+            Self::Repacked(t) => {
+                let bits = quant::repack::chunk_words(*t) as u32;
+                Defines::new().set("KQ", 1).set(&format!("K{bits}"), 1).set(&format!("WB{bits}"), 1).set("BITS", bits).set("GROUP", 32)
+            }
             Self::Weft(q) => {
                 let d = Defines::new()
                     .set("WEFT", 1)
@@ -112,7 +128,9 @@ impl WeightFormat {
     pub(crate) fn weight_bindings(&self) -> usize {
         match self {
             Self::Weft(q) if q.has_zero() => 3,
-            Self::Weft(_) => 2,
+            // Q6_K's d, in a plane of f16 pairs.
+            Self::Repacked(GgmlType::Q6_K) => 3,
+            Self::Weft(_) | Self::Repacked(_) => 2,
             _ => 1,
         }
     }
@@ -136,9 +154,11 @@ pub struct QPart {
     /// Packed data as u32 words: GGML blocks row after row ([rows · bytes_per_row / 4] words,
     /// rows need not be word-aligned), or weft's [rows, words_per_row].
     pub data: GpuTensor,
-    /// weft: f16 scales two per word, [ceil(rows · groups_per_row / 2)] words.
+    /// weft: f16 scales two per word, [ceil(rows · groups_per_row / 2)] words; repacked
+    /// K-quants: the super-blocks' heads, [rows · blocks_per_row · HEAD_WORDS] words.
     pub scales: Option<GpuTensor>,
-    /// weft asymmetric: f16 zero points, same layout as the scales.
+    /// weft asymmetric: f16 zero points, same layout as the scales; repacked Q6_K: the
+    /// super-blocks' f16 d, two per word.
     pub zeros: Option<GpuTensor>,
 }
 
@@ -192,6 +212,9 @@ impl QWeight {
             if let Some(m) = quant::repack::to_weft(ty, rows, cols, bytes)? {
                 return Self::from_weft(ctx, name, &m);
             }
+            if let Some(m) = quant::repack::to_planes(ty, rows, cols, bytes)? {
+                return Self::from_planes(ctx, name, &m);
+            }
         }
         let row_bytes = bytes.len() / rows;
         let ranges = row_ranges(ctx, rows, row_bytes as u64);
@@ -206,13 +229,49 @@ impl QWeight {
         Ok(Self { format, rows, cols, parts })
     }
 
-    /// Whether [`QWeight::from_ggml`] stores `ty` on this adapter as the weft format that holds
-    /// it exactly: on GPUs, Q4_0 and Q8_0, whose weft chunks are word-aligned for
-    /// shaders/qgemv_gpu.wgsl (src/quant/repack.rs). CPU-emulated adapters keep the stored
-    /// blocks, whose kernels were measured best there. A loader may repack itself (on several
-    /// threads) and call [`QWeight::from_weft`]: the same buffers.
+    /// Whether [`QWeight::from_ggml`] repacks `ty` on this adapter: on GPUs, Q4_0 and Q8_0 into
+    /// the weft format that holds them exactly, the K-quants with planes into those
+    /// ([`WeightFormat::Repacked`]), all word-aligned for shaders/qgemv_gpu.wgsl
+    /// (src/quant/repack.rs). CPU-emulated adapters keep the stored blocks, whose kernels were
+    /// measured best there. A loader may repack Q4_0 and Q8_0 itself (on several threads) and
+    /// call [`QWeight::from_weft`]: the same buffers.
     pub fn repacks(ctx: &GpuContext, ty: GgmlType) -> bool {
-        !ctx.capabilities().is_software && quant::repack::weft_equivalent(ty).is_some()
+        !ctx.capabilities().is_software
+            && (quant::repack::weft_equivalent(ty).is_some() || quant::repack::has_planes(ty))
+    }
+
+    /// From a K-quant's planes ([`quant::repack::to_planes`]), as [`WeightFormat::Repacked`],
+    /// in runs of rows within a storage binding like every other weight.
+    pub fn from_planes(ctx: &GpuContext, name: &str, m: &KPlanes) -> Result<Self> {
+        let format = WeightFormat::Repacked(m.ty);
+        check_shape(name, format, m.rows, m.cols)?;
+        let spr = m.blocks_per_row();
+        let (wpr, hpr) = (spr * 8 * quant::repack::chunk_words(m.ty), spr * HEAD_WORDS);
+        let dpr = if m.ty == GgmlType::Q6_K { spr } else { 0 };
+        if m.words.len() != m.rows * wpr || m.heads.len() != m.rows * hpr || m.d.len() != m.rows * dpr {
+            return Err(Error::Shape {
+                op: "qweight",
+                message: format!("{name}: {} [{}, {}] needs {} words, {} head words and {} d, has {}, {} and {}",
+                    format.name(), m.rows, m.cols, m.rows * wpr, m.rows * hpr, m.rows * dpr, m.words.len(), m.heads.len(), m.d.len()),
+            });
+        }
+        let ranges = row_ranges(ctx, m.rows, wpr as u64 * 4);
+        let parts = ranges
+            .iter()
+            .map(|&(row0, n)| {
+                let label = part_label(name, row0, ranges.len());
+                let data = ctx.upload_u32(&format!("{label}.q"), &[n * wpr], &m.words[row0 * wpr..(row0 + n) * wpr])?;
+                let heads = ctx.upload_u32(&format!("{label}.heads"), &[n * hpr], &m.heads[row0 * hpr..(row0 + n) * hpr])?;
+                let d = if dpr > 0 {
+                    let halves = pack_halves(&m.d[row0 * dpr..(row0 + n) * dpr]);
+                    Some(ctx.upload_u32(&format!("{label}.d"), &[halves.len()], &halves)?)
+                } else {
+                    None
+                };
+                Ok(QPart { row0, rows: n, data, scales: Some(heads), zeros: d })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Self { format, rows: m.rows, cols: m.cols, parts })
     }
 
     /// From plain f32 values, row-major [rows, cols].
@@ -350,6 +409,14 @@ impl QWeight {
                     Some(v)
                 }
                 WeightFormat::F32 => Some(vec![w.rows * w.cols]),
+                WeightFormat::Repacked(t) => {
+                    let mut v = vec![w.rows * wpr as usize, w.rows * gpr as usize * HEAD_WORDS];
+                    if t == GgmlType::Q6_K {
+                        let halves = w.rows * gpr as usize;
+                        v.push(halves.is_multiple_of(2).then_some(halves / 2)?);
+                    }
+                    Some(v)
+                }
                 WeightFormat::Ggml(ty) => {
                     let bytes = quant::expected_bytes(crate::format::StorageType::Ggml(ty), w.rows * w.cols).ok()?;
                     bytes.is_multiple_of(4).then_some(vec![bytes as usize / 4])
@@ -391,11 +458,15 @@ impl QWeight {
         self.parts.iter().flat_map(|p| p.tensors()).map(|t| t.len() as u64 * 4).sum()
     }
 
-    /// Words each weft row occupies and groups per row (zero for other formats).
+    /// Words each weft row occupies and groups per row; for repacked K-quants, words and
+    /// super-blocks per row (zero for other formats).
     pub(crate) fn row_layout(&self) -> (u32, u32) {
         match self.format {
             WeightFormat::Weft(q) => {
                 (q.words_per_row(self.cols) as u32, q.groups_per_row(self.cols) as u32)
+            }
+            WeightFormat::Repacked(t) => {
+                ((self.cols / 32 * quant::repack::chunk_words(t)) as u32, (self.cols / 256) as u32)
             }
             _ => (0, 0),
         }
