@@ -83,3 +83,54 @@ fn bytes_that_are_not_whole_rows_of_blocks_are_a_shape_error() -> anyhow::Result
     }
     Ok(())
 }
+
+/// How far the logits of one model may move between the GEMV over GGUF blocks and the GEMV over
+/// the repacked words: the same weights, summed in another order (the fixtures' logits are of
+/// the order of 1e-3).
+const LOGITS: weft::ops::Tolerance = weft::ops::Tolerance { abs: 1e-6, rel: 1e-3 };
+
+/// Tiny Q4_0 and Q8_0 GGUF models (bench/gpu/gen_quant_gguf.py, widths of odd block counts)
+/// loaded with the repack on the GPU (asked for: on a software adapter the load keeps the
+/// blocks otherwise) and without: the repacked matrices read back equal the CPU repack of the
+/// file's bytes, the load counts its time as its own phase and none as convert, and the logits
+/// of both loads agree.
+#[test]
+fn a_load_repacked_on_the_gpu_holds_the_cpu_repack_and_gives_the_same_logits() -> anyhow::Result<()> {
+    use weft::loader::native::FileReader;
+    use weft::model::{self, EngineOptions, QuantizeOn, WeightOptions};
+    let ctx = ctx();
+    for ty in [GgmlType::Q4_0, GgmlType::Q8_0] {
+        let path = format!("tests/fixtures/quant-tiny/model-{}.gguf", ty.name().to_lowercase());
+        let file = std::fs::read(&path)?;
+        let header = weft::format::detect_and_parse(&file, None)?;
+        let mut logits = Vec::new();
+        for on in [QuantizeOn::Gpu, QuantizeOn::Cpu] {
+            let reader = FileReader::open(&path)?;
+            let weights = WeightOptions { quantize_on: on, ..Default::default() };
+            let engine = EngineOptions { max_seq: 16, max_batch: 8, ..Default::default() };
+            let mut llama = pollster::block_on(model::open(ctx, &reader, engine, weights, &mut |_| {}))?.0;
+            let t = llama.load_times;
+            if on == QuantizeOn::Gpu {
+                assert!(t.gpu_repack_ms > 0.0 && t.convert_ms < t.gpu_repack_ms, "{path}: {t:?}");
+                for (name, w) in [("token_embd.weight", &llama.weights.embedding), ("blk.1.ffn_down.weight", &llama.weights.layers[1].down)] {
+                    let info = header.tensors().iter().find(|i| i.name == name).expect(name);
+                    let bytes = &file[info.range.start as usize..info.range.end as usize];
+                    let want = to_weft(ty, w.rows, w.cols, bytes)?.expect("Q4_0 and Q8_0 repack");
+                    let got = pollster::block_on(read_back(ctx, w))?;
+                    assert_eq!(w.format, WeightFormat::Weft(want.quant), "{path}: {name}");
+                    assert!(got.words == want.words && got.scales == want.scales, "{path}: {name} differs from the CPU repack");
+                }
+            } else if ctx.capabilities().is_software {
+                assert_eq!(llama.weights.layers[1].down.format, WeightFormat::Ggml(ty));
+                assert_eq!(t.gpu_repack_ms, 0.0);
+            }
+            logits.push(pollster::block_on(llama.logits(ctx, &[1, 7, 42, 300, 5], None))?);
+        }
+        let want: Vec<f64> = logits[1].iter().map(|&v| v as f64).collect();
+        assert!(want.iter().any(|v| v.abs() > 100.0 * LOGITS.abs), "{path}: logits too small to compare");
+        let dev = LOGITS.compare(&logits[0], &want);
+        assert!(dev.within, "{path}: logits of the GPU repack against the stored blocks: {dev:?}");
+        println!("{path}: {} logits within {LOGITS:?}: {dev:?}", want.len());
+    }
+    Ok(())
+}

@@ -210,7 +210,8 @@ impl QWeight {
     /// it exactly: on GPUs, Q4_0 and Q8_0, whose weft chunks are word-aligned for
     /// shaders/qgemv_gpu.wgsl (src/quant/repack.rs). CPU-emulated adapters keep the stored
     /// blocks, whose kernels were measured best there. A loader may repack itself (on several
-    /// threads) and call [`QWeight::from_weft`]: the same buffers.
+    /// threads) and call [`QWeight::from_weft`], or repack on the GPU
+    /// ([`crate::ops::repack::Repacker`]): the same buffers.
     pub fn repacks(ctx: &GpuContext, ty: GgmlType) -> bool {
         !ctx.capabilities().is_software && quant::repack::weft_equivalent(ty).is_some()
     }
