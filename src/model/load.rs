@@ -429,11 +429,17 @@ impl Quantizing {
             QuantizeOn::Gpu => true,
             QuantizeOn::Cpu => false,
         };
+        // The pipelines' time is their phase's: a cold shader cache makes the quantizer's (a
+        // long kernel) take seconds.
+        let clock = LoadClock::default();
+        let start = LoadClock::start();
         let gpu = match opts.quantize.is_some() || plan.is_some() {
             true if on_gpu => Some(Quantizer::new(ctx).await?),
             _ => None,
         };
-        let clock = LoadClock::default();
+        if gpu.is_some() {
+            clock.add(LoadPhase::GpuQuantize, start);
+        }
         let start = LoadClock::start();
         let repacker = if repack { Some(Repacker::new(ctx).await?) } else { None };
         if repacker.is_some() {

@@ -18,7 +18,7 @@ pub struct LoadTimes {
     pub convert_ms: f64,
     /// Creating buffers and queueing their contents (`write_buffer`).
     pub upload_ms: f64,
-    /// Quantizing on the GPU: queueing the kernel and waiting for it.
+    /// Quantizing on the GPU: making the kernel's pipeline, queueing it and waiting for it.
     pub gpu_quantize_ms: f64,
     /// Repacking GGUF Q4_0/Q8_0 blocks on the GPU (`ops::repack`): the kernel's pipeline, the
     /// blocks' upload, the kernel queued and waited for.
