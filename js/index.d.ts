@@ -176,7 +176,10 @@ export interface LoadOptions {
   quantize?: 'q4' | 'q8' | 'q3' | 'auto' | 'none' | string;
   /** Where `quantize` runs: 'auto' (default: the GPU on a hardware adapter, the CPU on a
    * software one such as SwiftShader, where the GPU kernel is several times slower), 'gpu' or
-   * 'cpu' (the reference quantizer, in wasm). Both give the same bytes. */
+   * 'cpu' (the reference quantizer, in wasm). Both give the same bytes. GGUF Q4_0/Q8_0 blocks
+   * follow it too: a hardware adapter repacks them into weft's layout on the GPU unless 'cpu'
+   * (then in wasm), and 'gpu' repacks them on a software adapter too (which otherwise keeps
+   * them as stored). */
   quantizeOn?: 'auto' | 'gpu' | 'cpu';
   /** Read each GPU-quantized matrix back for its digest in `stats().load.quantized` (a copy of
    * the weights; for comparing a load with `weft quantize`). */

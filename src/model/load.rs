@@ -17,6 +17,8 @@ use crate::loader::cache::{fnv1a64_update, FNV1A64_START};
 use crate::loader::RangeReader;
 use crate::ops::qmatmul::QWeight;
 use crate::ops::quantize::{read_back, source_type, Quantizer};
+use crate::ops::repack::{whole_blocks, Repacker};
+use crate::quant::repack::weft_equivalent;
 use crate::quant::decode_to_f32;
 use crate::quant::repack::KPlanes;
 use crate::quant::weft::{quantize, QuantMatrix, WeftQuant};
@@ -64,7 +66,9 @@ pub struct WeightOptions {
     /// an untied head at 8 bits), so that a load quantizes as the command line does.
     pub default_keep: bool,
     /// With `quantize`: where matrices are quantized (the GPU kernel and the CPU reference give
-    /// the same bytes).
+    /// the same bytes). GGUF Q4_0/Q8_0 matrices, which a hardware adapter holds in the weft
+    /// format of the same weights, are repacked there by the GPU (`ops::repack`) unless this is
+    /// `Cpu`; with `Gpu`, on software adapters too.
     pub quantize_on: QuantizeOn,
     /// `quantize: 'auto'`: each float matrix in the format [`super::fit::plan_auto`] chose for
     /// the budget (`quantize` and `default_keep` are then not used).
@@ -407,36 +411,54 @@ pub fn quant_digest(m: &QuantMatrix) -> u64 {
 }
 
 /// How a load quantizes: the GPU kernel (with the matrices whose digests it reads back at the
-/// end) or the CPU reference, and what it quantized; and where the load's time goes.
+/// end) or the CPU reference, and what it quantized; whether it repacks GGUF blocks on the GPU;
+/// and where the load's time goes.
 struct Quantizing {
     plan: Option<AutoPlan>,
     gpu: Option<Quantizer>,
+    repacker: Option<Repacker>,
     pending: RefCell<Vec<(usize, QWeight)>>,
     done: RefCell<Vec<Quantized>>,
     clock: LoadClock,
 }
 
 impl Quantizing {
-    async fn new(ctx: &GpuContext, opts: &WeightOptions, plan: Option<AutoPlan>) -> Result<Self> {
+    async fn new(ctx: &GpuContext, opts: &WeightOptions, plan: Option<AutoPlan>, repack: bool) -> Result<Self> {
         let on_gpu = match opts.quantize_on {
             // The `k` formats' 8-bit grid is in the CPU quantizer only.
             QuantizeOn::Auto => !ctx.capabilities().is_software && opts.quantize.is_none_or(|q| q.scheme != crate::quant::weft::Scheme::K),
             QuantizeOn::Gpu => true,
             QuantizeOn::Cpu => false,
         };
+        // The pipelines' time is their phase's: a cold shader cache makes the quantizer's (a
+        // long kernel) take seconds.
+        let clock = LoadClock::default();
+        let start = LoadClock::start();
         let gpu = match opts.quantize.is_some() || plan.is_some() {
             true if on_gpu => Some(Quantizer::new(ctx).await?),
             _ => None,
         };
-        Ok(Self { plan, gpu, pending: RefCell::new(Vec::new()), done: RefCell::new(Vec::new()), clock: LoadClock::default() })
+        if gpu.is_some() {
+            clock.add(LoadPhase::GpuQuantize, start);
+        }
+        let start = LoadClock::start();
+        let repacker = if repack { Some(Repacker::new(ctx).await?) } else { None };
+        if repacker.is_some() {
+            clock.add(LoadPhase::GpuRepack, start);
+        }
+        Ok(Self { plan, gpu, repacker, pending: RefCell::new(Vec::new()), done: RefCell::new(Vec::new()), clock })
     }
 
-    /// Waits for the GPU's quantization of what was queued and checks it.
+    /// Waits for the GPU's quantization (and repacking) of what was queued and checks it.
     async fn check_gpu(&self, ctx: &GpuContext) -> Result<()> {
+        let start = LoadClock::start();
         if let Some(q) = &self.gpu {
-            let start = LoadClock::start();
+            // Reading the status waits for the repacks queued before it too.
             q.check(ctx).await?;
             self.clock.add(LoadPhase::GpuQuantize, start);
+        } else if self.repacker.is_some() {
+            ctx.wait_idle().await?;
+            self.clock.add(LoadPhase::GpuRepack, start);
         }
         Ok(())
     }
@@ -528,8 +550,12 @@ fn matrix(
         StorageType::Safe(SafeDtype::BF16) => Some(GgmlType::BF16),
         StorageType::Safe(_) => None,
     };
-    match as_ggml {
-        Some(g) if QWeight::repacks(ctx, g) => {
+    match (as_ggml, &quantizing.repacker) {
+        // The CPU only hands the stored blocks on.
+        (Some(g), Some(r)) if weft_equivalent(g).is_some() && whole_blocks(g, rows, cols, bytes.len()) => {
+            clock.time(LoadPhase::GpuRepack, || r.repack(ctx, &t.name, g, rows, cols, bytes))
+        }
+        (Some(g), _) if QWeight::repacks(ctx, g) => {
             if let Some(m) = clock.time(LoadPhase::Convert, || repacked(g, rows, cols, bytes))? {
                 return clock.time(LoadPhase::Upload, || QWeight::from_weft(ctx, &t.name, &m));
             }
@@ -539,8 +565,8 @@ fn matrix(
                 None => QWeight::from_ggml(ctx, &t.name, g, rows, cols, bytes),
             }
         }
-        Some(g) => clock.time(LoadPhase::Upload, || QWeight::from_ggml(ctx, &t.name, g, rows, cols, bytes)),
-        None => {
+        (Some(g), _) => clock.time(LoadPhase::Upload, || QWeight::from_ggml(ctx, &t.name, g, rows, cols, bytes)),
+        (None, _) => {
             let values = clock.time(LoadPhase::Convert, || decode_to_f32(t.storage, bytes, rows * cols))?;
             clock.time(LoadPhase::Upload, || QWeight::from_f32(ctx, &t.name, rows, cols, &values))
         }
@@ -550,11 +576,10 @@ fn matrix(
 /// A Q4_0 or Q8_0 matrix in the weft format that holds it (`quant::repack`), repacked by runs
 /// of rows on every core; None where the bytes are not whole rows of 32-weight blocks.
 fn repacked(g: GgmlType, rows: usize, cols: usize, bytes: &[u8]) -> Result<Option<QuantMatrix>> {
-    let row_bytes = cols / 32 * g.block_bytes() as usize;
-    let whole = cols.is_multiple_of(32) && rows.checked_mul(row_bytes) == Some(bytes.len());
-    if crate::quant::repack::weft_equivalent(g).is_none() || !whole {
+    if weft_equivalent(g).is_none() || !whole_blocks(g, rows, cols, bytes.len()) {
         return Ok(None);
     }
+    let row_bytes = cols / 32 * g.block_bytes() as usize;
     pack_by_rows(rows, cols, |r0, n| {
         crate::quant::repack::to_weft(g, n, cols, &bytes[r0 * row_bytes..(r0 + n) * row_bytes])
     })
@@ -618,7 +643,14 @@ pub(crate) async fn load_weights_from(
     let mut out_norm = None;
     let mut output = None;
     let mut layers: Vec<Option<LayerWeights>> = (0..c.n_layers).map(|_| None).collect();
-    let quantizing = Quantizing::new(ctx, opts, plan).await?;
+    // GGUF Q4_0/Q8_0 blocks repacked on the GPU where the adapter holds them in weft's layout
+    // (hardware adapters, `QWeight::repacks`), or on any adapter when asked to.
+    let repack = match opts.quantize_on {
+        QuantizeOn::Auto => !ctx.capabilities().is_software,
+        QuantizeOn::Gpu => true,
+        QuantizeOn::Cpu => false,
+    } && header.tensors().iter().any(|t| matches!(t.storage, StorageType::Ggml(g) if weft_equivalent(g).is_some()));
+    let quantizing = Quantizing::new(ctx, opts, plan, repack).await?;
     // In file order, so a reader that can only stream the file front to back (a server that
     // ignores Range) never has to go back. GGUF files often store blk.10 before blk.2.
     let mut order: Vec<usize> = (0..steps).collect();
@@ -699,8 +731,9 @@ pub(crate) async fn load_weights_from(
                 down: layer_mat(LayerPart::Down, c.dim, c.ffn_dim)?,
             });
         }
-        // The GPU quantizes a group before the next one is uploaded: its source bytes are freed
-        // as it goes, whatever the GPU's speed, and a non-finite matrix stops the load here.
+        // The GPU quantizes and repacks a group before the next one is uploaded: its source bytes
+        // are freed as it goes, whatever the GPU's speed, and a non-finite matrix stops the load
+        // here.
         quantizing.check_gpu(ctx).await?;
         loaded += group.bytes();
         progress(Progress { phase: Phase::Weights, step: done + 1, steps, bytes_loaded: loaded, bytes_total: total });

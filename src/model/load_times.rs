@@ -18,8 +18,11 @@ pub struct LoadTimes {
     pub convert_ms: f64,
     /// Creating buffers and queueing their contents (`write_buffer`).
     pub upload_ms: f64,
-    /// Quantizing on the GPU: queueing the kernel and waiting for it.
+    /// Quantizing on the GPU: making the kernel's pipeline, queueing it and waiting for it.
     pub gpu_quantize_ms: f64,
+    /// Repacking GGUF Q4_0/Q8_0 blocks on the GPU (`ops::repack`): the kernel's pipeline, the
+    /// blocks' upload, the kernel queued and waited for.
+    pub gpu_repack_ms: f64,
     /// Stacking Q/K/V and gate/up into one matrix each (GPU copies).
     pub stack_ms: f64,
     /// Timing GEMV launch shapes (`ops::qmatmul::tune_gemv`), their pipelines included.
@@ -37,6 +40,7 @@ pub enum LoadPhase {
     Convert,
     Upload,
     GpuQuantize,
+    GpuRepack,
     Stack,
     Tune,
     Compile,
@@ -50,6 +54,7 @@ impl LoadTimes {
             LoadPhase::Convert => &mut self.convert_ms,
             LoadPhase::Upload => &mut self.upload_ms,
             LoadPhase::GpuQuantize => &mut self.gpu_quantize_ms,
+            LoadPhase::GpuRepack => &mut self.gpu_repack_ms,
             LoadPhase::Stack => &mut self.stack_ms,
             LoadPhase::Tune => &mut self.tune_ms,
             LoadPhase::Compile => &mut self.compile_ms,
@@ -60,11 +65,11 @@ impl LoadTimes {
     /// The sum of every phase.
     pub fn total_ms(&self) -> f64 {
         let t = self;
-        t.header_ms + t.read_ms + t.convert_ms + t.upload_ms + t.gpu_quantize_ms + t.stack_ms + t.tune_ms + t.compile_ms + t.finish_ms
+        t.header_ms + t.read_ms + t.convert_ms + t.upload_ms + t.gpu_quantize_ms + t.gpu_repack_ms + t.stack_ms + t.tune_ms + t.compile_ms + t.finish_ms
     }
 
     /// (name, ms) of each phase, in load order.
-    pub fn phases(&self) -> [(&'static str, f64); 9] {
+    pub fn phases(&self) -> [(&'static str, f64); 10] {
         let t = self;
         [
             ("header", t.header_ms),
@@ -72,6 +77,7 @@ impl LoadTimes {
             ("convert", t.convert_ms),
             ("upload", t.upload_ms),
             ("gpu quantize", t.gpu_quantize_ms),
+            ("gpu repack", t.gpu_repack_ms),
             ("stack", t.stack_ms),
             ("tune", t.tune_ms),
             ("compile", t.compile_ms),

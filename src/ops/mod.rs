@@ -15,6 +15,7 @@ pub mod pool;
 pub mod prefill_attention;
 pub mod qmatmul;
 pub mod quantize;
+pub mod repack;
 pub mod rope;
 pub mod sample;
 pub mod softmax;
@@ -58,6 +59,7 @@ pub fn shader_variants() -> Vec<(ShaderSource, Defines)> {
     all.extend(encoder_attention::variants());
     all.extend(pool::variants());
     all.extend(quantize::variants());
+    all.extend(repack::variants());
     all
 }
 

@@ -14,7 +14,7 @@ use weft::model::fit::{AutoPlan, QuantizeChoice};
 use weft::model::folder::{Directory, FolderSource, HttpFolder};
 use weft::model::graph::Checkpoint;
 use weft::model::llama::Quantized;
-use weft::model::{self, EngineOptions, Llama, LlamaConfig, WeightOptions};
+use weft::model::{self, EngineOptions, Llama, LlamaConfig, QuantizeOn, WeightOptions};
 use weft::ops::sample::SampleParams;
 use weft::tokenizer::Tokenizer;
 
@@ -54,6 +54,10 @@ pub struct LoadFlags {
     /// checked before any weight is read. With --quantize auto, what the plan spends.
     #[arg(long)]
     pub memory_budget_mb: Option<u64>,
+    /// Where --quantize runs: auto (the GPU on hardware adapters, the CPU on software ones),
+    /// gpu or cpu. With cpu, GGUF Q4_0/Q8_0 blocks are also repacked on the CPU.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "gpu", "cpu"])]
+    pub quantize_on: String,
 }
 
 fn parse_quantize(name: &str) -> Result<QuantizeChoice, String> {
@@ -62,7 +66,12 @@ fn parse_quantize(name: &str) -> Result<QuantizeChoice, String> {
 
 impl LoadFlags {
     pub fn weights(&self) -> WeightOptions {
-        self.quantize.weight_options(self.memory_budget_mb)
+        let quantize_on = match self.quantize_on.as_str() {
+            "gpu" => QuantizeOn::Gpu,
+            "cpu" => QuantizeOn::Cpu,
+            _ => QuantizeOn::Auto,
+        };
+        WeightOptions { quantize_on, ..self.quantize.weight_options(self.memory_budget_mb) }
     }
 }
 
