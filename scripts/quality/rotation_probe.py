@@ -14,7 +14,10 @@ calibration text, in the rotated basis for rotated matrices (diag(Hᵀ C H)).
     weft tokenize MODEL --text data/calibration.txt --json > WORK/cal.json
     python3 scripts/quality/rotation_probe.py MODEL WORK [BITS:ROT:WEIGHTS ...]
 
-ROT is none, h32, h64 or rh64 (random signs); WEIGHTS imp (calibrated) or flat.
+ROT is none, h32, h64 or rh64 (random signs), or awq: no rotation but AWQ's equivalent column
+scaling (W·diag(s), the activations times 1/s folded into the norm, V or up rows before them;
+s = importance^(a/2), a from 0, 0.25, 0.5, 0.75 chosen for each input by the least
+calibration-weighted output error tr(ΔW C ΔWᵀ) of the matrices reading it); WEIGHTS imp or flat.
 """
 import json
 import os
@@ -168,10 +171,37 @@ if __name__ == "__main__":
         for s in range(0, len(cal), 512):
             forward(W, cal[s:s + 512], stats)
         np.savez("cov.npz", **{f"{i}_{k}": v for (i, k), v in stats.items()})
+    def awq(w2, bits, i, key, roles):
+        c = stats[(i, key)]
+        d = np.diag(c).copy()
+        best = None
+        for a in (0.0, 0.25, 0.5, 0.75):
+            s = (d / d.mean()) ** (a / 2)
+            s /= np.exp(np.log(s).mean())
+            err, qs = 0.0, {}
+            for role in roles:
+                m = W[f"blk.{i}.{role}.weight"]
+                imp = d / s**2
+                q = quant_asym(m * s[None, :], bits, 32, imp / imp.mean()) / s[None, :]
+                dw = (q - m).astype(np.float64)
+                err += float(np.einsum("ij,jk,ik->", dw, c, dw))
+                qs[f"blk.{i}.{role}.weight"] = q
+            if best is None or err < best[0]:
+                best = (err, qs)
+        w2.update(best[1])
+
     variants = sys.argv[3:] or ["3:none:imp", "3:h64:imp", "3:h32:imp", "3:rh64:imp", "2:none:imp", "2:h64:imp", "2:rh64:imp", "3:none:flat", "3:h64:flat"]
     for var in variants:
         bits, rot, weigh = var.split(":")
         bits = int(bits)
+        if rot == "awq":
+            w2 = dict(W)
+            for i in range(L):
+                for key in ("qkv", "o", "gu", "d"):
+                    awq(w2, bits, i, key, [r for r in ROLES if INPUT[r] == key])
+            t = time.time()
+            print(var, compare(base, log_probs(w2, ids), ids), f"{time.time() - t:.0f}s", flush=True)
+            continue
         hb = None
         if rot != "none":
             n = int(rot.lstrip("rh"))
