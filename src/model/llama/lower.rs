@@ -15,7 +15,8 @@
 //! - With `fuse`, a residual add followed by an RMSNorm of the sum (captures between them
 //!   allowed) is one `add_rms_norm`; in a one-token pass the last row is the stream itself.
 //! - In one-token passes (the decode step) with `fuse_norms`, an RMSNorm followed by the projection that reads it
-//!   is one GEMV normalising its input, and a projection followed by the residual add of its
+//!   is one GEMV normalising its input (products kept apart, e.g. Q/K/V of different formats,
+//!   each normalise it), and a projection followed by the residual add of its
 //!   output is one GEMV adding into the stream (8 dispatches a block instead of 10); with
 //!   `fuse_glu` the down GEMV also takes the SwiGLU of the stacked gate/up product while it
 //!   stages it (7 a block), on adapters that run the GPU GEMV kernel; with
@@ -130,16 +131,28 @@ struct Lower<'a> {
 
 impl Llama {
     /// Whether the decode step folds norms and residual adds into its GEMVs: every projection
-    /// stacked and with a block kernel, f32 arithmetic, and the options asking for it.
+    /// with a GEMV that fuses (stacked or not), f32 arithmetic, and the options asking for it.
     fn norm_gemv_applies(&self) -> bool {
         let o = &self.options;
         if !o.fuse || o.fuse_norms != Some(true) || o.precision != Precision::F32 {
             return false;
         }
         let w = &self.weights;
-        let layers = w.layers.iter().all(|l| match (&l.qkv, &l.gate_up) {
-            (Qkv::Stacked { w: qkv, .. }, GateUp::Stacked(gu)) => [qkv, gu, &l.wo, &l.down].iter().all(|m| gemv_fuses(m)),
-            _ => false,
+        // Projections kept apart (Q/K/V or gate/up of different formats, as in Q4_K_M files
+        // where V is Q6_K in some layers) are products of their own, each normalising the
+        // input again; per-head Q/K norms between them leave the normed input to be read later,
+        // which a folded norm never writes.
+        let layers = w.layers.iter().all(|l| {
+            let qkv = match &l.qkv {
+                Qkv::Stacked { w, .. } => vec![w],
+                Qkv::Apart { wq, wk, wv, .. } if l.q_norm.is_none() && l.k_norm.is_none() => vec![wq, wk, wv],
+                Qkv::Apart { .. } => return false,
+            };
+            let gate_up = match &l.gate_up {
+                GateUp::Stacked(w) => vec![w],
+                GateUp::Apart { gate, up } => vec![gate, up],
+            };
+            qkv.into_iter().chain(gate_up).chain([&l.wo, &l.down]).all(gemv_fuses)
         });
         layers && gemv_fuses(w.output.as_ref().unwrap_or(&w.embedding))
     }
@@ -390,7 +403,19 @@ impl<'a> Lower<'a> {
                         return Ok(1 + p.ops() + n);
                     }
                     let more = self.project(&p, *x, Some(fusion), &ops[1 + p.ops()..], d).await?;
-                    return Ok(1 + p.ops() + more);
+                    let mut used = 1 + p.ops() + more;
+                    // The other products apart that read the normed input (the norm is never
+                    // written): each GEMV normalises the stream itself.
+                    if matches!(p, Projection::One { .. }) {
+                        while let Some(Op::Linear { w, bias, x: lx, out: lo }) = ops.get(used) {
+                            if lx != out {
+                                break;
+                            }
+                            let one = Projection::One { x: *lx, w: self.matrix(*w)?, bias: bias.map(|b| self.vector(b)).transpose()?, out: *lo };
+                            used += 1 + self.project(&one, *x, Some(fusion), &ops[used + 1..], d).await?;
+                        }
+                    }
+                    return Ok(used);
                 }
             }
             // A projection + the residual add of its output: the GEMV adds into the stream.
