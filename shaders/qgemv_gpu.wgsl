@@ -89,14 +89,14 @@ fn load(row: u32, c: u32) -> Chunk {
 }
 #endif
 #ifdef WB5
-@group(0) @binding(0) var<storage, read> q: array<u32>; // five words per chunk
+@group(0) @binding(0) var<storage, read> q: array<vec4<u32>>; // low nibbles, one per chunk
+@group(0) @binding(4) var<storage, read> qh: array<u32>;      // fifth bits, a word per chunk
 struct Chunk {
-    a: vec4<u32>, // low nibbles
-    h: u32,       // fifth bits
+    a: vec4<u32>,
+    h: u32,
 }
 fn load(row: u32, c: u32) -> Chunk {
-    let at = row * p.wpr + 5u * c;
-    return Chunk(vec4<u32>(q[at], q[at + 1u], q[at + 2u], q[at + 3u]), q[at + 4u]);
+    return Chunk(q[row * (p.wpr / 4u) + c], qh[row * (p.k / 32u) + c]);
 }
 #endif
 #ifdef WB6

@@ -79,6 +79,9 @@ fn w8(row: u32, u: u32) -> W8 {
 #ifdef K6
 @group(0) @binding(4) var<storage, read> dk: array<u32>;     // Q6_K's d, f16 pairs, [n, gpr]
 #endif
+#ifdef K5
+@group(0) @binding(4) var<storage, read> qh: array<u32>;     // fifth bits, [n, k / 32]
+#endif
 
 const CW: u32 = ${BITS}u; // words per chunk
 
@@ -92,7 +95,7 @@ fn w8(row: u32, u: u32) -> W8 {
     let sh = vec4<u32>(0u, 4u, 8u, 12u);
 #ifdef K5
     // The fifth bit of weight 16 a + 4 b + c at bit 16 a + 4 c + b.
-    let hb = vec4<u32>(src[base + 4u] >> (16u * (v / 2u) + 2u * (v % 2u)));
+    let hb = vec4<u32>(qh[row * (p.k / 32u) + c] >> (16u * (v / 2u) + 2u * (v % 2u)));
     qa |= ((hb >> sh) & vec4<u32>(1u)) << vec4<u32>(4u);
     qb |= ((hb >> (sh + vec4<u32>(1u))) & vec4<u32>(1u)) << vec4<u32>(4u);
 #endif

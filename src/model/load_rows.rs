@@ -25,6 +25,7 @@ impl Rows for KPlanes {
     fn append(&mut self, next: Self) {
         self.rows += next.rows;
         self.words.extend_from_slice(&next.words);
+        self.high.extend_from_slice(&next.high);
         self.heads.extend_from_slice(&next.heads);
         self.d.extend_from_slice(&next.d);
     }

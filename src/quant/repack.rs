@@ -7,8 +7,8 @@
 //!
 //! The K-quants have no weft twin (a Q4_K weight is `d·sc·q − dmin·m`, two products of codes
 //! that no single f16 scale and zero point reproduce), so [`to_planes`] gives them their own
-//! GPU form, [`KPlanes`]: the same aligned 4-bit words as `q4_g32_sym` (Q5_K's and Q6_K's high
-//! bits in one or two more words a chunk), and each 256-weight super-block's codes word-aligned
+//! GPU form, [`KPlanes`]: the same aligned 4-bit words as `q4_g32_sym` (Q6_K's high bits in two
+//! more words a chunk, Q5_K's fifth bits a word a chunk in a plane of their own), and each 256-weight super-block's codes word-aligned
 //! in a plane of their own, byte for byte as the file has them. Nothing is widened: the planes
 //! hold exactly the file's bytes.
 //!
@@ -72,9 +72,11 @@ pub struct KPlanes {
     pub cols: usize,
     /// [rows, cols / 32 · chunk_words]: each 32-weight chunk's low four bits in weft's 4-bit
     /// layout (weight l in the nibble at bit 4 (l % 8) of word l / 8), so that a lane loads them
-    /// as one vec4; then Q6_K's two high bits a weight in two words, Q5_K's fifth bit in one
-    /// (see [`high_bit`]).
+    /// as one vec4; then Q6_K's two high bits a weight in two words (see [`high_bit`]).
     pub words: Vec<u32>,
+    /// Q5_K, Q5_0, Q5_1: each chunk's fifth bits in one word (see [`high_bit`]), [rows, cols /
+    /// 32], apart from the nibbles so that those stay one aligned vec4; empty for the others.
+    pub high: Vec<u32>,
     /// [rows, blocks per row, head_words]: each (super-)block's codes as little-endian words:
     /// Q4_K and Q5_K d | dmin << 16 and the twelve bytes of 6-bit scale and min codes, Q6_K its
     /// sixteen 8-bit scales, Q4_1 and Q5_1 d | m << 16; empty for Q5_0.
@@ -105,6 +107,12 @@ pub fn is_legacy(ty: GgmlType) -> bool {
 
 /// Words of a 32-weight chunk in [`KPlanes::words`].
 pub fn chunk_words(ty: GgmlType) -> usize {
+    if ty == GgmlType::Q6_K { 6 } else { 4 }
+}
+
+/// Bits of a level of `ty`'s planes: 4, 5 (a word of fifth bits a chunk in [`KPlanes::high`])
+/// or 6.
+pub fn level_bits(ty: GgmlType) -> u32 {
     match ty {
         GgmlType::Q6_K => 6,
         GgmlType::Q5_K | GgmlType::Q5_0 | GgmlType::Q5_1 => 5,
@@ -112,8 +120,8 @@ pub fn chunk_words(ty: GgmlType) -> usize {
     }
 }
 
-/// Where the high bits of weight l (0..32) of a chunk lie, as (word after the four low ones,
-/// bit). The kernels read the low nibbles masked in place, at place values 1, 16, 256, 4096 for
+/// Where the high bits of weight l (0..32) of a chunk lie, as (word after the four low ones, or
+/// of the chunk's high word for the 5-bit types, bit). The kernels read the low nibbles masked in place, at place values 1, 16, 256, 4096 for
 /// the four weights that meet one vec4 of activations; the high bits sit at the same place values
 /// (times 2^b for the b-th weight sharing a nibble), so they are read the same way. Q6_K: two
 /// bits, word l / 16, at bit 16 a + 4 c + 2 b for l = 16 (l / 16) + 8 a + 4 b + c; Q5_K: one
@@ -142,10 +150,12 @@ pub fn to_planes(ty: GgmlType, rows: usize, cols: usize, bytes: &[u8]) -> Result
     let n = bytes.len() / block;
     let (cw, chunks) = (chunk_words(ty), be / 32);
     let mut words = vec![0u32; n * chunks * cw];
+    let fifth = level_bits(ty) == 5;
+    let mut high = vec![0u32; if fifth { n * chunks } else { 0 }];
     let mut heads = Vec::with_capacity(n * head_words(ty));
     let mut d = Vec::new();
     let le = |w: &[u8]| u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-    for (b, sb) in bytes.chunks_exact(block).zip(words.chunks_exact_mut(chunks * cw)) {
+    for (i, (b, sb)) in bytes.chunks_exact(block).zip(words.chunks_exact_mut(chunks * cw)).enumerate() {
         let head = match ty {
             GgmlType::Q6_K => {
                 d.push(u16::from_le_bytes([b[208], b[209]]));
@@ -186,14 +196,16 @@ pub fn to_planes(ty: GgmlType, rows: usize, cols: usize, bytes: &[u8]) -> Result
                     _ => ((b[16 + 32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF) as u32,
                 };
                 chunk[l / 8] |= (q & 0xF) << (4 * (l % 8));
+                let (w, bit) = high_bit(ty, l);
                 if cw > 4 {
-                    let (w, bit) = high_bit(ty, l);
                     chunk[4 + w] |= (q >> 4) << bit;
+                } else if fifth {
+                    high[i * chunks + j] |= (q >> 4) << bit;
                 }
             }
         }
     }
-    Ok(Some(KPlanes { ty, rows, cols, words, heads, d }))
+    Ok(Some(KPlanes { ty, rows, cols, words, high, heads, d }))
 }
 
 impl KPlanes {
@@ -202,33 +214,33 @@ impl KPlanes {
         self.cols / self.ty.block_elements() as usize
     }
 
-    /// Level l (0..32) of the chunk at `chunk`, read back from the planes.
-    fn level(&self, chunk: &[u32], l: usize) -> u32 {
+    /// Level l (0..32) of chunk c (of all the matrix's chunks), read back from the planes.
+    fn level(&self, c: usize, l: usize) -> u32 {
+        let cw = chunk_words(self.ty);
+        let chunk = &self.words[c * cw..][..cw];
         let low = (chunk[l / 8] >> (4 * (l % 8))) & 0xF;
-        let mask = match chunk_words(self.ty) {
-            6 => 3,
-            5 => 1,
-            _ => return low,
-        };
         let (w, bit) = high_bit(self.ty, l);
-        low | ((chunk[4 + w] >> bit) & mask) << 4
+        match level_bits(self.ty) {
+            6 => low | ((chunk[4 + w] >> bit) & 3) << 4,
+            5 => low | ((self.high[c] >> bit) & 1) << 4,
+            _ => low,
+        }
     }
 
     /// The CPU reference of the planes: what the GGUF decoder gives for the file's bytes, to the
     /// bit, computed the way the kernels read the planes.
     pub fn dequantize(&self) -> Vec<f32> {
-        let cw = chunk_words(self.ty);
         let half = |h: u32| super::scalar::f16_to_f32(h as u16);
         let mut out = Vec::with_capacity(self.rows * self.cols);
         if is_legacy(self.ty) {
             // The decoder's expressions: q · d + m, or (q − 16) · d for Q5_0.
-            for (b, chunk) in self.words.chunks_exact(cw).enumerate() {
+            for b in 0..self.words.len() / chunk_words(self.ty) {
                 if self.ty == GgmlType::Q5_0 {
                     let d = half(self.d[b] as u32);
-                    out.extend((0..32).map(|l| (self.level(chunk, l) as i32 - 16) as f32 * d));
+                    out.extend((0..32).map(|l| (self.level(b, l) as i32 - 16) as f32 * d));
                 } else {
                     let (d, m) = (half(self.heads[b] & 0xFFFF), half(self.heads[b] >> 16));
-                    out.extend((0..32).map(|l| self.level(chunk, l) as f32 * d + m));
+                    out.extend((0..32).map(|l| self.level(b, l) as f32 * d + m));
                 }
             }
             return out;
@@ -236,7 +248,7 @@ impl KPlanes {
         for (sb, head) in self.heads.chunks_exact(head_words(self.ty)).enumerate() {
             let codes: Vec<u8> = head.iter().flat_map(|w| w.to_le_bytes()).collect();
             for j in 0..8 {
-                let chunk = &self.words[(sb * 8 + j) * cw..][..cw];
+                let chunk = sb * 8 + j;
                 if self.ty == GgmlType::Q6_K {
                     // Scale 2j for the chunk's first sixteen weights, 2j + 1 for the others.
                     let d = half(self.d[sb] as u32);
@@ -305,8 +317,9 @@ mod tests {
             let m = to_planes(ty, rows, cols, &bytes).unwrap().unwrap();
             let blocks = rows * cols / 256;
             assert_eq!((m.words.len(), m.heads.len()), (blocks * 8 * chunk_words(ty), blocks * head_words(ty)));
+            assert_eq!(m.high.len(), if level_bits(ty) == 5 { blocks * 8 } else { 0 });
             // The planes hold the file's bytes, no more.
-            assert_eq!((m.words.len() + m.heads.len()) * 4 + m.d.len() * 2, bytes.len(), "{}", ty.name());
+            assert_eq!((m.words.len() + m.high.len() + m.heads.len()) * 4 + m.d.len() * 2, bytes.len(), "{}", ty.name());
             let got = m.dequantize();
             assert_eq!(got.len(), want.len());
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
@@ -338,8 +351,9 @@ mod tests {
             let m = to_planes(ty, rows, cols, &bytes).unwrap().unwrap();
             let blocks = rows * cols / 32;
             assert_eq!((m.words.len(), m.heads.len()), (blocks * chunk_words(ty), blocks * head_words(ty)), "{}", ty.name());
+            assert_eq!(m.high.len(), if level_bits(ty) == 5 { blocks } else { 0 }, "{}", ty.name());
             // The planes hold the file's bytes, no more.
-            assert_eq!((m.words.len() + m.heads.len()) * 4 + m.d.len() * 2, bytes.len(), "{}", ty.name());
+            assert_eq!((m.words.len() + m.high.len() + m.heads.len()) * 4 + m.d.len() * 2, bytes.len(), "{}", ty.name());
             let got = m.dequantize();
             assert_eq!(got.len(), want.len());
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {

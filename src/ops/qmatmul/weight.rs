@@ -92,10 +92,12 @@ impl WeightFormat {
             Self::F32 => Self::Ggml(GgmlType::F32).defines(),
             // Chunks of weft's 4-bit words (and the high bits' words), with the super-blocks'
             // heads in place of scales: K4 / K5 / K6 select the arithmetic, WB4 / WB5 / WB6 the
-            // chunk's words; KL a 32-weight block's head (Q4_1, Q5_1), KL0 its lone d (Q5_0).
+            // chunk's words (BITS: how many); KL a 32-weight block's head (Q4_1, Q5_1), KL0 its
+            // lone d (Q5_0).
             Self::Repacked(t) => {
-                let bits = quant::repack::chunk_words(*t) as u32;
-                let d = Defines::new().set("KQ", 1).set(&format!("K{bits}"), 1).set(&format!("WB{bits}"), 1).set("BITS", bits).set("GROUP", 32);
+                let bits = quant::repack::level_bits(*t);
+                let cw = quant::repack::chunk_words(*t) as u32;
+                let d = Defines::new().set("KQ", 1).set(&format!("K{bits}"), 1).set(&format!("WB{bits}"), 1).set("BITS", cw).set("GROUP", 32);
                 match t {
                     GgmlType::Q5_0 => d.set("KL", 1).set("KL0", 1),
                     t if quant::repack::is_legacy(*t) => d.set("KL", 1),
@@ -134,8 +136,9 @@ impl WeightFormat {
     pub(crate) fn weight_bindings(&self) -> usize {
         match self {
             Self::Weft(q) if q.has_zero() => 3,
-            // Q6_K's d, in a plane of f16 pairs (Q5_0's takes the heads' place).
-            Self::Repacked(GgmlType::Q6_K) => 3,
+            // Q6_K's d, in a plane of f16 pairs (Q5_0's takes the heads' place); the 5-bit
+            // types' high words.
+            Self::Repacked(t) if *t == GgmlType::Q6_K || quant::repack::level_bits(*t) == 5 => 3,
             Self::Weft(_) | Self::Repacked(_) => 2,
             _ => 1,
         }
@@ -165,7 +168,8 @@ pub struct QPart {
     /// Q5_0's f16 d two per word.
     pub scales: Option<GpuTensor>,
     /// weft asymmetric: f16 zero points, same layout as the scales; repacked Q6_K: the
-    /// super-blocks' f16 d, two per word.
+    /// super-blocks' f16 d, two per word; repacked 5-bit types: the chunks' high words,
+    /// [rows · cols / 32].
     pub zeros: Option<GpuTensor>,
 }
 
@@ -256,11 +260,12 @@ impl QWeight {
         let spr = m.blocks_per_row();
         let (wpr, hpr) = ((m.cols / 32) * quant::repack::chunk_words(m.ty), spr * head_words(m.ty));
         let dpr = if matches!(m.ty, GgmlType::Q6_K | GgmlType::Q5_0) { spr } else { 0 };
-        if m.words.len() != m.rows * wpr || m.heads.len() != m.rows * hpr || m.d.len() != m.rows * dpr {
+        let hipr = if quant::repack::level_bits(m.ty) == 5 { m.cols / 32 } else { 0 };
+        if m.words.len() != m.rows * wpr || m.heads.len() != m.rows * hpr || m.d.len() != m.rows * dpr || m.high.len() != m.rows * hipr {
             return Err(Error::Shape {
                 op: "qweight",
-                message: format!("{name}: {} [{}, {}] needs {} words, {} head words and {} d, has {}, {} and {}",
-                    format.name(), m.rows, m.cols, m.rows * wpr, m.rows * hpr, m.rows * dpr, m.words.len(), m.heads.len(), m.d.len()),
+                message: format!("{name}: {} [{}, {}] needs {} words, {} high words, {} head words and {} d, has {}, {}, {} and {}",
+                    format.name(), m.rows, m.cols, m.rows * wpr, m.rows * hipr, m.rows * hpr, m.rows * dpr, m.words.len(), m.high.len(), m.heads.len(), m.d.len()),
             });
         }
         let ranges = row_ranges(ctx, m.rows, wpr as u64 * 4);
@@ -275,12 +280,17 @@ impl QWeight {
                 } else {
                     None
                 };
+                let high = if hipr > 0 {
+                    Some(ctx.upload_u32(&format!("{label}.high"), &[n * hipr], &m.high[row0 * hipr..(row0 + n) * hipr])?)
+                } else {
+                    None
+                };
                 // Q5_0 has no head: its d takes the heads' binding.
                 if hpr == 0 {
-                    return Ok(QPart { row0, rows: n, data, scales: d, zeros: None });
+                    return Ok(QPart { row0, rows: n, data, scales: d, zeros: high });
                 }
                 let heads = ctx.upload_u32(&format!("{label}.heads"), &[n * hpr], &m.heads[row0 * hpr..(row0 + n) * hpr])?;
-                Ok(QPart { row0, rows: n, data, scales: Some(heads), zeros: d })
+                Ok(QPart { row0, rows: n, data, scales: Some(heads), zeros: d.or(high) })
             })
             .collect::<Result<_>>()?;
         Ok(Self { format, rows: m.rows, cols: m.cols, parts })
@@ -429,6 +439,9 @@ impl QWeight {
                     if matches!(t, GgmlType::Q6_K | GgmlType::Q5_0) {
                         let halves = w.rows * gpr as usize;
                         v.push(halves.is_multiple_of(2).then_some(halves / 2)?);
+                    }
+                    if quant::repack::level_bits(t) == 5 {
+                        v.push(w.rows * w.cols / 32);
                     }
                     Some(v)
                 }
