@@ -5,7 +5,7 @@
 //! cargo run --release --example qmatmul_bench -- [--formats Q4_K,q4_g32_sym]
 //!     [--shapes 8192x8192] [--wg 256] [--rows 1] [--lanes 32] [--tokens 1] [--tt 8]
 //!     [--gemm blocks|tiled|outer|matrix]
-//!     [--precision f32|f16] [--seconds 0.5] [--copy-mib 256] [--int8] [--json]
+//!     [--precision f32|f16] [--seconds 0.5] [--copy-mib 256] [--int8] [--as-gpu] [--json]
 //!
 //! Shapes are NxK (output features x reduced dimension). --tokens 1 (the default) times the
 //! GEMV, more the GEMM over that many tokens. --wg, --rows and --lanes override the adapter's
@@ -13,6 +13,10 @@
 //! the one --gemm names); one left out keeps the default.
 //! --int8 times the GEMV with 8-bit activations (4- and 8-bit weft weights, and Q4_0/Q8_0
 //! where they are repacked into those; rows named FORMAT+int8).
+//! --as-gpu treats a CPU-emulated adapter as a GPU (GGUF types repacked at upload as GPUs hold
+//! them, the GPU launch shapes), to run the GPU path's kernels where there is no GPU; its times
+//! say nothing about a GPU. The table's last columns name the format the GPU holds and the
+//! kernel that ran.
 //!
 //! Copy bandwidth: one buffer of --copy-mib MiB (capped by the adapter's buffer limits) copied
 //! into another with copy_buffer_to_buffer, many times in one submission; "copy GB/s" counts
@@ -58,6 +62,10 @@ struct Row {
     gflop_per_s: f64,
     fraction_of_copy: f64,
     config: Config,
+    /// The format the GPU holds (a GGUF type may be repacked at upload) and the kernel's
+    /// pipeline label.
+    held: String,
+    kernel: String,
 }
 
 #[derive(Serialize)]
@@ -102,7 +110,12 @@ fn main() -> anyhow::Result<()> {
         other => return Err(anyhow!("precision '{other}' is not f32 or f16")),
     };
     let seconds: f64 = arg(&args, "--seconds", "0.5").parse()?;
-    let ctx = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
+    let mut ctx = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
+    if args.iter().any(|a| a == "--as-gpu") {
+        let mut c = ctx.capabilities().clone();
+        c.is_software = false;
+        ctx.set_capabilities(c);
+    }
     let caps = ctx.capabilities().clone();
     let copy = copy_bandwidth(&ctx, copy_mib << 20, seconds)?;
     if !json {
@@ -117,7 +130,7 @@ fn main() -> anyhow::Result<()> {
             copy.read_write_gb_per_s
         );
         println!(
-            "{:<14} {:>12} {:>9} {:>10} {:>9} {:>8} {:>9}  config",
+            "{:<14} {:>12} {:>9} {:>10} {:>9} {:>8} {:>9}  config  held kernel",
             "format", "N x K", "MB", "us/call", "GB/s", "of copy", "GFLOP/s"
         );
     }
@@ -163,7 +176,7 @@ fn main() -> anyhow::Result<()> {
             };
             let name = if int8 { format!("{name}+int8") } else { name.to_string() };
             match bench(&ctx, format, n, k, tokens, config, precision, int8, seconds) {
-                Ok((bytes, secs)) => {
+                Ok((bytes, secs, held, kernel)) => {
                     let gb = bytes as f64 / secs / 1e9;
                     let row = Row {
                         format: name.clone(),
@@ -176,10 +189,12 @@ fn main() -> anyhow::Result<()> {
                         gflop_per_s: 2.0 * (n * k * tokens) as f64 / secs / 1e9,
                         fraction_of_copy: gb / report.copy.read_write_gb_per_s,
                         config,
+                        held,
+                        kernel,
                     };
                     if !json {
                         println!(
-                            "{:<14} {:>12} {:>9.1} {:>10.1} {:>9.2} {:>8.3} {:>9.2}  {config:?}",
+                            "{:<14} {:>12} {:>9.1} {:>10.1} {:>9.2} {:>8.3} {:>9.2}  {config:?}  {} {}",
                             row.format,
                             format!("{n}x{k}"),
                             bytes as f64 / 1e6,
@@ -187,6 +202,8 @@ fn main() -> anyhow::Result<()> {
                             row.gb_per_s,
                             row.fraction_of_copy,
                             row.gflop_per_s,
+                            row.held,
+                            row.kernel,
                         );
                     }
                     report.rows.push(row);
@@ -247,7 +264,7 @@ fn bench(
     precision: Precision,
     int8: bool,
     seconds: f64,
-) -> anyhow::Result<(u64, f64)> {
+) -> anyhow::Result<(u64, f64, String, String)> {
     let tw = qmatmul::test_weight(format, 1, n, k)?;
     let w = tw.upload(ctx, "bench weight")?;
     let x = ctx.upload_f32("bench x", &[tokens, k], &weft::selftest::random_f32(2, tokens * k))?;
@@ -272,5 +289,5 @@ fn bench(
     let once = time(2)? / 2.0;
     let reps = ((seconds / once.max(1e-7)) as usize).clamp(3, 20_000);
     let total = time(reps)?;
-    Ok((w.bytes(), total / reps as f64))
+    Ok((w.bytes(), total / reps as f64, w.format.name(), d.name().to_string()))
 }

@@ -27,6 +27,8 @@
 // Q5_K's and Q6_K's high bits masked in place like them. A Q4_K / Q5_K chunk's weights are
 // d1 · q - m1 (d1 = d · sc, m1 = dmin · m from its super-block's head), so its term is
 // d1 · Σ q · x - m1 · Σ x; a Q6_K half-chunk's are d1 · (q - 32), so d1 · (Σ q · x - 32 Σ x).
+// KL: Q4_1 / Q5_1 (d · q + m: the same with d1 = d, m1 = -m) and Q5_0 (KL0, d · (q - 16): m1 =
+// 16 d, exact), a 32-weight block's params in place of a super-block's head.
 // The codes are decoded once per 32 weights, Σ x once per chunk of activations for all the
 // lane's rows.
 //
@@ -41,7 +43,7 @@
 
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;   // [t, k / 4]
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;   // [t, ny]
-@group(0) @binding(3) var<storage, read> scales: array<u32>;    // f16 pairs, [n, gpr]; KQ: heads, [n, gpr, 4]
+@group(0) @binding(3) var<storage, read> scales: array<u32>;    // f16 pairs, [n, gpr]; KQ: heads, [n, gpr, 4 or 1]
 #ifdef ASYM
 @group(0) @binding(4) var<storage, read> zeros: array<u32>;     // f16 pairs, [n, gpr]
 #endif
@@ -87,14 +89,14 @@ fn load(row: u32, c: u32) -> Chunk {
 }
 #endif
 #ifdef WB5
-@group(0) @binding(0) var<storage, read> q: array<u32>; // five words per chunk
+@group(0) @binding(0) var<storage, read> q: array<vec4<u32>>; // low nibbles, one per chunk
+@group(0) @binding(4) var<storage, read> qh: array<u32>;      // fifth bits, a word per chunk
 struct Chunk {
-    a: vec4<u32>, // low nibbles
-    h: u32,       // fifth bits
+    a: vec4<u32>,
+    h: u32,
 }
 fn load(row: u32, c: u32) -> Chunk {
-    let at = row * p.wpr + 5u * c;
-    return Chunk(vec4<u32>(q[at], q[at + 1u], q[at + 2u], q[at + 3u]), q[at + 4u]);
+    return Chunk(q[row * (p.wpr / 4u) + c], qh[row * (p.k / 32u) + c]);
 }
 #endif
 #ifdef WB6
@@ -207,6 +209,16 @@ struct W {
 }
 
 fn fetch(row: u32, c: u32) -> W {
+#ifdef KL
+    let b = row * p.gpr + c;
+#ifdef KL0
+    let d = half_in(scales[b >> 1u], b);
+    return W(load(row, c), d, 16.0 * d);
+#else
+    let dm = scales[b];
+    return W(load(row, c), half_in(dm, 0u), -half_in(dm, 1u));
+#endif
+#else
 #ifdef KQ
     let sb = row * p.gpr + c / 8u;
     let h = sb * 4u;
@@ -225,6 +237,7 @@ fn fetch(row: u32, c: u32) -> W {
 #endif
 #else
     return W(load(row, c), scale(row, c), zero(row, c));
+#endif
 #endif
 }
 

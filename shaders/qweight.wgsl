@@ -71,12 +71,16 @@ fn w8(row: u32, u: u32) -> W8 {
 
 #ifdef KQ
 // A repacked K-quant (src/quant/repack.rs): chunks of weft's 4-bit words (and the high bits'
-// words), and per 256-weight super-block a head of four words. The scale products are exact,
-// so (d · sc) · q - dmin · m and (d · sc) · (q - 32) round once, fused or not: the GGUF
-// decoder's bits.
-@group(0) @binding(3) var<storage, read> scales: array<u32>; // heads, [n, gpr, 4]
+// words), and per 256-weight super-block a head of four words (KL: Q4_1 / Q5_1 one word a
+// 32-weight block, Q5_0 its d in f16 pairs). The scale products are exact, so
+// (d · sc) · q - dmin · m and (d · sc) · (q - 32) round once, fused or not: the GGUF decoder's
+// bits.
+@group(0) @binding(3) var<storage, read> scales: array<u32>; // heads, [n, gpr, 4 or 1]
 #ifdef K6
 @group(0) @binding(4) var<storage, read> dk: array<u32>;     // Q6_K's d, f16 pairs, [n, gpr]
+#endif
+#ifdef K5
+@group(0) @binding(4) var<storage, read> qh: array<u32>;     // fifth bits, [n, k / 32]
 #endif
 
 const CW: u32 = ${BITS}u; // words per chunk
@@ -84,8 +88,6 @@ const CW: u32 = ${BITS}u; // words per chunk
 fn w8(row: u32, u: u32) -> W8 {
     let c = u / 4u;
     let v = u % 4u; // eight weights 8v .. 8v + 7 of the chunk
-    let sb = row * p.gpr + c / 8u;
-    let h = sb * 4u;
     let base = row * p.wpr + c * CW;
     let w = vec4<u32>(src[base + v]);
     var qa = (w >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u);
@@ -93,10 +95,25 @@ fn w8(row: u32, u: u32) -> W8 {
     let sh = vec4<u32>(0u, 4u, 8u, 12u);
 #ifdef K5
     // The fifth bit of weight 16 a + 4 b + c at bit 16 a + 4 c + b.
-    let hb = vec4<u32>(src[base + 4u] >> (16u * (v / 2u) + 2u * (v % 2u)));
+    let hb = vec4<u32>(qh[row * (p.k / 32u) + c] >> (16u * (v / 2u) + 2u * (v % 2u)));
     qa |= ((hb >> sh) & vec4<u32>(1u)) << vec4<u32>(4u);
     qb |= ((hb >> (sh + vec4<u32>(1u))) & vec4<u32>(1u)) << vec4<u32>(4u);
 #endif
+#ifdef KL
+    // Q4_1 / Q5_1: q · d + m; Q5_0: (q - 16) · d; the decoder's expressions.
+    let b = row * p.gpr + c;
+#ifdef KL0
+    let d = bitcast<f32>(f16_bits((scales[b >> 1u] >> (16u * (b & 1u))) & 0xffffu));
+    let z = vec4<i32>(16);
+    return W8(vec4<f32>(vec4<i32>(qa) - z) * d, vec4<f32>(vec4<i32>(qb) - z) * d);
+#else
+    let d = bitcast<f32>(f16_bits(scales[b] & 0xffffu));
+    let m = vec4<f32>(bitcast<f32>(f16_bits(scales[b] >> 16u)));
+    return W8(vec4<f32>(qa) * d + m, vec4<f32>(qb) * d + m);
+#endif
+#else
+    let sb = row * p.gpr + c / 8u;
+    let h = sb * 4u;
 #ifdef K6
     // The high pair of weight 16 h + 8 a + 4 b + c in word h at bit 16 a + 4 c + 2 b.
     let hb = vec4<u32>(src[base + 4u + v / 2u] >> (16u * (v % 2u)));
@@ -113,6 +130,7 @@ fn w8(row: u32, u: u32) -> W8 {
     let d1 = bitcast<f32>(f16_bits(dm & 0xffffu)) * f32(sm.x);
     let m1 = vec4<f32>(bitcast<f32>(f16_bits(dm >> 16u)) * f32(sm.y));
     return W8(d1 * vec4<f32>(qa) - m1, d1 * vec4<f32>(qb) - m1);
+#endif
 #endif
 }
 #endif

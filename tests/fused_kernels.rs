@@ -76,7 +76,7 @@ fn stacked_projections_equal_separate_ones() -> anyhow::Result<()> {
     let ctx = ctx();
     // Row counts of SmolLM2's Q, K and V scaled down, some odd so that a weft weight's packed
     // f16 scales would end inside a word.
-    let names = ["Q4_1", "Q8_0", "Q4_0", "Q4_K", "Q6_K", "F32", "q4_g32_sym", "q4_g32_asym", "q8_g64_asym", "q3_g128_asym", "Q4_K_R", "Q5_K_R", "Q6_K_R"];
+    let names = ["Q4_1", "Q8_0", "Q4_0", "Q4_K", "Q6_K", "F32", "q4_g32_sym", "q4_g32_asym", "q8_g64_asym", "q3_g128_asym", "Q4_K_R", "Q5_K_R", "Q6_K_R", "Q4_1_R", "Q5_0_R", "Q5_1_R"];
     for (i, name) in names.into_iter().enumerate() {
         let format = WeightFormat::parse(name).expect("known format");
         let k = if format.k_multiple() == 256 { 512 } else { 192 };
@@ -200,7 +200,7 @@ fn gemv_with_norm_prologue_and_residual_epilogue() -> anyhow::Result<()> {
         c.is_software = caps.is_software && !gpu_shape;
         ctx.set_capabilities(c);
         let ctx = &ctx;
-        for (i, name) in ["Q4_1", "Q8_0", "Q4_0", "Q6_K", "q4_g32_sym", "q4_g32_asym", "q8_g64_asym", "Q4_K_R", "Q5_K_R", "Q6_K_R"].into_iter().enumerate() {
+        for (i, name) in ["Q4_1", "Q8_0", "Q4_0", "Q6_K", "q4_g32_sym", "q4_g32_asym", "q8_g64_asym", "Q4_K_R", "Q5_K_R", "Q6_K_R", "Q4_1_R", "Q5_0_R", "Q5_1_R"].into_iter().enumerate() {
             let format = WeightFormat::parse(name).expect("known format");
             let (n, k) = match format.k_multiple() {
                 1 => (37, 100), // a weft row ending inside its last group
@@ -257,7 +257,7 @@ fn gemv_with_swiglu_staging_equals_swiglu_then_gemv() -> anyhow::Result<()> {
     use weft::ops::qmatmul::{gemv_fused_tuned, GemvConfig, GemvFusion};
     let ctx = ctx();
     let configs = [GemvConfig { wg: 256, rows: 2, lanes: 32 }, GemvConfig { wg: 64, rows: 1, lanes: 16 }, GemvConfig { wg: 128, rows: 4, lanes: 8 }];
-    for (i, name) in ["q4_g32_sym", "q4_g32_asym", "q8_g32_sym", "q3_g32_asym", "q2_g32_asym", "Q4_K_R", "Q6_K_R"].into_iter().enumerate() {
+    for (i, name) in ["q4_g32_sym", "q4_g32_asym", "q8_g32_sym", "q3_g32_asym", "q2_g32_asym", "Q4_K_R", "Q6_K_R", "Q4_1_R", "Q5_0_R"].into_iter().enumerate() {
         let format = WeightFormat::parse(name).expect("known format");
         // k: the FFN width of SmolLM2 (48 chunks: a partial last tile) and a short one.
         for (n, k) in [(37, 1536), (64, 96)].into_iter().filter(|&(_, k)| k % format.k_multiple() == 0) {

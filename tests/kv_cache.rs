@@ -154,6 +154,24 @@ fn fused_and_separate_dispatches_agree() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The default model loaded as on a GPU (forced here on any adapter): its Q4_1 matrices repacked
+/// into their planes at load, every product on the GPU kernels, and the greedy ids of the stored
+/// blocks.
+#[test]
+fn q4_1_repacked_at_load_keeps_the_greedy_ids() -> anyhow::Result<()> {
+    let mut ctx = ctx()?;
+    let mut caps = ctx.capabilities().clone();
+    caps.is_software = false;
+    ctx.set_capabilities(caps);
+    let engine = EngineOptions { max_seq: 64, max_batch: 16, kv: KvFormat::F32, tune: false, ..Default::default() };
+    let (mut llama, tok) = load(&ctx, engine)?;
+    let down = &llama.weights.layers[1].down;
+    assert_eq!(down.format, weft::ops::qmatmul::WeightFormat::Repacked(weft::format::GgmlType::Q4_1));
+    let ids = greedy(&ctx, &mut llama, &tok.encode(PROMPT, true), F32_IDS.len())?;
+    assert_eq!(ids, F32_IDS);
+    Ok(())
+}
+
 /// The decode step on a GPU's launch shapes (forced here on any adapter) with weft weights, so
 /// that the GPU GEMV kernel runs: the SwiGLU folded into the down projection's staging (one
 /// dispatch a block fewer), steps queued one ahead and split attention with the RoPE + KV store

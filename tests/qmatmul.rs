@@ -57,11 +57,12 @@ fn weft_formats_match_the_reference() -> anyhow::Result<()> {
 
 #[test]
 fn repacked_k_quants_match_the_reference() -> anyhow::Result<()> {
-    // The planes GPUs hold of K-quants (src/quant/repack.rs), uploaded as such on every adapter:
+    // The planes GPUs hold of K-quants, Q4_1, Q5_0 and Q5_1 (src/quant/repack.rs), uploaded as
+    // such on every adapter:
     // GEMV (the GPU kernel, whatever shape is asked), GEMM, and the embedding lookup to the bit.
     let formats: Vec<WeightFormat> =
         WeightFormat::all().into_iter().filter(|f| matches!(f, WeightFormat::Repacked(_))).collect();
-    assert_eq!(formats.iter().map(|f| f.name()).collect::<Vec<_>>(), ["Q4_K_R", "Q5_K_R", "Q6_K_R"]);
+    assert_eq!(formats.iter().map(|f| f.name()).collect::<Vec<_>>(), ["Q4_1_R", "Q5_0_R", "Q5_1_R", "Q4_K_R", "Q5_K_R", "Q6_K_R"]);
     check_all(&formats)
 }
 
@@ -72,6 +73,8 @@ fn long_rows_and_many_rows() -> anyhow::Result<()> {
         (WeightFormat::Ggml(GgmlType::Q4_K), 300, 4096, 2),
         (WeightFormat::Repacked(GgmlType::Q4_K), 301, 4096, 1),
         (WeightFormat::Repacked(GgmlType::Q6_K), 299, 4096, 1),
+        (WeightFormat::Repacked(GgmlType::Q4_1), 297, 4096, 1),
+        (WeightFormat::Repacked(GgmlType::Q5_0), 303, 2080, 1),
         (WeightFormat::Weft(WeftQuant::new(4, 128, Scheme::Asym)?), 513, 1536, 1),
         (WeightFormat::Ggml(GgmlType::Q8_0), 129, 2048, 40),
     ] {
@@ -117,7 +120,7 @@ fn gemv_launch_shapes_for_gpus_match_the_reference() -> anyhow::Result<()> {
     // lanes > 1.
     let ragged = ["q4_g32_sym", "q3_g64_asym", "q2_g128_sym"];
     let whole = ["q4_g32_asym", "q8_g32_sym", "q3_g32_asym", "q2_g32_asym", "q4_g128_asym", "q8_g64_asym", "q2_g64_sym"];
-    let formats = ["Q4_0", "Q4_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q4_K_R", "Q5_K_R", "Q6_K_R"].into_iter().chain(ragged).chain(whole);
+    let formats = ["Q4_0", "Q4_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q4_K_R", "Q5_K_R", "Q6_K_R", "Q4_1_R", "Q5_0_R", "Q5_1_R"].into_iter().chain(ragged).chain(whole);
     let mut failures = Vec::new();
     for (i, name) in formats.enumerate() {
         let format = WeightFormat::parse(name).expect("known format");

@@ -22,7 +22,7 @@ const SIZES: [u32; 7] = [0, 4, 8, 16, 32, 64, 128];
 /// The GPU kernel (shaders/qgemv_gpu.wgsl) takes weft weights at 1, 2 or 4 rows per lane group,
 /// with the decode step's fusions; the block kernel (shaders/qgemv.wgsl) 8 rows, and the GGUF
 /// types that are not repacked.
-const CASES: [(&str, GemvConfig, Fusion); 17] = [
+const CASES: [(&str, GemvConfig, Fusion); 20] = [
     ("q4_g32_sym", GemvConfig { wg: 64, rows: 2, lanes: 4 }, Fusion::None),
     ("q4_g32_sym", GemvConfig { wg: 64, rows: 1, lanes: 8 }, Fusion::None),
     ("q4_g32_sym", GemvConfig { wg: 128, rows: 4, lanes: 16 }, Fusion::None),
@@ -40,6 +40,9 @@ const CASES: [(&str, GemvConfig, Fusion); 17] = [
     ("Q4_K_R", GemvConfig { wg: 128, rows: 4, lanes: 16 }, Fusion::Norm),
     ("Q5_K_R", GemvConfig { wg: 64, rows: 1, lanes: 8 }, Fusion::None),
     ("Q6_K_R", GemvConfig { wg: 256, rows: 4, lanes: 32 }, Fusion::Norm),
+    ("Q4_1_R", GemvConfig { wg: 256, rows: 2, lanes: 32 }, Fusion::Norm),
+    ("Q5_0_R", GemvConfig { wg: 128, rows: 4, lanes: 16 }, Fusion::None),
+    ("Q5_1_R", GemvConfig { wg: 64, rows: 1, lanes: 8 }, Fusion::None),
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -585,12 +585,13 @@ fn repacked(g: GgmlType, rows: usize, cols: usize, bytes: &[u8]) -> Result<Optio
     })
 }
 
-/// A K-quant matrix in its planes (`quant::repack::to_planes`), repacked by runs of rows on
-/// every core; None for the other types and where the bytes are not whole rows of 256-weight
-/// blocks.
+/// A K-quant, Q4_1, Q5_0 or Q5_1 matrix in its planes (`quant::repack::to_planes`), repacked by
+/// runs of rows on every core; None for the other types and where the bytes are not whole rows
+/// of blocks.
 fn planes(g: GgmlType, rows: usize, cols: usize, bytes: &[u8]) -> Result<Option<KPlanes>> {
-    let row_bytes = cols / 256 * g.block_bytes() as usize;
-    if !crate::quant::repack::has_planes(g) || !cols.is_multiple_of(256) || rows.checked_mul(row_bytes) != Some(bytes.len()) {
+    let be = g.block_elements() as usize;
+    let row_bytes = cols / be * g.block_bytes() as usize;
+    if !crate::quant::repack::has_planes(g) || !cols.is_multiple_of(be) || rows.checked_mul(row_bytes) != Some(bytes.len()) {
         return Ok(None);
     }
     pack_by_rows(rows, cols, |r0, n| {

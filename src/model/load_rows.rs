@@ -25,6 +25,7 @@ impl Rows for KPlanes {
     fn append(&mut self, next: Self) {
         self.rows += next.rows;
         self.words.extend_from_slice(&next.words);
+        self.high.extend_from_slice(&next.high);
         self.heads.extend_from_slice(&next.heads);
         self.d.extend_from_slice(&next.d);
     }
@@ -119,8 +120,8 @@ mod tests {
     #[test]
     fn k_plane_runs_joined_equal_one_pass() {
         let (rows, cols) = (263, 512);
-        for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
-            let row_bytes = cols / 256 * ty.block_bytes() as usize;
+        for ty in [GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
+            let row_bytes = cols / ty.block_elements() as usize * ty.block_bytes() as usize;
             let bytes: Vec<u8> = (0..rows * row_bytes).map(|i| (i * 7 + i / 13) as u8).collect();
             let whole = to_planes(ty, rows, cols, &bytes).unwrap().unwrap();
             let run = |r0: usize, n: usize| to_planes(ty, n, cols, &bytes[r0 * row_bytes..(r0 + n) * row_bytes]);

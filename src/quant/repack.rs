@@ -7,10 +7,15 @@
 //!
 //! The K-quants have no weft twin (a Q4_K weight is `d·sc·q − dmin·m`, two products of codes
 //! that no single f16 scale and zero point reproduce), so [`to_planes`] gives them their own
-//! GPU form, [`KPlanes`]: the same aligned 4-bit words as `q4_g32_sym` (Q5_K's and Q6_K's high
-//! bits in one or two more words a chunk), and each 256-weight super-block's codes word-aligned
+//! GPU form, [`KPlanes`]: the same aligned 4-bit words as `q4_g32_sym` (Q6_K's high bits in two
+//! more words a chunk, Q5_K's fifth bits a word a chunk in a plane of their own), and each 256-weight super-block's codes word-aligned
 //! in a plane of their own, byte for byte as the file has them. Nothing is widened: the planes
 //! hold exactly the file's bytes.
+//!
+//! Q4_1, Q5_0 and Q5_1 take the same planes with a 32-weight block for a super-block: the
+//! nibbles as weft's 4-bit words, the fifth bits as Q5_K's high-bit word, and each block's f16
+//! params word-aligned: Q4_1 / Q5_1 `d | m << 16` as one head word (`d · q + m` is the K-quants'
+//! `d1 · q − m1` with m1 = −m), Q5_0's lone d two a word in [`KPlanes::d`] (`d · (q − 16)`).
 
 use crate::error::{Error, Result};
 use crate::format::GgmlType;
@@ -67,40 +72,60 @@ pub struct KPlanes {
     pub cols: usize,
     /// [rows, cols / 32 · chunk_words]: each 32-weight chunk's low four bits in weft's 4-bit
     /// layout (weight l in the nibble at bit 4 (l % 8) of word l / 8), so that a lane loads them
-    /// as one vec4; then Q6_K's two high bits a weight in two words, Q5_K's fifth bit in one
-    /// (see [`high_bit`]).
+    /// as one vec4; then Q6_K's two high bits a weight in two words (see [`high_bit`]).
     pub words: Vec<u32>,
-    /// [rows, cols / 256, HEAD_WORDS]: each super-block's codes as little-endian words: Q4_K
-    /// and Q5_K d | dmin << 16 and the twelve bytes of 6-bit scale and min codes, Q6_K its
-    /// sixteen 8-bit scales.
+    /// Q5_K, Q5_0, Q5_1: each chunk's fifth bits in one word (see [`high_bit`]), [rows, cols /
+    /// 32], apart from the nibbles so that those stay one aligned vec4; empty for the others.
+    pub high: Vec<u32>,
+    /// [rows, blocks per row, head_words]: each (super-)block's codes as little-endian words:
+    /// Q4_K and Q5_K d | dmin << 16 and the twelve bytes of 6-bit scale and min codes, Q6_K its
+    /// sixteen 8-bit scales, Q4_1 and Q5_1 d | m << 16; empty for Q5_0.
     pub heads: Vec<u32>,
-    /// Q6_K: each super-block's f16 d, [rows, cols / 256]; empty for the others.
+    /// Q6_K and Q5_0: each (super-)block's f16 d, [rows, blocks per row]; empty for the others.
     pub d: Vec<u16>,
 }
 
-/// Words of a super-block's head in [`KPlanes::heads`].
-pub const HEAD_WORDS: usize = 4;
-
-/// Whether [`to_planes`] repacks `ty`.
-pub fn has_planes(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
-}
-
-/// Words of a 32-weight chunk in [`KPlanes::words`].
-pub fn chunk_words(ty: GgmlType) -> usize {
+/// Words of a (super-)block's head in [`KPlanes::heads`].
+pub fn head_words(ty: GgmlType) -> usize {
     match ty {
-        GgmlType::Q6_K => 6,
-        GgmlType::Q5_K => 5,
+        GgmlType::Q4_1 | GgmlType::Q5_1 => 1,
+        GgmlType::Q5_0 => 0,
         _ => 4,
     }
 }
 
-/// Where the high bits of weight l (0..32) of a chunk lie, as (word after the four low ones,
-/// bit). The kernels read the low nibbles masked in place, at place values 1, 16, 256, 4096 for
+/// Whether [`to_planes`] repacks `ty`.
+pub fn has_planes(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
+}
+
+/// Whether `ty`'s planes have a block of 32 weights (one chunk) where the K-quants have a
+/// super-block of 256.
+pub fn is_legacy(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1)
+}
+
+/// Words of a 32-weight chunk in [`KPlanes::words`].
+pub fn chunk_words(ty: GgmlType) -> usize {
+    if ty == GgmlType::Q6_K { 6 } else { 4 }
+}
+
+/// Bits of a level of `ty`'s planes: 4, 5 (a word of fifth bits a chunk in [`KPlanes::high`])
+/// or 6.
+pub fn level_bits(ty: GgmlType) -> u32 {
+    match ty {
+        GgmlType::Q6_K => 6,
+        GgmlType::Q5_K | GgmlType::Q5_0 | GgmlType::Q5_1 => 5,
+        _ => 4,
+    }
+}
+
+/// Where the high bits of weight l (0..32) of a chunk lie, as (word after the four low ones, or
+/// of the chunk's high word for the 5-bit types, bit). The kernels read the low nibbles masked in place, at place values 1, 16, 256, 4096 for
 /// the four weights that meet one vec4 of activations; the high bits sit at the same place values
 /// (times 2^b for the b-th weight sharing a nibble), so they are read the same way. Q6_K: two
 /// bits, word l / 16, at bit 16 a + 4 c + 2 b for l = 16 (l / 16) + 8 a + 4 b + c; Q5_K: one
-/// bit, at bit 16 a + 4 c + b for l = 16 a + 4 b + c.
+/// bit, at bit 16 a + 4 c + b for l = 16 a + 4 b + c (Q5_0 and Q5_1 alike).
 pub fn high_bit(ty: GgmlType, l: usize) -> (usize, u32) {
     let c = (l % 4) as u32;
     match ty {
@@ -114,26 +139,33 @@ pub fn to_planes(ty: GgmlType, rows: usize, cols: usize, bytes: &[u8]) -> Result
     if !has_planes(ty) {
         return Ok(None);
     }
-    let block = ty.block_bytes() as usize;
-    let blocks = rows.checked_mul(cols / 256).filter(|_| cols.is_multiple_of(256));
+    let (block, be) = (ty.block_bytes() as usize, ty.block_elements() as usize);
+    let blocks = rows.checked_mul(cols / be).filter(|_| cols.is_multiple_of(be));
     if blocks.and_then(|b| b.checked_mul(block)) != Some(bytes.len()) {
         return Err(Error::Decode {
             ty: ty.name(),
-            message: format!("[{rows}, {cols}] needs whole 256-element rows of {block}-byte blocks, got {} bytes", bytes.len()),
+            message: format!("[{rows}, {cols}] needs whole {be}-element rows of {block}-byte blocks, got {} bytes", bytes.len()),
         });
     }
     let n = bytes.len() / block;
-    let cw = chunk_words(ty);
-    let mut words = vec![0u32; n * 8 * cw];
-    let mut heads = Vec::with_capacity(n * HEAD_WORDS);
+    let (cw, chunks) = (chunk_words(ty), be / 32);
+    let mut words = vec![0u32; n * chunks * cw];
+    let fifth = level_bits(ty) == 5;
+    let mut high = vec![0u32; if fifth { n * chunks } else { 0 }];
+    let mut heads = Vec::with_capacity(n * head_words(ty));
     let mut d = Vec::new();
     let le = |w: &[u8]| u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-    for (b, sb) in bytes.chunks_exact(block).zip(words.chunks_exact_mut(8 * cw)) {
+    for (i, (b, sb)) in bytes.chunks_exact(block).zip(words.chunks_exact_mut(chunks * cw)).enumerate() {
         let head = match ty {
             GgmlType::Q6_K => {
                 d.push(u16::from_le_bytes([b[208], b[209]]));
                 &b[192..208]
             }
+            GgmlType::Q5_0 => {
+                d.push(u16::from_le_bytes([b[0], b[1]]));
+                &b[..0]
+            }
+            GgmlType::Q4_1 | GgmlType::Q5_1 => &b[..4],
             _ => &b[..16],
         };
         heads.extend(head.chunks_exact(4).map(le));
@@ -152,47 +184,71 @@ pub fn to_planes(ty: GgmlType, rows: usize, cols: usize, bytes: &[u8]) -> Result
                         let high = (b[16 + l] >> j) & 1;
                         (low | high << 4) as u32
                     }
+                    // Element l: the low nibble of qs[l] for l < 16, else the high one of
+                    // qs[l - 16]; its fifth bit is bit l of the little-endian qh.
+                    GgmlType::Q4_1 => ((b[4 + l % 16] >> (4 * (l / 16))) & 0xF) as u32,
+                    GgmlType::Q5_0 | GgmlType::Q5_1 => {
+                        let qh = if ty == GgmlType::Q5_0 { 2 } else { 4 };
+                        let low = (b[qh + 4 + l % 16] >> (4 * (l / 16))) & 0xF;
+                        let high = (b[qh + l / 8] >> (l % 8)) & 1;
+                        (low | high << 4) as u32
+                    }
                     _ => ((b[16 + 32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF) as u32,
                 };
                 chunk[l / 8] |= (q & 0xF) << (4 * (l % 8));
+                let (w, bit) = high_bit(ty, l);
                 if cw > 4 {
-                    let (w, bit) = high_bit(ty, l);
                     chunk[4 + w] |= (q >> 4) << bit;
+                } else if fifth {
+                    high[i * chunks + j] |= (q >> 4) << bit;
                 }
             }
         }
     }
-    Ok(Some(KPlanes { ty, rows, cols, words, heads, d }))
+    Ok(Some(KPlanes { ty, rows, cols, words, high, heads, d }))
 }
 
 impl KPlanes {
-    /// Super-blocks per row.
+    /// (Super-)blocks per row.
     pub fn blocks_per_row(&self) -> usize {
-        self.cols / 256
+        self.cols / self.ty.block_elements() as usize
     }
 
-    /// Level l (0..32) of the chunk at `chunk`, read back from the planes.
-    fn level(&self, chunk: &[u32], l: usize) -> u32 {
+    /// Level l (0..32) of chunk c (of all the matrix's chunks), read back from the planes.
+    fn level(&self, c: usize, l: usize) -> u32 {
+        let cw = chunk_words(self.ty);
+        let chunk = &self.words[c * cw..][..cw];
         let low = (chunk[l / 8] >> (4 * (l % 8))) & 0xF;
-        let mask = match self.ty {
-            GgmlType::Q6_K => 3,
-            GgmlType::Q5_K => 1,
-            _ => return low,
-        };
         let (w, bit) = high_bit(self.ty, l);
-        low | ((chunk[4 + w] >> bit) & mask) << 4
+        match level_bits(self.ty) {
+            6 => low | ((chunk[4 + w] >> bit) & 3) << 4,
+            5 => low | ((self.high[c] >> bit) & 1) << 4,
+            _ => low,
+        }
     }
 
     /// The CPU reference of the planes: what the GGUF decoder gives for the file's bytes, to the
     /// bit, computed the way the kernels read the planes.
     pub fn dequantize(&self) -> Vec<f32> {
-        let cw = chunk_words(self.ty);
         let half = |h: u32| super::scalar::f16_to_f32(h as u16);
         let mut out = Vec::with_capacity(self.rows * self.cols);
-        for (sb, head) in self.heads.chunks_exact(HEAD_WORDS).enumerate() {
+        if is_legacy(self.ty) {
+            // The decoder's expressions: q · d + m, or (q − 16) · d for Q5_0.
+            for b in 0..self.words.len() / chunk_words(self.ty) {
+                if self.ty == GgmlType::Q5_0 {
+                    let d = half(self.d[b] as u32);
+                    out.extend((0..32).map(|l| (self.level(b, l) as i32 - 16) as f32 * d));
+                } else {
+                    let (d, m) = (half(self.heads[b] & 0xFFFF), half(self.heads[b] >> 16));
+                    out.extend((0..32).map(|l| self.level(b, l) as f32 * d + m));
+                }
+            }
+            return out;
+        }
+        for (sb, head) in self.heads.chunks_exact(head_words(self.ty)).enumerate() {
             let codes: Vec<u8> = head.iter().flat_map(|w| w.to_le_bytes()).collect();
             for j in 0..8 {
-                let chunk = &self.words[(sb * 8 + j) * cw..][..cw];
+                let chunk = sb * 8 + j;
                 if self.ty == GgmlType::Q6_K {
                     // Scale 2j for the chunk's first sixteen weights, 2j + 1 for the others.
                     let d = half(self.d[sb] as u32);
@@ -260,9 +316,44 @@ mod tests {
             let want = crate::quant::decode_to_f32(StorageType::Ggml(ty), &bytes, rows * cols).unwrap();
             let m = to_planes(ty, rows, cols, &bytes).unwrap().unwrap();
             let blocks = rows * cols / 256;
-            assert_eq!((m.words.len(), m.heads.len()), (blocks * 8 * chunk_words(ty), blocks * HEAD_WORDS));
+            assert_eq!((m.words.len(), m.heads.len()), (blocks * 8 * chunk_words(ty), blocks * head_words(ty)));
+            assert_eq!(m.high.len(), if level_bits(ty) == 5 { blocks * 8 } else { 0 });
             // The planes hold the file's bytes, no more.
-            assert_eq!((m.words.len() + m.heads.len()) * 4 + m.d.len() * 2, bytes.len(), "{}", ty.name());
+            assert_eq!((m.words.len() + m.high.len() + m.heads.len()) * 4 + m.d.len() * 2, bytes.len(), "{}", ty.name());
+            let got = m.dequantize();
+            assert_eq!(got.len(), want.len());
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(g.to_bits(), w.to_bits(), "{} element {i}: {g} against {w}", ty.name());
+            }
+        }
+    }
+
+    #[test]
+    fn legacy_planes_decode_to_the_same_bits() {
+        // Every class of f16 for d and m in turn (subnormal, negative, zero, infinite, NaN,
+        // largest), then random ones; the other bytes random, so every level and fifth bit.
+        let special = [0x0003u16, 0x8001, 0x8400, 0x0000, 0x8000, 0x7C00, 0xFC00, 0x7E01, 0xFD00, 0x7BFF];
+        for ty in [GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1] {
+            let (rows, cols) = (7, 96);
+            let mut rng = SmallRng::seed_from_u64(5);
+            let mut bytes = Vec::new();
+            for i in 0..rows * cols / 32 {
+                let pick = |k: usize, rng: &mut SmallRng| special.get(k).copied().unwrap_or_else(|| rng.random_range(0u16..0x7C00) | (rng.random::<u16>() & 0x8000));
+                let (d, m) = (pick(i % 16, &mut rng), pick((i + 3) % 16, &mut rng));
+                bytes.extend(d.to_le_bytes());
+                if ty != GgmlType::Q5_0 {
+                    bytes.extend(m.to_le_bytes());
+                }
+                let head = if ty == GgmlType::Q5_0 { 2 } else { 4 };
+                bytes.extend((head..ty.block_bytes() as usize).map(|_| rng.random::<u8>()));
+            }
+            let want = crate::quant::decode_to_f32(StorageType::Ggml(ty), &bytes, rows * cols).unwrap();
+            let m = to_planes(ty, rows, cols, &bytes).unwrap().unwrap();
+            let blocks = rows * cols / 32;
+            assert_eq!((m.words.len(), m.heads.len()), (blocks * chunk_words(ty), blocks * head_words(ty)), "{}", ty.name());
+            assert_eq!(m.high.len(), if level_bits(ty) == 5 { blocks } else { 0 }, "{}", ty.name());
+            // The planes hold the file's bytes, no more.
+            assert_eq!((m.words.len() + m.high.len() + m.heads.len()) * 4 + m.d.len() * 2, bytes.len(), "{}", ty.name());
             let got = m.dequantize();
             assert_eq!(got.len(), want.len());
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
@@ -276,6 +367,8 @@ mod tests {
         assert!(to_planes(GgmlType::Q4_0, 1, 32, &[0; 18]).unwrap().is_none());
         assert!(to_planes(GgmlType::Q4_K, 1, 256, &[0; 143]).is_err());
         assert!(to_planes(GgmlType::Q4_K, 1, 512, &[0; 144]).is_err());
+        assert!(to_planes(GgmlType::Q4_1, 1, 48, &[0; 30]).is_err());
+        assert!(to_planes(GgmlType::Q5_0, 2, 32, &[0; 22]).is_err());
     }
 
     #[test]

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::format::GgmlType;
 use crate::gpu::shader::Defines;
 use crate::gpu::{DType, GpuContext, GpuTensor};
-use crate::quant::repack::{KPlanes, HEAD_WORDS};
+use crate::quant::repack::{head_words, KPlanes};
 use crate::quant::weft::{QuantMatrix, Scheme, WeftQuant};
 use crate::quant;
 
@@ -18,7 +18,8 @@ pub enum WeightFormat {
     Ggml(GgmlType),
     /// One of weft's formats (docs/FORMAT.md).
     Weft(WeftQuant),
-    /// A GGUF K-quant repacked at upload into aligned planes ([`quant::repack::KPlanes`]):
+    /// A GGUF K-quant, Q4_1, Q5_0 or Q5_1 repacked at upload into aligned planes
+    /// ([`quant::repack::KPlanes`]):
     /// what the GPU holds of such a tensor where [`QWeight::repacks`] says so.
     Repacked(GgmlType),
     /// Plain little-endian f32.
@@ -91,10 +92,17 @@ impl WeightFormat {
             Self::F32 => Self::Ggml(GgmlType::F32).defines(),
             // Chunks of weft's 4-bit words (and the high bits' words), with the super-blocks'
             // heads in place of scales: K4 / K5 / K6 select the arithmetic, WB4 / WB5 / WB6 the
-            // chunk's words.
+            // chunk's words (BITS: how many); KL a 32-weight block's head (Q4_1, Q5_1), KL0 its
+            // lone d (Q5_0).
             Self::Repacked(t) => {
-                let bits = quant::repack::chunk_words(*t) as u32;
-                Defines::new().set("KQ", 1).set(&format!("K{bits}"), 1).set(&format!("WB{bits}"), 1).set("BITS", bits).set("GROUP", 32)
+                let bits = quant::repack::level_bits(*t);
+                let cw = quant::repack::chunk_words(*t) as u32;
+                let d = Defines::new().set("KQ", 1).set(&format!("K{bits}"), 1).set(&format!("WB{bits}"), 1).set("BITS", cw).set("GROUP", 32);
+                match t {
+                    GgmlType::Q5_0 => d.set("KL", 1).set("KL0", 1),
+                    t if quant::repack::is_legacy(*t) => d.set("KL", 1),
+                    _ => d,
+                }
             }
             Self::Weft(q) => {
                 let d = Defines::new()
@@ -128,8 +136,9 @@ impl WeightFormat {
     pub(crate) fn weight_bindings(&self) -> usize {
         match self {
             Self::Weft(q) if q.has_zero() => 3,
-            // Q6_K's d, in a plane of f16 pairs.
-            Self::Repacked(GgmlType::Q6_K) => 3,
+            // Q6_K's d, in a plane of f16 pairs (Q5_0's takes the heads' place); the 5-bit
+            // types' high words.
+            Self::Repacked(t) if *t == GgmlType::Q6_K || quant::repack::level_bits(*t) == 5 => 3,
             Self::Weft(_) | Self::Repacked(_) => 2,
             _ => 1,
         }
@@ -155,10 +164,12 @@ pub struct QPart {
     /// rows need not be word-aligned), or weft's [rows, words_per_row].
     pub data: GpuTensor,
     /// weft: f16 scales two per word, [ceil(rows · groups_per_row / 2)] words; repacked
-    /// K-quants: the super-blocks' heads, [rows · blocks_per_row · HEAD_WORDS] words.
+    /// types: the (super-)blocks' heads, [rows · blocks_per_row · head_words] words, or
+    /// Q5_0's f16 d two per word.
     pub scales: Option<GpuTensor>,
     /// weft asymmetric: f16 zero points, same layout as the scales; repacked Q6_K: the
-    /// super-blocks' f16 d, two per word.
+    /// super-blocks' f16 d, two per word; repacked 5-bit types: the chunks' high words,
+    /// [rows · cols / 32].
     pub zeros: Option<GpuTensor>,
 }
 
@@ -247,13 +258,14 @@ impl QWeight {
         let format = WeightFormat::Repacked(m.ty);
         check_shape(name, format, m.rows, m.cols)?;
         let spr = m.blocks_per_row();
-        let (wpr, hpr) = (spr * 8 * quant::repack::chunk_words(m.ty), spr * HEAD_WORDS);
-        let dpr = if m.ty == GgmlType::Q6_K { spr } else { 0 };
-        if m.words.len() != m.rows * wpr || m.heads.len() != m.rows * hpr || m.d.len() != m.rows * dpr {
+        let (wpr, hpr) = ((m.cols / 32) * quant::repack::chunk_words(m.ty), spr * head_words(m.ty));
+        let dpr = if matches!(m.ty, GgmlType::Q6_K | GgmlType::Q5_0) { spr } else { 0 };
+        let hipr = if quant::repack::level_bits(m.ty) == 5 { m.cols / 32 } else { 0 };
+        if m.words.len() != m.rows * wpr || m.heads.len() != m.rows * hpr || m.d.len() != m.rows * dpr || m.high.len() != m.rows * hipr {
             return Err(Error::Shape {
                 op: "qweight",
-                message: format!("{name}: {} [{}, {}] needs {} words, {} head words and {} d, has {}, {} and {}",
-                    format.name(), m.rows, m.cols, m.rows * wpr, m.rows * hpr, m.rows * dpr, m.words.len(), m.heads.len(), m.d.len()),
+                message: format!("{name}: {} [{}, {}] needs {} words, {} high words, {} head words and {} d, has {}, {}, {} and {}",
+                    format.name(), m.rows, m.cols, m.rows * wpr, m.rows * hipr, m.rows * hpr, m.rows * dpr, m.words.len(), m.high.len(), m.heads.len(), m.d.len()),
             });
         }
         let ranges = row_ranges(ctx, m.rows, wpr as u64 * 4);
@@ -262,14 +274,23 @@ impl QWeight {
             .map(|&(row0, n)| {
                 let label = part_label(name, row0, ranges.len());
                 let data = ctx.upload_u32(&format!("{label}.q"), &[n * wpr], &m.words[row0 * wpr..(row0 + n) * wpr])?;
-                let heads = ctx.upload_u32(&format!("{label}.heads"), &[n * hpr], &m.heads[row0 * hpr..(row0 + n) * hpr])?;
                 let d = if dpr > 0 {
                     let halves = pack_halves(&m.d[row0 * dpr..(row0 + n) * dpr]);
                     Some(ctx.upload_u32(&format!("{label}.d"), &[halves.len()], &halves)?)
                 } else {
                     None
                 };
-                Ok(QPart { row0, rows: n, data, scales: Some(heads), zeros: d })
+                let high = if hipr > 0 {
+                    Some(ctx.upload_u32(&format!("{label}.high"), &[n * hipr], &m.high[row0 * hipr..(row0 + n) * hipr])?)
+                } else {
+                    None
+                };
+                // Q5_0 has no head: its d takes the heads' binding.
+                if hpr == 0 {
+                    return Ok(QPart { row0, rows: n, data, scales: d, zeros: high });
+                }
+                let heads = ctx.upload_u32(&format!("{label}.heads"), &[n * hpr], &m.heads[row0 * hpr..(row0 + n) * hpr])?;
+                Ok(QPart { row0, rows: n, data, scales: Some(heads), zeros: d.or(high) })
             })
             .collect::<Result<_>>()?;
         Ok(Self { format, rows: m.rows, cols: m.cols, parts })
@@ -411,10 +432,16 @@ impl QWeight {
                 }
                 WeightFormat::F32 => Some(vec![w.rows * w.cols]),
                 WeightFormat::Repacked(t) => {
-                    let mut v = vec![w.rows * wpr as usize, w.rows * gpr as usize * HEAD_WORDS];
-                    if t == GgmlType::Q6_K {
+                    let mut v = vec![w.rows * wpr as usize];
+                    if head_words(t) > 0 {
+                        v.push(w.rows * gpr as usize * head_words(t));
+                    }
+                    if matches!(t, GgmlType::Q6_K | GgmlType::Q5_0) {
                         let halves = w.rows * gpr as usize;
                         v.push(halves.is_multiple_of(2).then_some(halves / 2)?);
+                    }
+                    if quant::repack::level_bits(t) == 5 {
+                        v.push(w.rows * w.cols / 32);
                     }
                     Some(v)
                 }
@@ -459,15 +486,15 @@ impl QWeight {
         self.parts.iter().flat_map(|p| p.tensors()).map(|t| t.len() as u64 * 4).sum()
     }
 
-    /// Words each weft row occupies and groups per row; for repacked K-quants, words and
-    /// super-blocks per row (zero for other formats).
+    /// Words each weft row occupies and groups per row; for repacked types, words and
+    /// (super-)blocks per row (zero for other formats).
     pub(crate) fn row_layout(&self) -> (u32, u32) {
         match self.format {
             WeightFormat::Weft(q) => {
                 (q.words_per_row(self.cols) as u32, q.groups_per_row(self.cols) as u32)
             }
             WeightFormat::Repacked(t) => {
-                ((self.cols / 32 * quant::repack::chunk_words(t)) as u32, (self.cols / 256) as u32)
+                ((self.cols / 32 * quant::repack::chunk_words(t)) as u32, (self.cols / t.block_elements() as usize) as u32)
             }
             _ => (0, 0),
         }
