@@ -8,6 +8,13 @@
 // backend's pool workers with `memory.atomic.wait32`, whose intrinsics are still unstable.
 #![cfg_attr(all(target_arch = "wasm32", target_feature = "atomics"), feature(stdarch_wasm_atomic_wait))]
 
+/// A shader of shaders/, as build.rs copied it into OUT_DIR (without its comments for wasm32).
+macro_rules! wgsl {
+    ($file:literal) => {
+        include_str!(concat!(env!("OUT_DIR"), "/shaders/", $file))
+    };
+}
+
 pub mod cpu;
 pub mod error;
 pub mod format;

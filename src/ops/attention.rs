@@ -11,7 +11,7 @@ use super::Tolerance;
 pub const ATTENTION_SHADER: ShaderSource = ShaderSource {
     name: "attention",
     source: &[
-        include_str!("../../shaders/attention.wgsl"),
+        wgsl!("attention.wgsl"),
         crate::ops::fragments::ATTENTION_COMMON,
         "#ifdef SPLIT\n",
         crate::ops::fragments::ATTENTION_PARTIAL,
@@ -24,7 +24,7 @@ pub const ATTENTION_SHADER: ShaderSource = ShaderSource {
 pub const ATTENTION_DECODE_SHADER: ShaderSource = ShaderSource {
     name: "attention_decode",
     source: &[
-        include_str!("../../shaders/attention_decode.wgsl"),
+        wgsl!("attention_decode.wgsl"),
         crate::ops::fragments::ATTENTION_COMMON,
         crate::ops::fragments::ATTENTION_PARTIAL,
         crate::ops::fragments::ATTENTION_MERGE,
@@ -33,7 +33,7 @@ pub const ATTENTION_DECODE_SHADER: ShaderSource = ShaderSource {
 };
 pub const ATTENTION_COMBINE_SHADER: ShaderSource = ShaderSource {
     name: "attention_combine",
-    source: &[include_str!("../../shaders/attention_combine.wgsl"), crate::ops::fragments::ATTENTION_MERGE],
+    source: &[wgsl!("attention_combine.wgsl"), crate::ops::fragments::ATTENTION_MERGE],
 };
 
 /// Context positions one workgroup of split attention covers: one 64-position tile, so a

@@ -7,7 +7,7 @@ use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor};
 use super::{grid, Tolerance};
 
 pub const CONV2D_SHADER: ShaderSource =
-    ShaderSource { name: "conv2d", source: &[include_str!("../../shaders/conv2d.wgsl")] };
+    ShaderSource { name: "conv2d", source: &[wgsl!("conv2d.wgsl")] };
 
 const WG: u32 = 256;
 

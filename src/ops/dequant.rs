@@ -14,14 +14,14 @@ use super::grid;
 /// The element-wise kernel followed by the shared decoders.
 pub const DEQUANT_SHADER: ShaderSource = ShaderSource {
     name: "dequant",
-    source: &[include_str!("../../shaders/dequant.wgsl"), crate::ops::fragments::DECODE],
+    source: &[wgsl!("dequant.wgsl"), crate::ops::fragments::DECODE],
 };
 
 const WG: u32 = 256;
 
 /// Scales (and zero points) applied to decoded codes: `w = scale · (w − zero)`.
 pub const RESCALE_SHADER: ShaderSource =
-    ShaderSource { name: "rescale", source: &[include_str!("../../shaders/rescale.wgsl")] };
+    ShaderSource { name: "rescale", source: &[wgsl!("rescale.wgsl")] };
 
 /// The shader define selecting `ty`'s decoder. GGUF's F32/F16/BF16 decode exactly as the
 /// safetensors dtypes of the same name.

@@ -7,7 +7,7 @@ use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor};
 use super::{grid, Tolerance};
 
 pub const ADD_SHADER: ShaderSource =
-    ShaderSource { name: "add", source: &[include_str!("../../shaders/add.wgsl")] };
+    ShaderSource { name: "add", source: &[wgsl!("add.wgsl")] };
 
 /// f32 addition is correctly rounded on every conforming GPU, so the result must be exact.
 pub const ADD_TOLERANCE: Tolerance = Tolerance::EXACT;
@@ -15,25 +15,25 @@ pub const ADD_TOLERANCE: Tolerance = Tolerance::EXACT;
 const WG: u32 = 256;
 
 pub const ADD_INPLACE_SHADER: ShaderSource =
-    ShaderSource { name: "add_inplace", source: &[include_str!("../../shaders/add_inplace.wgsl")] };
+    ShaderSource { name: "add_inplace", source: &[wgsl!("add_inplace.wgsl")] };
 
 pub const SILU_MUL_SHADER: ShaderSource =
-    ShaderSource { name: "silu_mul", source: &[include_str!("../../shaders/silu_mul.wgsl")] };
+    ShaderSource { name: "silu_mul", source: &[wgsl!("silu_mul.wgsl")] };
 
 pub const BIAS_ADD_SHADER: ShaderSource =
-    ShaderSource { name: "bias_add", source: &[include_str!("../../shaders/bias_add.wgsl")] };
+    ShaderSource { name: "bias_add", source: &[wgsl!("bias_add.wgsl")] };
 
 pub const RELU_SHADER: ShaderSource =
-    ShaderSource { name: "relu", source: &[include_str!("../../shaders/relu.wgsl")] };
+    ShaderSource { name: "relu", source: &[wgsl!("relu.wgsl")] };
 
 /// `max(x, 0)` is exact.
 pub const RELU_TOLERANCE: Tolerance = Tolerance::EXACT;
 
 pub const SCALE_CAP_SHADER: ShaderSource =
-    ShaderSource { name: "scale_cap", source: &[include_str!("../../shaders/scale_cap.wgsl")] };
+    ShaderSource { name: "scale_cap", source: &[wgsl!("scale_cap.wgsl")] };
 
 pub const COPY_ROWS_SHADER: ShaderSource =
-    ShaderSource { name: "copy_rows", source: &[include_str!("../../shaders/copy_rows.wgsl")] };
+    ShaderSource { name: "copy_rows", source: &[wgsl!("copy_rows.wgsl")] };
 
 /// One GPU `exp`, a division and a product.
 pub const SILU_MUL_TOLERANCE: Tolerance = Tolerance { abs: 1e-6, rel: 1e-5 };

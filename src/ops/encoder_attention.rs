@@ -8,7 +8,7 @@ use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor};
 use super::Tolerance;
 
 pub const ENCODER_ATTENTION_SHADER: ShaderSource =
-    ShaderSource { name: "encoder_attention", source: &[include_str!("../../shaders/encoder_attention.wgsl")] };
+    ShaderSource { name: "encoder_attention", source: &[wgsl!("encoder_attention.wgsl")] };
 
 /// f32 dot products of head width, a GPU `exp` and a weighted sum over up to `MAX_KEYS` rows.
 pub const ENCODER_ATTENTION_TOLERANCE: Tolerance = Tolerance { abs: 1e-5, rel: 1e-4 };

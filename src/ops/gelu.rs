@@ -6,7 +6,7 @@ use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor};
 
 use super::{grid, Tolerance};
 
-pub const GELU_SHADER: ShaderSource = ShaderSource { name: "gelu", source: &[include_str!("../../shaders/gelu.wgsl")] };
+pub const GELU_SHADER: ShaderSource = ShaderSource { name: "gelu", source: &[wgsl!("gelu.wgsl")] };
 
 /// The erfc approximation's 1.5e-7 (times |x| / 2) and a GPU `exp` of a few ULP.
 pub const GELU_TOLERANCE: Tolerance = Tolerance { abs: 1e-6, rel: 1e-5 };

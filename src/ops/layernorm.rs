@@ -8,7 +8,7 @@ use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor};
 use super::{grid, Tolerance};
 
 pub const LAYERNORM_SHADER: ShaderSource =
-    ShaderSource { name: "layernorm", source: &[include_str!("../../shaders/layernorm.wgsl")] };
+    ShaderSource { name: "layernorm", source: &[wgsl!("layernorm.wgsl")] };
 
 /// Sums of a row in another order and a GPU `sqrt`: a few ULP of the normalised value, times
 /// the scale.

@@ -7,7 +7,7 @@ use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor};
 use super::Tolerance;
 
 pub const MATMUL_SHADER: ShaderSource =
-    ShaderSource { name: "matmul", source: &[include_str!("../../shaders/matmul.wgsl")] };
+    ShaderSource { name: "matmul", source: &[wgsl!("matmul.wgsl")] };
 
 /// Tolerance for a K-long f32 dot product of unit-sized inputs against the f64 reference: the
 /// rounding error of sequential f32 summation grows linearly with K (about K · 2^-24 · the

@@ -23,18 +23,18 @@ pub mod softmax;
 /// The WGSL fragments several kernels concatenate after their own file (see [`ShaderSource`](
 /// crate::gpu::shader::ShaderSource)): each is one `const`, so the binary holds one copy.
 pub(crate) mod fragments {
-    pub const QPARAMS: &str = include_str!("../../shaders/qparams.wgsl");
-    pub const GEMV_NORM: &str = include_str!("../../shaders/gemv_norm.wgsl");
-    pub const GEMV_ROWSUM: &str = include_str!("../../shaders/gemv_rowsum.wgsl");
-    pub const QWEIGHT: &str = include_str!("../../shaders/qweight.wgsl");
-    pub const QBLOCK: &str = include_str!("../../shaders/qblock.wgsl");
-    pub const QBLOCK_K: &str = include_str!("../../shaders/qblock_k.wgsl");
-    pub const DECODE: &str = include_str!("../../shaders/decode.wgsl");
-    pub const ROPE_PAIR: &str = include_str!("../../shaders/rope_pair.wgsl");
-    pub const ATTENTION_COMMON: &str = include_str!("../../shaders/attention_common.wgsl");
-    pub const ATTENTION_MERGE: &str = include_str!("../../shaders/attention_merge.wgsl");
-    pub const ATTENTION_PARTIAL: &str = include_str!("../../shaders/attention_partial.wgsl");
-    pub const GEMV_DP4: &str = include_str!("../../shaders/gemv_dp4.wgsl");
+    pub const QPARAMS: &str = wgsl!("qparams.wgsl");
+    pub const GEMV_NORM: &str = wgsl!("gemv_norm.wgsl");
+    pub const GEMV_ROWSUM: &str = wgsl!("gemv_rowsum.wgsl");
+    pub const QWEIGHT: &str = wgsl!("qweight.wgsl");
+    pub const QBLOCK: &str = wgsl!("qblock.wgsl");
+    pub const QBLOCK_K: &str = wgsl!("qblock_k.wgsl");
+    pub const DECODE: &str = wgsl!("decode.wgsl");
+    pub const ROPE_PAIR: &str = wgsl!("rope_pair.wgsl");
+    pub const ATTENTION_COMMON: &str = wgsl!("attention_common.wgsl");
+    pub const ATTENTION_MERGE: &str = wgsl!("attention_merge.wgsl");
+    pub const ATTENTION_PARTIAL: &str = wgsl!("attention_partial.wgsl");
+    pub const GEMV_DP4: &str = wgsl!("gemv_dp4.wgsl");
 }
 
 use crate::gpu::shader::{Defines, ShaderSource};

@@ -7,7 +7,7 @@ use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor};
 use super::Tolerance;
 
 pub const RMSNORM_SHADER: ShaderSource =
-    ShaderSource { name: "rmsnorm", source: &[include_str!("../../shaders/rmsnorm.wgsl")] };
+    ShaderSource { name: "rmsnorm", source: &[wgsl!("rmsnorm.wgsl")] };
 
 /// A sum of squares in a different order and a GPU `sqrt`: a few ULP per element.
 pub const RMSNORM_TOLERANCE: Tolerance = Tolerance { abs: 1e-6, rel: 1e-5 };

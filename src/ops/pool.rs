@@ -7,7 +7,7 @@ use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor};
 
 use super::{grid, Tolerance};
 
-pub const POOL_SHADER: ShaderSource = ShaderSource { name: "pool", source: &[include_str!("../../shaders/pool.wgsl")] };
+pub const POOL_SHADER: ShaderSource = ShaderSource { name: "pool", source: &[wgsl!("pool.wgsl")] };
 
 /// A mean over up to a few hundred rows in f32, and a norm.
 pub const POOL_TOLERANCE: Tolerance = Tolerance { abs: 1e-6, rel: 1e-5 };

@@ -15,7 +15,7 @@ use super::Tolerance;
 
 pub const PREFILL_ATTENTION_SHADER: ShaderSource = ShaderSource {
     name: "attention_prefill",
-    source: &[include_str!("../../shaders/attention_prefill.wgsl"), crate::ops::fragments::ATTENTION_COMMON],
+    source: &[wgsl!("attention_prefill.wgsl"), crate::ops::fragments::ATTENTION_COMMON],
 };
 
 /// The same f32 dot products, online softmax and weighted sums as the per-query kernel, in

@@ -20,7 +20,7 @@ use super::grid;
 use super::qmatmul::{binding_limit, QWeight};
 
 pub const QUANTIZE_SHADER: ShaderSource =
-    ShaderSource { name: "quantize", source: &[include_str!("../../shaders/quantize.wgsl")] };
+    ShaderSource { name: "quantize", source: &[wgsl!("quantize.wgsl")] };
 
 const WG: u32 = 64;
 

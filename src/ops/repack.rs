@@ -20,7 +20,7 @@ use super::grid;
 use super::qmatmul::{binding_limit, QWeight};
 
 pub const REPACK_SHADER: ShaderSource =
-    ShaderSource { name: "repack", source: &[include_str!("../../shaders/repack.wgsl"), DECODE] };
+    ShaderSource { name: "repack", source: &[wgsl!("repack.wgsl"), DECODE] };
 
 const WG: u32 = 64;
 

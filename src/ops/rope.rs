@@ -9,7 +9,7 @@ use super::Tolerance;
 
 pub const ROPE_SHADER: ShaderSource = ShaderSource {
     name: "rope_store",
-    source: &[include_str!("../../shaders/rope_store.wgsl"), crate::ops::fragments::ROPE_PAIR],
+    source: &[wgsl!("rope_store.wgsl"), crate::ops::fragments::ROPE_PAIR],
 };
 
 /// One rotation: two products and a sum per element against exact f64.

@@ -8,7 +8,7 @@ use crate::gpu::shader::{Defines, ShaderSource};
 use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor, Uniform};
 
 pub const SAMPLE_SHADER: ShaderSource =
-    ShaderSource { name: "sample", source: &[include_str!("../../shaders/sample.wgsl")] };
+    ShaderSource { name: "sample", source: &[wgsl!("sample.wgsl")] };
 
 const WG: usize = 256;
 

@@ -7,7 +7,7 @@ use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor};
 use super::{grid, Tolerance};
 
 pub const SOFTMAX_SHADER: ShaderSource =
-    ShaderSource { name: "softmax", source: &[include_str!("../../shaders/softmax.wgsl")] };
+    ShaderSource { name: "softmax", source: &[wgsl!("softmax.wgsl")] };
 
 /// GPU `exp` may be a few ULP off (Vulkan allows 3 + 2|x| ULP), then a sum and a product.
 pub const SOFTMAX_TOLERANCE: Tolerance = Tolerance { abs: 1e-7, rel: 2e-5 };

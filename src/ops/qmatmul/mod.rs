@@ -40,7 +40,7 @@ macro_rules! q_shader {
         ShaderSource {
             name: $name,
             source: &[
-                include_str!(concat!("../../../shaders/", $file)),
+                wgsl!($file),
                 crate::ops::fragments::QPARAMS,
                 crate::ops::fragments::GEMV_NORM,
                 crate::ops::fragments::GEMV_ROWSUM,
@@ -67,7 +67,7 @@ pub const QEMBED_SHADER: ShaderSource = q_shader!("qembed", "qembed.wgsl");
 pub const QGEMV_GPU_SHADER: ShaderSource = ShaderSource {
     name: "qgemv_gpu",
     source: &[
-        include_str!("../../../shaders/qgemv_gpu.wgsl"),
+        wgsl!("qgemv_gpu.wgsl"),
         crate::ops::fragments::QPARAMS,
         crate::ops::fragments::GEMV_NORM,
         crate::ops::fragments::GEMV_ROWSUM,
