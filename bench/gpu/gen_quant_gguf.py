@@ -1,4 +1,4 @@
-"""A random-weight Llama-shape GGUF whose matrices are already Q4_0, Q8_0, F16 or K-quant blocks, for speed
+"""A random-weight Llama-shape GGUF whose matrices are already Q4_0, Q4_1, Q8_0, F16 or K-quant blocks, for speed
 runs of weft and llama.cpp on the same file without quantizing anything (the blocks are drawn
 directly: random levels, f16 scales of a realistic size; the text it generates is noise).
 
@@ -22,7 +22,7 @@ import gguf  # noqa: E402
 out, ty = sys.argv[1], sys.argv[2]
 dim, ffn, layers, heads, kv, vocab = map(int, sys.argv[3:9])
 T = gguf.GGMLQuantizationType
-qtype = {"Q4_0": T.Q4_0, "Q8_0": T.Q8_0, "F16": T.F16, "Q4_K_M": T.Q4_K}[ty]
+qtype = {"Q4_0": T.Q4_0, "Q4_1": T.Q4_1, "Q8_0": T.Q8_0, "F16": T.F16, "Q4_K_M": T.Q4_K}[ty]
 rng = np.random.default_rng(0)
 hd = dim // heads
 
@@ -49,6 +49,12 @@ K_POOLS = {
 }
 if ty == "Q4_K_M":
     pool = K_POOLS[T.Q4_K]
+elif ty == "Q4_1":
+    # d·q + m with m ≈ -8·d: levels centred like Q4_0's.
+    d = rng.uniform(0.5, 1.5, POOL) * 0.02 / 8
+    m = -8 * d * rng.uniform(0.9, 1.1, POOL)
+    halves = lambda v: v.astype(np.float16).view(np.uint8).reshape(POOL, 2)
+    pool = np.concatenate([halves(d), halves(m), random_bytes(16)], axis=1)
 elif ty == "Q4_0":
     d = (rng.uniform(0.5, 1.5, POOL) * 0.02 / 8).astype(np.float16).view(np.uint8).reshape(POOL, 2)
     pool = np.concatenate([d, rng.integers(0, 256, (POOL, 16), dtype=np.uint8)], axis=1)
@@ -81,7 +87,7 @@ w.add_head_count(heads)
 w.add_head_count_kv(kv)
 w.add_layer_norm_rms_eps(1e-5)
 w.add_rope_freq_base(10000.0)
-w.add_file_type({"Q4_0": 2, "Q8_0": 7, "F16": 1, "Q4_K_M": 15}[ty])
+w.add_file_type({"Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "F16": 1, "Q4_K_M": 15}[ty])
 toks = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)]
 toks += [f"\u2581t{i}" for i in range(vocab - len(toks))]
 w.add_tokenizer_model("llama")
