@@ -266,7 +266,8 @@ def markdown(data: dict) -> str:
                          f"{g['best_gb_s']:.0f} GB/s = {g['best_gb_s'] / copy:.1%}")
             ratios.append(line)
     return "\n".join(lines) + "\n\n" + "\n".join(notes + ratios) + "\n" + peer_markdown(data["session"]) \
-        + gemv_markdown(data["gemv_session"]) + gemm_markdown(data["gemm_session"])
+        + gemv_markdown(data["gemv_session"]) + peer_markdown(data["kquant_session"]) \
+        + gemv_markdown(data["kquant_gemv"]) + gemm_markdown(data["gemm_session"])
 
 
 def peer_markdown(s: dict) -> str:
@@ -436,7 +437,10 @@ def cpu_vs_llamacpp_table() -> str:
 
 def main() -> None:
     data = {"h100": h100(), "local": local(), "session": session("session26"),
-            "gemv_session": session("session26", "session27"), "gemm_session": session("session9", "session17", "session19"), "dawn": dawn()}
+            "gemv_session": session("session26", "session27"),
+            # Q4_K_M and Q4_1 files, and every GGUF block type on the repacked GEMV (one
+            # session: calls b and c, each model's engines from one call).
+            "kquant_session": session("session29/b", "session29/c"), "kquant_gemv": session("session29/c"), "gemm_session": session("session9", "session17", "session19"), "dawn": dawn()}
     (ROOT / "results.json").write_text(json.dumps(data, indent=2) + "\n")
     chart(data, ROOT / "chart.svg")
     table = markdown(data) + dawn_markdown(data["dawn"])
