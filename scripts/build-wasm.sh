@@ -40,7 +40,6 @@ FEATURES=(${WEFT_WASM_FEATURES:+--features "$WEFT_WASM_FEATURES"})
 cargo rustc --release --target wasm32-unknown-unknown --lib "${FEATURES[@]}" -- "${SMALL[@]}"
 wasm-bindgen --target web --out-dir www/pkg "$T"/wasm32-unknown-unknown/release/weft.wasm
 opt www/pkg/weft_bg.wasm -o www/pkg/weft_bg.wasm
-node scripts/blank-wgsl-comments.mjs www/pkg/weft_bg.wasm
 size wasm www/pkg/weft_bg.wasm
 
 cargo build --release --target wasm32-unknown-unknown -p weft-chat
@@ -62,5 +61,4 @@ RUSTC_BOOTSTRAP=1 \
   -C link-arg=--export=__tls_base "${SMALL[@]}"
 wasm-bindgen --target web --out-dir www/pkg-threads "$T"/threads/wasm32-unknown-unknown/release/weft.wasm
 opt --enable-threads www/pkg-threads/weft_bg.wasm -o www/pkg-threads/weft_bg.wasm
-node scripts/blank-wgsl-comments.mjs www/pkg-threads/weft_bg.wasm
 size "wasm (threads)" www/pkg-threads/weft_bg.wasm
