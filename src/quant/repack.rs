@@ -313,18 +313,23 @@ mod tests {
         for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
             let (rows, cols) = (5, 768);
             let bytes = crate::quant::sample::random_weights(ty, 3, rows * cols).unwrap();
-            let want = crate::quant::decode_to_f32(StorageType::Ggml(ty), &bytes, rows * cols).unwrap();
-            let m = to_planes(ty, rows, cols, &bytes).unwrap().unwrap();
-            let blocks = rows * cols / 256;
-            assert_eq!((m.words.len(), m.heads.len()), (blocks * 8 * chunk_words(ty), blocks * head_words(ty)));
-            assert_eq!(m.high.len(), if level_bits(ty) == 5 { blocks * 8 } else { 0 });
-            // The planes hold the file's bytes, no more.
-            assert_eq!((m.words.len() + m.high.len() + m.heads.len()) * 4 + m.d.len() * 2, bytes.len(), "{}", ty.name());
-            let got = m.dequantize();
-            assert_eq!(got.len(), want.len());
-            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-                assert_eq!(g.to_bits(), w.to_bits(), "{} element {i}: {g} against {w}", ty.name());
-            }
+            planes_decode_to_the_decoders_bits(ty, rows, cols, &bytes);
+        }
+    }
+
+    /// `ty`'s planes of `bytes` hold the file's bytes, no more, in the planes' sizes, and decode
+    /// to the GGUF decoder's bits.
+    fn planes_decode_to_the_decoders_bits(ty: GgmlType, rows: usize, cols: usize, bytes: &[u8]) {
+        let want = crate::quant::decode_to_f32(StorageType::Ggml(ty), bytes, rows * cols).unwrap();
+        let m = to_planes(ty, rows, cols, bytes).unwrap().unwrap();
+        let (chunks, blocks) = (rows * cols / 32, rows * cols / ty.block_elements() as usize);
+        assert_eq!((m.words.len(), m.heads.len()), (chunks * chunk_words(ty), blocks * head_words(ty)), "{}", ty.name());
+        assert_eq!(m.high.len(), if level_bits(ty) == 5 { chunks } else { 0 }, "{}", ty.name());
+        assert_eq!((m.words.len() + m.high.len() + m.heads.len()) * 4 + m.d.len() * 2, bytes.len(), "{}", ty.name());
+        let got = m.dequantize();
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.to_bits(), w.to_bits(), "{} element {i}: {g} against {w}", ty.name());
         }
     }
 
@@ -347,18 +352,7 @@ mod tests {
                 let head = if ty == GgmlType::Q5_0 { 2 } else { 4 };
                 bytes.extend((head..ty.block_bytes() as usize).map(|_| rng.random::<u8>()));
             }
-            let want = crate::quant::decode_to_f32(StorageType::Ggml(ty), &bytes, rows * cols).unwrap();
-            let m = to_planes(ty, rows, cols, &bytes).unwrap().unwrap();
-            let blocks = rows * cols / 32;
-            assert_eq!((m.words.len(), m.heads.len()), (blocks * chunk_words(ty), blocks * head_words(ty)), "{}", ty.name());
-            assert_eq!(m.high.len(), if level_bits(ty) == 5 { blocks } else { 0 }, "{}", ty.name());
-            // The planes hold the file's bytes, no more.
-            assert_eq!((m.words.len() + m.high.len() + m.heads.len()) * 4 + m.d.len() * 2, bytes.len(), "{}", ty.name());
-            let got = m.dequantize();
-            assert_eq!(got.len(), want.len());
-            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-                assert_eq!(g.to_bits(), w.to_bits(), "{} element {i}: {g} against {w}", ty.name());
-            }
+            planes_decode_to_the_decoders_bits(ty, rows, cols, &bytes);
         }
     }
 
