@@ -1,11 +1,13 @@
 //! GEMV and GEMM throughput per weight format and shape: many dispatches recorded into one
-//! submission, timed by wall clock after a warm-up, reported as µs per call, GB/s of weight
-//! bytes read and GFLOP/s, next to the device's measured copy bandwidth.
+//! compute pass after a warm-up, timed by GPU timestamps around the pass where the adapter has
+//! them (else by the wall clock, which also counts recording the pass), reported as µs per call,
+//! GB/s of weight bytes read and GFLOP/s, next to the device's measured copy bandwidth.
 //!
 //! cargo run --release --example qmatmul_bench -- [--formats Q4_K,q4_g32_sym]
 //!     [--shapes 8192x8192] [--wg 256] [--rows 1] [--lanes 32] [--tokens 1] [--tt 8]
 //!     [--gemm blocks|tiled|outer|matrix]
-//!     [--precision f32|f16] [--seconds 0.5] [--copy-mib 256] [--int8] [--as-gpu] [--json]
+//!     [--precision f32|f16] [--seconds 0.5] [--copy-mib 256] [--rotate-mib 0] [--int8] [--as-gpu]
+//!     [--json]
 //!
 //! Shapes are NxK (output features x reduced dimension). --tokens 1 (the default) times the
 //! GEMV, more the GEMM over that many tokens. --wg, --rows and --lanes override the adapter's
@@ -17,6 +19,11 @@
 //! them, the GPU launch shapes), to run the GPU path's kernels where there is no GPU; its times
 //! say nothing about a GPU. The table's last columns name the format the GPU holds and the
 //! kernel that ran.
+//!
+//! --rotate-mib M uploads the weight as many times as it takes to hold M MiB (at least once)
+//! and cycles the calls through those copies: a matrix that fits the GPU's last-level cache is
+//! otherwise read from the cache by every call after the first, where a decode step reads each
+//! matrix once from memory. Rows then carry `copies`.
 //!
 //! Copy bandwidth: one buffer of --copy-mib MiB (capped by the adapter's buffer limits) copied
 //! into another with copy_buffer_to_buffer, many times in one submission; "copy GB/s" counts
@@ -57,11 +64,17 @@ struct Row {
     k: usize,
     tokens: usize,
     weight_bytes: u64,
+    /// GPU time per call from timestamps around the pass where the adapter has them, else
+    /// `wall_us_per_call`.
     us_per_call: f64,
+    /// Wall-clock time per call: recording and submitting the pass, then waiting for it.
+    wall_us_per_call: f64,
     gb_per_s: f64,
     gflop_per_s: f64,
     fraction_of_copy: f64,
     config: Config,
+    /// Distinct copies of the weight the calls cycle through (--rotate-mib).
+    copies: usize,
     /// The format the GPU holds (a GGUF type may be repacked at upload) and the kernel's
     /// pipeline label.
     held: String,
@@ -102,6 +115,7 @@ fn main() -> anyhow::Result<()> {
     let tokens = opt("--tokens")?.unwrap_or(1).max(1) as usize;
     let gemm_kernel = arg(&args, "--gemm", "");
     let copy_mib = opt("--copy-mib")?.unwrap_or(256).max(1) as u64;
+    let rotate_bytes = opt("--rotate-mib")?.unwrap_or(0) as u64 * (1 << 20);
     let json = args.iter().any(|a| a == "--json");
     let int8 = args.iter().any(|a| a == "--int8");
     let precision = match arg(&args, "--precision", "f32").as_str() {
@@ -175,8 +189,8 @@ fn main() -> anyhow::Result<()> {
                 })
             };
             let name = if int8 { format!("{name}+int8") } else { name.to_string() };
-            match bench(&ctx, format, n, k, tokens, config, precision, int8, seconds) {
-                Ok((bytes, secs, held, kernel)) => {
+            match bench(&ctx, format, n, k, tokens, config, precision, int8, seconds, rotate_bytes) {
+                Ok((bytes, secs, wall, held, kernel, copies)) => {
                     let gb = bytes as f64 / secs / 1e9;
                     let row = Row {
                         format: name.clone(),
@@ -185,10 +199,12 @@ fn main() -> anyhow::Result<()> {
                         tokens,
                         weight_bytes: bytes,
                         us_per_call: secs * 1e6,
+                        wall_us_per_call: wall * 1e6,
                         gb_per_s: gb,
                         gflop_per_s: 2.0 * (n * k * tokens) as f64 / secs / 1e9,
                         fraction_of_copy: gb / report.copy.read_write_gb_per_s,
                         config,
+                        copies,
                         held,
                         kernel,
                     };
@@ -252,7 +268,9 @@ fn copy_bandwidth(ctx: &GpuContext, bytes: u64, seconds: f64) -> anyhow::Result<
     Ok(Copy { bytes, us_per_copy: per * 1e6, read_write_gb_per_s: 2.0 * bytes as f64 / per / 1e9 })
 }
 
-/// Returns the weight bytes read per call and seconds per call.
+/// Returns the weight bytes read per call, seconds per call (GPU timestamps where the adapter
+/// has them, else the wall clock), wall-clock seconds per call, the format held, the kernel
+/// and the number of weight copies the calls cycle through.
 #[allow(clippy::too_many_arguments)]
 fn bench(
     ctx: &GpuContext,
@@ -264,30 +282,45 @@ fn bench(
     precision: Precision,
     int8: bool,
     seconds: f64,
-) -> anyhow::Result<(u64, f64, String, String)> {
+    rotate_bytes: u64,
+) -> anyhow::Result<(u64, f64, f64, String, String, usize)> {
     let tw = qmatmul::test_weight(format, 1, n, k)?;
-    let w = tw.upload(ctx, "bench weight")?;
+    let first = tw.upload(ctx, "bench weight")?;
+    // The same values in distinct buffers: what the cache holds is addresses, not contents.
+    let copies = rotate_bytes.div_ceil(first.bytes().max(1)).max(1) as usize;
+    let mut weights = vec![first];
+    for _ in 1..copies {
+        weights.push(tw.upload(ctx, "bench weight")?);
+    }
     let x = ctx.upload_f32("bench x", &[tokens, k], &weft::selftest::random_f32(2, tokens * k))?;
     let y = ctx.zeros("bench y", &[tokens, n], DType::F32)?;
-    let d = match config {
-        Config::Gemv(c) if int8 => {
-            let fusion = qmatmul::GemvFusion { int8: true, ..Default::default() };
-            pollster::block_on(qmatmul::gemv_fused_tuned(ctx, &w, &x, &y, fusion, c))?
-        }
-        Config::Gemv(c) => pollster::block_on(qmatmul::gemv_tuned(ctx, &w, &x, &y, precision, c))?,
-        Config::Gemm(c) => pollster::block_on(qmatmul::gemm_tuned(ctx, &w, &x, &y, precision, c))?,
-    };
+    let mut calls = Vec::with_capacity(copies);
+    for w in &weights {
+        calls.push(match config {
+            Config::Gemv(c) if int8 => {
+                let fusion = qmatmul::GemvFusion { int8: true, ..Default::default() };
+                pollster::block_on(qmatmul::gemv_fused_tuned(ctx, w, &x, &y, fusion, c))?
+            }
+            Config::Gemv(c) => pollster::block_on(qmatmul::gemv_tuned(ctx, w, &x, &y, precision, c))?,
+            Config::Gemm(c) => pollster::block_on(qmatmul::gemm_tuned(ctx, w, &x, &y, precision, c))?,
+        });
+    }
+    let (w, d) = (&weights[0], &calls[0]);
     let marker = ctx.zeros("bench marker", &[4], DType::F32)?;
     let time = |reps: usize| -> anyhow::Result<f64> {
-        let list: Vec<_> = std::iter::repeat_n(&d, reps).collect();
+        let list: Vec<_> = calls.iter().cycle().take(reps).collect();
         let start = Instant::now();
         ctx.run(&list);
         finish(ctx, &marker)?;
         Ok(start.elapsed().as_secs_f64())
     };
-    time(1)?; // warm-up: pipeline, first touch of the buffers
-    let once = time(2)? / 2.0;
-    let reps = ((seconds / once.max(1e-7)) as usize).clamp(3, 20_000);
-    let total = time(reps)?;
-    Ok((w.bytes(), total / reps as f64, w.format.name(), d.name().to_string()))
+    time(copies)?; // warm-up: pipeline, first touch of the buffers
+    let once = time(2 * copies)? / (2 * copies) as f64;
+    let reps = ((seconds / once.max(1e-7)) as usize).clamp(3 * copies, 20_000);
+    let wall = time(reps)? / reps as f64;
+    // The GPU's own time of the same calls where the adapter has timestamps: the wall clock
+    // also counts recording the pass, which distinct bind groups (--rotate-mib) make dearer.
+    let list: Vec<_> = calls.iter().cycle().take(reps).collect();
+    let gpu = pollster::block_on(ctx.time_pass(&list))?.map(|ns| ns * 1e-9 / reps as f64);
+    Ok((w.bytes(), gpu.unwrap_or(wall), wall, w.format.name(), d.name().to_string(), copies))
 }

@@ -41,7 +41,8 @@ gemm = sys.argv[2] == "gemm"
 for r in d["rows"]:
     rate = f'{r["gflop_per_s"]:8.0f} GFLOP/s' if gemm else f'{r["gb_per_s"]:7.0f} GB/s'
     tokens = f' t={r["tokens"]:<4}' if gemm else ""
-    print(f'{r["format"]:>12} {r["n"]:>6}x{r["k"]:<6}{tokens} {r["us_per_call"]:9.1f} us {rate}')
+    copies = f' x{r["copies"]}' if r.get("copies", 1) > 1 else ""
+    print(f'{r["format"]:>12} {r["n"]:>6}x{r["k"]:<6}{tokens} {r["us_per_call"]:9.1f} us {rate}{copies}')
 for s in d.get("skipped", []):
     print("skipped:", s)
 EOF
@@ -100,6 +101,8 @@ fi
 if [[ $steps == *gemv* ]]; then
   formats=${QFORMATS:-Q4_0,Q8_0,Q4_K,q4_g32_asym,q3_g32_asym,q2_g32_asym,q4_g32_sym,q8_g32_sym}
   # QINT8=1: each launch shape also with 8-bit activations (--int8; files *-int8.json).
+  # QROTATE=M: the calls cycle through copies of each weight holding M MiB (--rotate-mib), so
+  # that a matrix the L2 cache could hold is read from memory, as in a decode step.
   for c in ${QCONFIGS:-256,1,32 256,2,32 256,4,32 128,4,32}; do
    for int8 in "" ${QINT8:+--int8}; do
     IFS=, read -r wg rows lanes <<<"$c"
@@ -107,7 +110,7 @@ if [[ $steps == *gemv* ]]; then
     log "qmatmul_bench $c $int8"
     # shellcheck disable=SC2086
     "$bin/qmatmul_bench" --formats "$formats" --shapes ${QSHAPES:-8192x8192,14336x4096,4096x14336,16384x16384} \
-      --seconds 0.4 --json --wg "$wg" --rows "$rows" --lanes "$lanes" $int8 2>>"$out/qmatmul.err" >"$out/$name.json"
+      --seconds 0.4 --json --wg "$wg" --rows "$rows" --lanes "$lanes" $int8 ${QROTATE:+--rotate-mib "$QROTATE"} 2>>"$out/qmatmul.err" >"$out/$name.json"
     show_rows "$out/$name.json"
    done
   done
