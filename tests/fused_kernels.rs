@@ -1,6 +1,7 @@
 //! The fused forms the engine uses to cut dispatches per token: residual add + RMSNorm, the
 //! stacked Q/K/V and gate/up projections, RoPE + KV store reading the stacked Q/K/V, and SwiGLU
-//! over the stacked gate/up output, and decode attention with the RoPE + KV store folded in.
+//! over the stacked gate/up output, decode attention with the RoPE + KV store folded in, and GEMVs
+//! of products kept apart writing into the columns of one buffer.
 //! Each must give what its unfused form gives: the same bits where the arithmetic is the same,
 //! else its CPU reference's tolerance.
 
@@ -246,6 +247,64 @@ fn gemv_with_norm_prologue_and_residual_epilogue() -> anyhow::Result<()> {
     let x2 = ctx.zeros("x", &[2, 64], DType::F32)?;
     let y2 = ctx.zeros("y", &[2, 4], DType::F32)?;
     assert!(pollster::block_on(gemv_fused(&ctx, &q, &x2, &y2, GemvFusion::default())).is_err());
+    Ok(())
+}
+
+/// Products of different formats kept apart write into the columns of one buffer the stacked
+/// product would fill (`GemvFusion::at`): each column range has the bits of that product into a
+/// buffer of its own, with the norm folded in or not, on the block kernel's launch shape and the
+/// GPU kernel's; a range past the buffer's end is refused.
+#[test]
+fn gemv_products_into_columns_of_one_buffer_equal_their_own() -> anyhow::Result<()> {
+    use weft::gpu::{BackendChoice, GpuContext};
+    use weft::ops::qmatmul::{gemv_fused, GemvFusion};
+    let mut ctx = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
+    let caps = ctx.capabilities().clone();
+    let k = 512;
+    let x = random_f32(710, k);
+    let g: Vec<f32> = random_f32(711, k).iter().map(|v| 1.0 + 0.5 * v).collect();
+    for gpu_shape in [false, true] {
+        let mut c = caps.clone();
+        c.is_software = caps.is_software && !gpu_shape;
+        ctx.set_capabilities(c);
+        let ctx = &ctx;
+        let (tx, tg) = (ctx.upload_f32("x", &[1, k], &x)?, ctx.upload_f32("g", &[k], &g)?);
+        // Q/K/V of a Q4_K_M layer (V in Q6_K), and of 32-weight block formats.
+        for (i, names) in [["Q4_K_R", "Q4_K_R", "Q6_K_R"], ["Q8_0", "q4_g32_sym", "Q4_1"]].into_iter().enumerate() {
+            let rows = [48, 16, 16];
+            let ws = names
+                .iter()
+                .zip(rows)
+                .enumerate()
+                .map(|(j, (name, n))| qmatmul::test_weight(WeightFormat::parse(name).expect("known format"), 720 + (3 * i + j) as u64, n, k)?.upload(ctx, name))
+                .collect::<anyhow::Result<Vec<_>, _>>()?;
+            let total: usize = rows.iter().sum();
+            for norm in [None, Some((&tg, 1e-5))] {
+                let fusion = GemvFusion { norm, ..Default::default() };
+                let sentinel = vec![-7.0f32; total];
+                let all = ctx.upload_f32("qkv", &[1, total], &sentinel)?;
+                let mut ds = Vec::new();
+                let mut own = Vec::new();
+                let mut at = 0;
+                for (w, n) in ws.iter().zip(rows) {
+                    ds.push(pollster::block_on(gemv_fused(ctx, w, &tx, &all, GemvFusion { at: Some(at), ..fusion }))?);
+                    let y = ctx.zeros("y", &[1, n], DType::F32)?;
+                    ds.push(pollster::block_on(gemv_fused(ctx, w, &tx, &y, fusion))?);
+                    own.push(y);
+                    at += n;
+                }
+                ctx.run(&ds.iter().collect::<Vec<_>>());
+                let mut want = Vec::new();
+                for y in &own {
+                    want.extend(pollster::block_on(ctx.read_f32(y))?);
+                }
+                assert_eq!(bits(&pollster::block_on(ctx.read_f32(&all))?), bits(&want), "{names:?} gpu shape {gpu_shape} norm {}", norm.is_some());
+            }
+            let short = ctx.zeros("short", &[1, total - 1], DType::F32)?;
+            let last = GemvFusion { at: Some(total - rows[2]), ..Default::default() };
+            assert!(pollster::block_on(gemv_fused(ctx, &ws[2], &tx, &short, last)).is_err(), "{names:?}: columns past the end");
+        }
+    }
     Ok(())
 }
 

@@ -718,6 +718,7 @@ pub(crate) async fn load_weights_from(
                     bq: bias(LayerPart::QBias, c.q_dim())?,
                     bk: bias(LayerPart::KBias, c.kv_dim())?,
                     bv: bias(LayerPart::VBias, c.kv_dim())?,
+                    bqkv: None,
                 },
                 q_norm: qk_norm(LayerPart::QNorm)?,
                 k_norm: qk_norm(LayerPart::KNorm)?,

@@ -8,6 +8,8 @@
 //! - With `fuse`, in one-token passes with split attention and an f32 cache, the RoPE + KV
 //!   store of a stacked Q/K/V product and the attention after it are one kernel that rotates
 //!   and stores as it attends and merges its chunks in the last workgroup (`attention_rope_split`).
+//!   Q/K/V kept apart take it too in the decode step with `fuse_norms`: their GEMVs write the
+//!   columns of `qkv` the stacked product would, the biases added as one.
 //! - Attention of prompt passes (more than one token) by tiles of queries against tiles of the
 //!   cache (`prefill_attention`) with `flash_attention`, on adapters where that pays
 //!   (`tiled_prefill_pays`: software ones) and the head size and the device's workgroup memory
@@ -96,6 +98,10 @@ fn alias_last_row(ops: &mut Vec<Op>) {
 enum Projection<'a> {
     /// Q, K and V projections and the RoPE + KV store (4 ops).
     Qkv { layer: usize, x: Act, w: &'a QWeight, bias: Option<&'a GpuTensor>, q: Act },
+    /// The same ops where Q, K and V are kept apart, in a decode step whose GEMVs take
+    /// [`GemvFusion::at`]: three products into the columns of `qkv` the stacked product would
+    /// write, the three biases as one, then what follows a stacked product.
+    QkvApart { layer: usize, x: Act, w: [&'a QWeight; 3], bias: Option<&'a GpuTensor>, q: Act },
     /// Gate and up projections and the gated activation (3 ops).
     GateUp { x: Act, w: &'a QWeight, gelu: bool, out: Act },
     /// One projection (1 op).
@@ -105,7 +111,7 @@ enum Projection<'a> {
 impl Projection<'_> {
     fn ops(&self) -> usize {
         match self {
-            Projection::Qkv { .. } => 4,
+            Projection::Qkv { .. } | Projection::QkvApart { .. } => 4,
             Projection::GateUp { .. } => 3,
             Projection::One { .. } => 1,
         }
@@ -113,7 +119,7 @@ impl Projection<'_> {
 
     fn input(&self) -> Act {
         match self {
-            Projection::Qkv { x, .. } | Projection::GateUp { x, .. } | Projection::One { x, .. } => *x,
+            Projection::Qkv { x, .. } | Projection::QkvApart { x, .. } | Projection::GateUp { x, .. } | Projection::One { x, .. } => *x,
         }
     }
 }
@@ -272,6 +278,16 @@ impl<'a> Lower<'a> {
                     Qkv::Stacked { w, bias } if bias.is_some() == bq.is_some() => {
                         Some(Projection::Qkv { layer: *l, x: *x, w, bias: bias.as_ref(), q: *q })
                     }
+                    // Only GEMVs write at a column offset; `norm_gemv` holds only where every
+                    // product here takes the fused GEMV.
+                    Qkv::Apart { wq, wk, wv, bq: b, bk, bv, bqkv } if self.norm_gemv => {
+                        let biases = match (bq.is_some(), b, bk, bv, bqkv) {
+                            (true, .., Some(bqkv)) => Some(bqkv),
+                            (false, None, None, None, _) => None,
+                            _ => return None,
+                        };
+                        Some(Projection::QkvApart { layer: *l, x: *x, w: [wq, wk, wv], bias: biases, q: *q })
+                    }
                     _ => None,
                 }
             }
@@ -322,23 +338,18 @@ impl<'a> Lower<'a> {
                 if let Some(bias) = bias {
                     d.push(bias_add(ctx, &qkv, bias).await?);
                 }
-                let qkv3 = b.qkv.view(&[self.t, c.n_heads + 2 * c.n_kv_heads, c.head_dim])?;
-                let (kc, vc) = (&self.m.k_cache[*layer], &self.m.v_cache[*layer]);
-                let rs = rope_shape(c, &self.m.options, self.t);
-                let table = self.rope_table(*layer);
-                if let Some(Op::Attention { layer: al, q: aq, out }) = rest.first() {
-                    if (al, aq) == (layer, q) && self.split() && self.fuse && self.m.options.fuse_attention && rope_fuses(&rs) {
-                        let mask = AttentionMask { window: c.window(*layer), softcap: c.attn_softcap };
-                        let (caches, scratch) = ([kc, vc], [&b.partials, &b.arrivals]);
-                        let out = self.heads(*out, c.n_heads)?;
-                        let scale = c.attention_scale();
-                        let step = &self.m.step;
-                        let chunk = self.m.options.attention_chunk.unwrap_or(decode_chunk(c.head_dim));
-                        d.push(attention_rope_split(ctx, rs, mask, &qkv3, caches, table, scratch, &out, scale, step, chunk).await?);
-                        return Ok(1);
-                    }
+                return self.rope_store_attend(*layer, *q, rest, d).await;
+            }
+            Projection::QkvApart { layer, w, bias, q, .. } => {
+                let qkv = b.qkv.view(&[self.t, c.q_dim() + 2 * c.kv_dim()])?;
+                let f = fusion.unwrap_or_default();
+                for (w, at) in w.iter().zip([0, c.q_dim(), c.q_dim() + c.kv_dim()]) {
+                    d.push(self.product(w, &xv, &qkv, Some(GemvFusion { at: Some(at), ..f })).await?);
                 }
-                d.push(rope_store_qkv(ctx, rs, &qkv3, &self.heads(*q, c.n_heads)?, kc, vc, table, &self.m.step).await?);
+                if let Some(bias) = bias {
+                    d.push(bias_add(ctx, &qkv, bias).await?);
+                }
+                return self.rope_store_attend(*layer, *q, rest, d).await;
             }
             Projection::GateUp { w, gelu, out, .. } => {
                 let gate_up = b.gate_up.view(&[self.t, 2 * c.ffn_dim])?;
@@ -353,6 +364,30 @@ impl<'a> Lower<'a> {
                 }
             }
         }
+        Ok(0)
+    }
+
+    /// The RoPE + KV store of layer `layer` reading the stacked `qkv` buffer, with the attention
+    /// at the head of `rest` in the same kernel where it fuses; returns the ops of `rest` lowered.
+    async fn rope_store_attend(&self, layer: usize, q: Act, rest: &[Op], d: &mut Vec<Dispatch>) -> Result<usize> {
+        let (c, b, ctx) = (self.c(), &self.m.buffers, self.ctx);
+        let qkv3 = b.qkv.view(&[self.t, c.n_heads + 2 * c.n_kv_heads, c.head_dim])?;
+        let (kc, vc) = (&self.m.k_cache[layer], &self.m.v_cache[layer]);
+        let rs = rope_shape(c, &self.m.options, self.t);
+        let table = self.rope_table(layer);
+        if let Some(Op::Attention { layer: al, q: aq, out }) = rest.first() {
+            if (*al, *aq) == (layer, q) && self.split() && self.fuse && self.m.options.fuse_attention && rope_fuses(&rs) {
+                let mask = AttentionMask { window: c.window(layer), softcap: c.attn_softcap };
+                let (caches, scratch) = ([kc, vc], [&b.partials, &b.arrivals]);
+                let out = self.heads(*out, c.n_heads)?;
+                let scale = c.attention_scale();
+                let step = &self.m.step;
+                let chunk = self.m.options.attention_chunk.unwrap_or(decode_chunk(c.head_dim));
+                d.push(attention_rope_split(ctx, rs, mask, &qkv3, caches, table, scratch, &out, scale, step, chunk).await?);
+                return Ok(1);
+            }
+        }
+        d.push(rope_store_qkv(ctx, rs, &qkv3, &self.heads(q, c.n_heads)?, kc, vc, table, &self.m.step).await?);
         Ok(0)
     }
 

@@ -32,6 +32,10 @@ pub enum Qkv {
         bq: Option<GpuTensor>,     // [q_dim]
         bk: Option<GpuTensor>,     // [kv_dim]
         bv: Option<GpuTensor>,     // [kv_dim]
+        /// bq, bk and bv end to end [q_dim + 2 * kv_dim], as a stacked product's bias: the
+        /// decode step writes the three products into one buffer laid out as that product's
+        /// output and adds this with one dispatch.
+        bqkv: Option<GpuTensor>,
     },
     Stacked {
         w: QWeight,                // [q_dim + 2 * kv_dim, dim]
@@ -51,8 +55,8 @@ pub enum GateUp {
 impl LayerWeights {
     pub fn bytes(&self) -> u64 {
         let qkv = match &self.qkv {
-            Qkv::Apart { wq, wk, wv, bq, bk, bv } => {
-                wq.bytes() + wk.bytes() + wv.bytes() + [bq, bk, bv].iter().flat_map(|b| b.as_ref()).map(|b| b.bytes()).sum::<u64>()
+            Qkv::Apart { wq, wk, wv, bq, bk, bv, bqkv } => {
+                wq.bytes() + wk.bytes() + wv.bytes() + [bq, bk, bv, bqkv].iter().flat_map(|b| b.as_ref()).map(|b| b.bytes()).sum::<u64>()
             }
             Qkv::Stacked { w, bias } => w.bytes() + bias.as_ref().map_or(0, |b| b.bytes()),
         };
@@ -72,18 +76,25 @@ impl LayerWeights {
         let qkv = match self.qkv {
             // Normed queries and keys come out of their own products: nothing to stack.
             apart if self.q_norm.is_some() => apart,
-            Qkv::Apart { wq, wk, wv, bq, bk, bv } => {
+            Qkv::Apart { wq, wk, wv, bq, bk, bv, .. } => {
                 // Stacked only when all three have a bias or none has.
                 let uniform = matches!((&bq, &bk, &bv), (None, None, None) | (Some(_), Some(_), Some(_)));
                 let w = if uniform { QWeight::stack(ctx, &format!("blk.{layer}.qkv"), &[&wq, &wk, &wv])? } else { None };
+                let bias = |q: &GpuTensor, k: &GpuTensor, v: &GpuTensor| -> Result<GpuTensor> {
+                    let t = ctx.concat_words(&format!("blk.{layer}.qkv.bias"), &[(q, q.len()), (k, k.len()), (v, v.len())])?;
+                    let n = t.len();
+                    Ok(GpuTensor { buffer: t.buffer, shape: vec![n], dtype: DType::F32 })
+                };
                 match (w, bq, bk, bv) {
-                    (Some(w), Some(q), Some(k), Some(v)) => {
-                        let t = ctx.concat_words(&format!("blk.{layer}.qkv.bias"), &[(&q, q.len()), (&k, k.len()), (&v, v.len())])?;
-                        let n = t.len();
-                        Qkv::Stacked { w, bias: Some(GpuTensor { buffer: t.buffer, shape: vec![n], dtype: DType::F32 }) }
-                    }
+                    (Some(w), Some(q), Some(k), Some(v)) => Qkv::Stacked { w, bias: Some(bias(&q, &k, &v)?) },
                     (Some(w), None, None, None) => Qkv::Stacked { w, bias: None },
-                    (_, bq, bk, bv) => Qkv::Apart { wq, wk, wv, bq, bk, bv },
+                    // Kept apart (formats that do not stack), the separate biases stay for
+                    // passes that add them product by product.
+                    (_, Some(q), Some(k), Some(v)) => {
+                        let bqkv = Some(bias(&q, &k, &v)?);
+                        Qkv::Apart { wq, wk, wv, bq: Some(q), bk: Some(k), bv: Some(v), bqkv }
+                    }
+                    (_, bq, bk, bv) => Qkv::Apart { wq, wk, wv, bq, bk, bv, bqkv: None },
                 }
             }
             stacked => stacked,

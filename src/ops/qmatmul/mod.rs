@@ -372,6 +372,10 @@ pub struct GemvFusion<'a> {
     /// integer dot products (shaders/gemv_dp4.wgsl): 4- and 8-bit weft weights on the GPU
     /// kernel only, see [`gemv_int8`].
     pub int8: bool,
+    /// The product is columns `at .. at + n` of a wider y [1, ny] (y's row offset and stride in
+    /// the kernels' params): products kept apart write into one buffer laid out as their
+    /// stacked product's output, so that what reads the stacked output reads theirs.
+    pub at: Option<usize>,
 }
 
 /// Whether [`gemv_fused`] takes `w`: the block kernels and the repacked K-quants (the GPU
@@ -456,6 +460,11 @@ pub async fn gemv_fused_tuned(
             return Err(fail(format!("norm weight {} for K = {}", norm.label_shape(), w.cols)));
         }
     }
+    if let Some(at) = fusion.at {
+        if !matches!(y.shape[..], [1, ny] if at + w.rows <= ny) {
+            return Err(fail(format!("{} rows at column {at} of y {}", w.rows, y.label_shape())));
+        }
+    }
     gemv_with(ctx, w, x, y, Precision::F32, config, fusion).await
 }
 
@@ -468,7 +477,16 @@ async fn gemv_with(
     config: GemvConfig,
     fusion: GemvFusion<'_>,
 ) -> Result<Dispatch> {
-    let t = check_operands("gemv", w, x, y)?;
+    // With `fusion.at` the product's own checks see its own columns; the kernel binds all of y.
+    let own;
+    let (y_own, at, ny) = match fusion.at {
+        Some(at) => {
+            own = y.view(&[1, w.rows])?;
+            (&own, at, y.shape[1])
+        }
+        None => (y, 0, w.rows),
+    };
+    let t = check_operands("gemv", w, x, y_own)?;
     check_precision(ctx, "gemv", precision)?;
     let (precision, config) = gemv_shape(&w.format, w.cols, precision, config);
     let GemvConfig { wg, rows, lanes } = config;
@@ -503,6 +521,7 @@ async fn gemv_with(
     per_part(w, |part| {
         let [gx, gy, _] = grid((part.rows as u32).div_ceil(per_group), max);
         let mut p = params(w, part, t, gx, 0);
+        (p[7], p[8]) = (p[7] + at as u32, ny as u32);
         let mut tensors = bindings(part, x, y);
         if let Some((norm, eps)) = fusion.norm {
             tensors.push(norm);
