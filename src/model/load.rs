@@ -14,7 +14,7 @@ use crate::gpu::{GpuContext, GpuTensor};
 use crate::loader::cache::{fnv1a64_update, FNV1A64_START};
 use crate::loader::RangeReader;
 use crate::ops::qmatmul::QWeight;
-use crate::quant::repack::weft_equivalent;
+use crate::ops::repack::repacks;
 use crate::quant::decode_to_f32;
 use crate::quant::weft::{QuantMatrix, WeftQuant};
 
@@ -61,9 +61,10 @@ pub struct WeightOptions {
     /// an untied head at 8 bits), so that a load quantizes as the command line does.
     pub default_keep: bool,
     /// With `quantize`: where matrices are quantized (the GPU kernel and the CPU reference give
-    /// the same bytes). GGUF Q4_0/Q8_0 matrices, which a hardware adapter holds in the weft
-    /// format of the same weights, are repacked there by the GPU (`ops::repack`) unless this is
-    /// `Cpu`; with `Gpu`, on software adapters too.
+    /// the same bytes). GGUF matrices that a hardware adapter holds in another layout of the
+    /// same bits (Q4_0/Q8_0 in the weft format of the same weights, Q4_1, Q5_0, Q5_1 and the
+    /// K-quants Q4_K, Q5_K, Q6_K in their planes) are repacked there by the GPU (`ops::repack`)
+    /// unless this is `Cpu`; with `Gpu`, on software adapters too.
     pub quantize_on: QuantizeOn,
     /// `quantize: 'auto'`: each float matrix in the format [`super::fit::plan_auto`] chose for
     /// the budget (`quantize` and `default_keep` are then not used).
@@ -450,13 +451,13 @@ pub(crate) async fn load_weights_from(
     let mut out_norm = None;
     let mut output = None;
     let mut layers: Vec<Option<LayerWeights>> = (0..c.n_layers).map(|_| None).collect();
-    // GGUF Q4_0/Q8_0 blocks repacked on the GPU where the adapter holds them in weft's layout
-    // (hardware adapters, `QWeight::repacks`), or on any adapter when asked to.
+    // GGUF blocks repacked on the GPU where the adapter holds them in weft's layout or their
+    // planes (hardware adapters, `QWeight::repacks`), or on any adapter when asked to.
     let repack = match opts.quantize_on {
         QuantizeOn::Auto => !ctx.capabilities().is_software,
         QuantizeOn::Gpu => true,
         QuantizeOn::Cpu => false,
-    } && header.tensors().iter().any(|t| matches!(t.storage, StorageType::Ggml(g) if weft_equivalent(g).is_some()));
+    } && header.tensors().iter().any(|t| matches!(t.storage, StorageType::Ggml(g) if repacks(g)));
     let quantizing = Quantizing::new(ctx, opts, plan, repack).await?;
     // In file order, so a reader that can only stream the file front to back (a server that
     // ignores Range) never has to go back. GGUF files often store blk.10 before blk.2.

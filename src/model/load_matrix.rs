@@ -10,7 +10,7 @@ use crate::format::{GgmlType, SafeDtype, StorageType, TensorInfo};
 use crate::gpu::GpuContext;
 use crate::ops::qmatmul::QWeight;
 use crate::ops::quantize::{read_back, source_type, Quantizer};
-use crate::ops::repack::{whole_blocks, Repacker};
+use crate::ops::repack::{repacks, whole_blocks, Repacker};
 use crate::quant::decode_to_f32;
 use crate::quant::repack::{weft_equivalent, KPlanes};
 use crate::quant::weft::{quantize, QuantMatrix, WeftQuant};
@@ -167,7 +167,7 @@ pub(super) fn matrix(
     };
     match (as_ggml, &quantizing.repacker) {
         // The CPU only hands the stored blocks on.
-        (Some(g), Some(r)) if weft_equivalent(g).is_some() && whole_blocks(g, rows, cols, bytes.len()) => {
+        (Some(g), Some(r)) if repacks(g) && whole_blocks(g, rows, cols, bytes.len()) => {
             clock.time(LoadPhase::GpuRepack, || r.repack(ctx, &t.name, g, rows, cols, bytes))
         }
         (Some(g), _) if QWeight::repacks(ctx, g) => {

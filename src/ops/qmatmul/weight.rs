@@ -244,9 +244,9 @@ impl QWeight {
     /// the weft format that holds them exactly, the K-quants with planes into those
     /// ([`WeightFormat::Repacked`]), all word-aligned for shaders/qgemv_gpu.wgsl
     /// (src/quant/repack.rs). CPU-emulated adapters keep the stored blocks, whose kernels were
-    /// measured best there. A loader may repack Q4_0 and Q8_0 itself (on several threads) and
-    /// call [`QWeight::from_weft`], or on the GPU ([`crate::ops::repack::Repacker`]): the same
-    /// buffers.
+    /// measured best there. A loader may repack itself (on several threads) and call
+    /// [`QWeight::from_weft`] or [`QWeight::from_planes`], or on the GPU
+    /// ([`crate::ops::repack::Repacker`]): the same buffers.
     pub fn repacks(ctx: &GpuContext, ty: GgmlType) -> bool {
         !ctx.capabilities().is_software
             && (quant::repack::weft_equivalent(ty).is_some() || quant::repack::has_planes(ty))
