@@ -176,9 +176,9 @@ export interface LoadOptions {
   quantize?: 'q4' | 'q8' | 'q3' | 'auto' | 'none' | string;
   /** Where `quantize` runs: 'auto' (default: the GPU on a hardware adapter, the CPU on a
    * software one such as SwiftShader, where the GPU kernel is several times slower), 'gpu' or
-   * 'cpu' (the reference quantizer, in wasm). Both give the same bytes. GGUF Q4_0/Q8_0 blocks
-   * follow it too: a hardware adapter repacks them into weft's layout on the GPU unless 'cpu'
-   * (then in wasm), and 'gpu' repacks them on a software adapter too (which otherwise keeps
+   * 'cpu' (the reference quantizer, in wasm). Both give the same bytes. GGUF blocks (Q4_0,
+   * Q8_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) follow it too: a hardware adapter repacks them
+   * into weft's layout or their planes on the GPU unless 'cpu' (then in wasm), and 'gpu' repacks them on a software adapter too (which otherwise keeps
    * them as stored). */
   quantizeOn?: 'auto' | 'gpu' | 'cpu';
   /** Read each GPU-quantized matrix back for its digest in `stats().load.quantized` (a copy of

@@ -20,7 +20,7 @@ pub struct LoadTimes {
     pub upload_ms: f64,
     /// Quantizing on the GPU: making the kernel's pipeline, queueing it and waiting for it.
     pub gpu_quantize_ms: f64,
-    /// Repacking GGUF Q4_0/Q8_0 blocks on the GPU (`ops::repack`): the kernel's pipeline, the
+    /// Repacking GGUF blocks on the GPU (`ops::repack`): the kernel's pipeline, the
     /// blocks' upload, the kernel queued and waited for.
     pub gpu_repack_ms: f64,
     /// Stacking Q/K/V and gate/up into one matrix each (GPU copies).

@@ -13,6 +13,7 @@ pub mod graph;
 pub mod hf_config;
 pub mod llama;
 pub mod load;
+mod load_matrix;
 mod load_rows;
 pub mod load_times;
 pub mod names;

@@ -55,7 +55,8 @@ pub struct LoadFlags {
     #[arg(long)]
     pub memory_budget_mb: Option<u64>,
     /// Where --quantize runs: auto (the GPU on hardware adapters, the CPU on software ones),
-    /// gpu or cpu. With cpu, GGUF Q4_0/Q8_0 blocks are also repacked on the CPU.
+    /// gpu or cpu. With cpu, GGUF blocks (Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) are
+    /// also repacked on the CPU.
     #[arg(long, default_value = "auto", value_parser = ["auto", "gpu", "cpu"])]
     pub quantize_on: String,
 }

@@ -25,7 +25,7 @@ pub use gemm::{gemm, gemm_tuned, GemmConfig, GemmKernel, GEMM_BLOCKS, GEMM_MATRI
 pub use int8::{int8_activations, int8_tolerance};
 pub use tune::{tune_gemv, GemvTuning, GEMV_CANDIDATES};
 pub use weight::{QPart, QWeight, WeightFormat};
-pub(crate) use weight::binding_limit;
+pub(crate) use weight::{binding_limit, plane_tensors};
 
 use serde::Serialize;
 

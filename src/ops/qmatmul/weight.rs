@@ -244,9 +244,9 @@ impl QWeight {
     /// the weft format that holds them exactly, the K-quants with planes into those
     /// ([`WeightFormat::Repacked`]), all word-aligned for shaders/qgemv_gpu.wgsl
     /// (src/quant/repack.rs). CPU-emulated adapters keep the stored blocks, whose kernels were
-    /// measured best there. A loader may repack Q4_0 and Q8_0 itself (on several threads) and
-    /// call [`QWeight::from_weft`], or on the GPU ([`crate::ops::repack::Repacker`]): the same
-    /// buffers.
+    /// measured best there. A loader may repack itself (on several threads) and call
+    /// [`QWeight::from_weft`] or [`QWeight::from_planes`], or on the GPU
+    /// ([`crate::ops::repack::Repacker`]): the same buffers.
     pub fn repacks(ctx: &GpuContext, ty: GgmlType) -> bool {
         !ctx.capabilities().is_software
             && (quant::repack::weft_equivalent(ty).is_some() || quant::repack::has_planes(ty))
@@ -255,45 +255,54 @@ impl QWeight {
     /// From a K-quant's planes ([`quant::repack::to_planes`]), as [`WeightFormat::Repacked`],
     /// in runs of rows within a storage binding like every other weight.
     pub fn from_planes(ctx: &GpuContext, name: &str, m: &KPlanes) -> Result<Self> {
-        let format = WeightFormat::Repacked(m.ty);
-        check_shape(name, format, m.rows, m.cols)?;
-        let spr = m.blocks_per_row();
-        let (wpr, hpr) = ((m.cols / 32) * quant::repack::chunk_words(m.ty), spr * head_words(m.ty));
-        let dpr = if matches!(m.ty, GgmlType::Q6_K | GgmlType::Q5_0) { spr } else { 0 };
-        let hipr = if quant::repack::level_bits(m.ty) == 5 { m.cols / 32 } else { 0 };
+        let (wpr, hpr, dpr, hipr) = plane_words(m.ty, m.cols);
         if m.words.len() != m.rows * wpr || m.heads.len() != m.rows * hpr || m.d.len() != m.rows * dpr || m.high.len() != m.rows * hipr {
             return Err(Error::Shape {
                 op: "qweight",
                 message: format!("{name}: {} [{}, {}] needs {} words, {} high words, {} head words and {} d, has {}, {}, {} and {}",
-                    format.name(), m.rows, m.cols, m.rows * wpr, m.rows * hipr, m.rows * hpr, m.rows * dpr, m.words.len(), m.high.len(), m.heads.len(), m.d.len()),
+                    WeightFormat::Repacked(m.ty).name(), m.rows, m.cols, m.rows * wpr, m.rows * hipr, m.rows * hpr, m.rows * dpr, m.words.len(), m.high.len(), m.heads.len(), m.d.len()),
             });
         }
-        let ranges = row_ranges(ctx, m.rows, wpr as u64 * 4);
+        let w = Self::planes_zeroed(ctx, name, m.ty, m.rows, m.cols)?;
+        for part in &w.parts {
+            let (r0, r1) = (part.row0, part.row0 + part.rows);
+            let [heads, halves, high] = plane_tensors(m.ty, part);
+            let words = [(Some(&part.data), &m.words, wpr), (heads, &m.heads, hpr), (high, &m.high, hipr)];
+            for (tensor, v, per) in words {
+                if let Some(t) = tensor {
+                    ctx.write_tensor(t, 0, bytemuck::cast_slice(&v[r0 * per..r1 * per]))?;
+                }
+            }
+            if let Some(t) = halves {
+                ctx.write_tensor(t, 0, bytemuck::cast_slice(&pack_halves(&m.d[r0 * dpr..r1 * dpr])))?;
+            }
+        }
+        Ok(w)
+    }
+
+    /// A [`WeightFormat::Repacked`] weight of zero planes, in the parts every such weight has:
+    /// what [`QWeight::from_planes`] fills from the CPU and `ops::repack` from a kernel.
+    pub(crate) fn planes_zeroed(ctx: &GpuContext, name: &str, ty: GgmlType, rows: usize, cols: usize) -> Result<Self> {
+        let format = WeightFormat::Repacked(ty);
+        check_shape(name, format, rows, cols)?;
+        let (wpr, hpr, dpr, hipr) = plane_words(ty, cols);
+        let ranges = row_ranges(ctx, rows, wpr as u64 * 4);
         let parts = ranges
             .iter()
             .map(|&(row0, n)| {
                 let label = part_label(name, row0, ranges.len());
-                let data = ctx.upload_u32(&format!("{label}.q"), &[n * wpr], &m.words[row0 * wpr..(row0 + n) * wpr])?;
-                let d = if dpr > 0 {
-                    let halves = pack_halves(&m.d[row0 * dpr..(row0 + n) * dpr]);
-                    Some(ctx.upload_u32(&format!("{label}.d"), &[halves.len()], &halves)?)
-                } else {
-                    None
+                let plane = |what: &str, len: usize| match len {
+                    0 => Ok(None),
+                    _ => ctx.zeros(&format!("{label}.{what}"), &[len], DType::U32).map(Some),
                 };
-                let high = if hipr > 0 {
-                    Some(ctx.upload_u32(&format!("{label}.high"), &[n * hipr], &m.high[row0 * hipr..(row0 + n) * hipr])?)
-                } else {
-                    None
-                };
+                let data = ctx.zeros(&format!("{label}.q"), &[n * wpr], DType::U32)?;
+                let (heads, d, high) = (plane("heads", n * hpr)?, plane("d", (n * dpr).div_ceil(2))?, plane("high", n * hipr)?);
                 // Q5_0 has no head: its d takes the heads' binding.
-                if hpr == 0 {
-                    return Ok(QPart { row0, rows: n, data, scales: d, zeros: high });
-                }
-                let heads = ctx.upload_u32(&format!("{label}.heads"), &[n * hpr], &m.heads[row0 * hpr..(row0 + n) * hpr])?;
-                Ok(QPart { row0, rows: n, data, scales: Some(heads), zeros: d.or(high) })
+                let (scales, zeros) = if heads.is_none() { (d, high) } else { (heads, d.or(high)) };
+                Ok(QPart { row0, rows: n, data, scales, zeros })
             })
             .collect::<Result<_>>()?;
-        Ok(Self { format, rows: m.rows, cols: m.cols, parts })
+        Ok(Self { format, rows, cols, parts })
     }
 
     /// From plain f32 values, row-major [rows, cols].
@@ -498,6 +507,26 @@ impl QWeight {
             }
             _ => (0, 0),
         }
+    }
+}
+
+/// Words a row of `ty`'s planes takes in each: chunk words, head words, f16 d (halves, for Q6_K
+/// and Q5_0) and high words (the 5-bit types).
+fn plane_words(ty: GgmlType, cols: usize) -> (usize, usize, usize, usize) {
+    let spr = cols / ty.block_elements() as usize;
+    let d = if matches!(ty, GgmlType::Q6_K | GgmlType::Q5_0) { spr } else { 0 };
+    let high = if quant::repack::level_bits(ty) == 5 { cols / 32 } else { 0 };
+    (cols / 32 * quant::repack::chunk_words(ty), spr * head_words(ty), d, high)
+}
+
+/// A part of a [`WeightFormat::Repacked`] weight's planes by what they hold: heads, f16 d two a
+/// word, high words (the bindings [`QWeight::planes_zeroed`] gives them).
+pub(crate) fn plane_tensors(ty: GgmlType, part: &QPart) -> [Option<&GpuTensor>; 3] {
+    let (scales, zeros) = (part.scales.as_ref(), part.zeros.as_ref());
+    match ty {
+        GgmlType::Q5_0 => [None, scales, zeros],
+        GgmlType::Q6_K => [scales, zeros, None],
+        _ => [scales, None, zeros],
     }
 }
 
