@@ -13,8 +13,9 @@
 //! GEMV, more the GEMM over that many tokens. --wg, --rows and --lanes override the adapter's
 //! default `GemvConfig` (or --wg, --rows, --tt the `GemmConfig` of the adapter's GEMM kernel or
 //! the one --gemm names); one left out keeps the default.
-//! --int8 times the GEMV with 8-bit activations (4- and 8-bit weft weights, and Q4_0/Q8_0
-//! where they are repacked into those; rows named FORMAT+int8).
+//! --int8 times the GEMV with 8-bit activations (4- and 8-bit weft weights, and the GGUF types
+//! where the upload repacks them: Q4_0/Q8_0 into those, Q4_1, Q5_0, Q5_1 and the K-quants into
+//! their planes; rows named FORMAT+int8).
 //! --as-gpu treats a CPU-emulated adapter as a GPU (GGUF types repacked at upload as GPUs hold
 //! them, the GPU launch shapes), to run the GPU path's kernels where there is no GPU; its times
 //! say nothing about a GPU. The table's last columns name the format the GPU holds and the

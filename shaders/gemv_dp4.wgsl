@@ -1,10 +1,14 @@
-// DP4, for qgemv_gpu.wgsl at 4 and 8 bits: the activations as 8-bit integers. With f32
+// DP4, for qgemv_gpu.wgsl at 4 and 8 bits and the repacked planes (K4 / K5 / K6): the
+// activations as 8-bit integers. With f32
 // activations an H100 read ~60 % of its copy rate at 4 bits, the same time per weight as at 8
 // bits: the float work per weight, not the memory, set the time. Here each 32-value chunk of x
 // is quantized while it is staged (scale absmax / 127, rounded to nearest even), and a chunk's
 // product is eight dot4I8Packed of weight fields, masked into bytes where they lie, against the
 // packed activations, then one float correction: s · d · (Σ q · a - z · Σ a). The weights stay
 // exact; each activation carries one 8-bit rounding, as in the q8_1 dot products of llama.cpp.
+// The planes' levels (at most 63) are whole bytes once their high bits are moved above the
+// nibble, positive as signed bytes; K4 / K5 take d · (d1 · Σ q · a - m1 · Σ a), K6 each half's
+// d · d1 · (Σ q · a - 32 Σ a).
 
 #ifdef DP4
 // A staged chunk: eight words of four int8 activations, in the order the weight fields meet
@@ -25,14 +29,14 @@ struct XQ {
     a6: u32,
     a7: u32,
     d: f32,
-    sum: f32,
+    sum: vec2<f32>, // Σ a of each half (16 values), exact
 }
 
 fn xchunk(j: u32) -> XQ {
     let at = XQW * j;
-    let sum = bitcast<i32>(xq[at + 9u]) + bitcast<i32>(xq[at + 10u]) + bitcast<i32>(xq[at + 11u]) + bitcast<i32>(xq[at + 12u]);
+    let sum = vec2<i32>(bitcast<i32>(xq[at + 9u]) + bitcast<i32>(xq[at + 10u]), bitcast<i32>(xq[at + 11u]) + bitcast<i32>(xq[at + 12u]));
     return XQ(xq[at], xq[at + 1u], xq[at + 2u], xq[at + 3u], xq[at + 4u], xq[at + 5u], xq[at + 6u], xq[at + 7u],
-        bitcast<f32>(xq[at + 8u]), f32(sum));
+        bitcast<f32>(xq[at + 8u]), vec2<f32>(sum));
 }
 
 // The same values as quantized: times the norm's weight with NORM (1 / rms is applied to the
@@ -77,17 +81,16 @@ fn stage(tok: u32, t0: u32, nb: u32, lid: u32) -> f32 {
         // Values 8i .. 8i + 3 and 8i + 4 .. 8i + 7.
         let u = vec4<i32>(round(xval(tok, c, 2u * i) * inv));
         let v = vec4<i32>(round(xval(tok, c, 2u * i + 1u) * inv));
-#ifdef WB4
-        // Word i of a chunk's weights holds levels 8i .. 8i + 7, a nibble each in order:
-        // masked with 0x0f0f0f0f its bytes are levels 8i, 8i + 2, 8i + 4, 8i + 6; shifted
-        // down 4 bits first, the odd ones.
-        xq[at + 2u * i] = pack4xI8(vec4<i32>(u.x, u.z, v.x, v.z));
-        xq[at + 2u * i + 1u] = pack4xI8(vec4<i32>(u.y, u.w, v.y, v.w));
-#endif
 #ifdef WB8
         // Word j holds levels 4j .. 4j + 3, a byte each in order.
         xq[at + 2u * i] = pack4xI8(u);
         xq[at + 2u * i + 1u] = pack4xI8(v);
+#else
+        // Word i of a chunk's weights (the planes' low nibbles alike) holds levels 8i .. 8i + 7,
+        // a nibble each in order: masked with 0x0f0f0f0f its bytes are levels 8i, 8i + 2,
+        // 8i + 4, 8i + 6; shifted down 4 bits first, the odd ones.
+        xq[at + 2u * i] = pack4xI8(vec4<i32>(u.x, u.z, v.x, v.z));
+        xq[at + 2u * i + 1u] = pack4xI8(vec4<i32>(u.y, u.w, v.y, v.w));
 #endif
         xq[at + 9u + i] = bitcast<u32>((u.x + u.y) + (u.z + u.w) + (v.x + v.y) + (v.z + v.w));
         if (i == 0u) {
@@ -97,17 +100,31 @@ fn stage(tok: u32, t0: u32, nb: u32, lid: u32) -> f32 {
     return ss;
 }
 
+#ifndef WB8
+// Σ q · a over the eight levels of weight word `w` (levels 8i .. 8i + 7 of a chunk): its even and
+// odd nibbles as bytes, each byte's high bits (bits 4 and up, 0 at 4 bits) in `h`, against the
+// activations staged for them.
+fn wdot(w: u32, h: vec2<u32>, a0: u32, a1: u32) -> i32 {
+    let m = 0x0f0f0f0fu;
+    return dot4I8Packed((w & m) | h.x, a0) + dot4I8Packed(((w >> 4u) & m) | h.y, a1);
+}
+#endif
+
+#ifdef KQ
+#ifndef K4
+// The high fields of one weight word's eight levels, `f` bits each (1 or 2), moved to bit 4 of
+// their bytes: with e the even levels 0, 2, 4, 6 and o the odd, `hw` holds e0, e1 at bits 0, 8,
+// e2, e3 at f, 8 + f, o0, o1 at 4, 12 and o2, o3 at 4 + f, 12 + f (the planes' order, see
+// src/quant/repack.rs `high_bit`, shifted down to this word's fields); m = (2^f - 1) · 0x1010.
+fn hbytes(hw: u32, m: u32, f: u32) -> vec2<u32> {
+    let m2 = m << 16u;
+    return vec2<u32>(((hw << 4u) & m) | ((hw << (20u - f)) & m2), (hw & m) | ((hw << (16u - f)) & m2));
+}
+#endif
+#endif
+
 // s · Σ (q - z) · x for one chunk, x = d · a.
 fn term(w: W, xs: XQ) -> f32 {
-#ifdef WB4
-    let m = 0x0f0f0f0fu;
-    let q = w.q;
-    let dot = (dot4I8Packed(q.x & m, xs.a0) + dot4I8Packed((q.x >> 4u) & m, xs.a1))
-        + (dot4I8Packed(q.y & m, xs.a2) + dot4I8Packed((q.y >> 4u) & m, xs.a3))
-        + (dot4I8Packed(q.z & m, xs.a4) + dot4I8Packed((q.z >> 4u) & m, xs.a5))
-        + (dot4I8Packed(q.w & m, xs.a6) + dot4I8Packed((q.w >> 4u) & m, xs.a7));
-    let z = w.z;
-#endif
 #ifdef WB8
     // Bytes read as signed after flipping their top bit: q - 128, so the zero moves by 128.
     let f = 0x80808080u;
@@ -117,8 +134,46 @@ fn term(w: W, xs: XQ) -> f32 {
         + (dot4I8Packed(a.z ^ f, xs.a2) + dot4I8Packed(a.w ^ f, xs.a3))
         + (dot4I8Packed(b.x ^ f, xs.a4) + dot4I8Packed(b.y ^ f, xs.a5))
         + (dot4I8Packed(b.z ^ f, xs.a6) + dot4I8Packed(b.w ^ f, xs.a7));
-    let z = w.z - 128.0;
+    return w.s * xs.d * (f32(dot) - (w.z - 128.0) * (xs.sum.x + xs.sum.y));
+#else
+#ifdef WB4
+    let q = w.q;
+    let h0 = vec2<u32>(0u);
+    let h1 = h0;
+    let h2 = h0;
+    let h3 = h0;
 #endif
-    return w.s * xs.d * (f32(dot) - z * xs.sum);
+#ifdef K5
+    // One word of fifth bits: word i's at bit 16 (i / 2) + 2 (i % 2).
+    let q = w.q.a;
+    let m = 0x1010u;
+    let h0 = hbytes(w.q.h, m, 1u);
+    let h1 = hbytes(w.q.h >> 2u, m, 1u);
+    let h2 = hbytes(w.q.h >> 16u, m, 1u);
+    let h3 = hbytes(w.q.h >> 18u, m, 1u);
+#endif
+#ifdef K6
+    // A word of high pairs a half: word i's at bit 16 (i % 2) of h[i / 2].
+    let q = w.q.a;
+    let m = 0x3030u;
+    let h0 = hbytes(w.q.h.x, m, 2u);
+    let h1 = hbytes(w.q.h.x >> 16u, m, 2u);
+    let h2 = hbytes(w.q.h.y, m, 2u);
+    let h3 = hbytes(w.q.h.y >> 16u, m, 2u);
+#endif
+    let lo = wdot(q.x, h0, xs.a0, xs.a1) + wdot(q.y, h1, xs.a2, xs.a3);
+    let hi = wdot(q.z, h2, xs.a4, xs.a5) + wdot(q.w, h3, xs.a6, xs.a7);
+#ifdef K6
+    // s and z: the halves' d · sc, levels q - 32.
+    return xs.d * (w.s * (f32(lo) - 32.0 * xs.sum.x) + w.z * (f32(hi) - 32.0 * xs.sum.y));
+#else
+#ifdef KQ
+    // s and z: d1 and m1.
+    return xs.d * (w.s * f32(lo + hi) - w.z * (xs.sum.x + xs.sum.y));
+#else
+    return w.s * xs.d * (f32(lo + hi) - w.z * (xs.sum.x + xs.sum.y));
+#endif
+#endif
+#endif
 }
 #endif

@@ -39,7 +39,8 @@
 // squares is taken while x is staged and 1 / rms scales the finished sums, so x is read once)
 // RESIDUAL (the product added to y) and GLU (x is the stacked gate/up product, SwiGLU taken
 // while staging: the MLP's down projection without the activation's own dispatch). DP4: the
-// activations quantized to 8 bits while staged and integer dot products (shaders/gemv_dp4.wgsl).
+// activations quantized to 8 bits while staged and integer dot products (shaders/gemv_dp4.wgsl),
+// at 4 and 8 bits and for the planes (KQ).
 
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;   // [t, k / 4]
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;   // [t, ny]

@@ -1,12 +1,15 @@
 //! The GPU GEMV with 8-bit activations (shaders/gemv_dp4.wgsl) against its CPU reference: the
 //! exact weights times the activations quantized as the kernel quantizes them, for 4- and 8-bit
-//! weft weights, plain and with the decode step's fusions (RMSNorm prologue, SwiGLU staging,
-//! residual epilogue), on the GPU kernel's launch shapes.
+//! weft weights and the repacked planes of Q4_1, Q5_0, Q5_1 and the K-quants, plain and with the
+//! decode step's fusions (RMSNorm prologue, SwiGLU staging, residual epilogue), on the GPU
+//! kernel's launch shapes.
 
 use weft::gpu::DType;
 use weft::ops::elementwise::silu_mul_cpu;
 use weft::ops::norm::rms_norm_cpu;
-use weft::ops::qmatmul::{self, gemv_fused_tuned, int8_activations, int8_tolerance, GemvConfig, GemvFusion, WeightFormat};
+use weft::ops::qmatmul::{
+    self, gemv_fused_tuned, int8_activations, int8_tolerance, GemvConfig, GemvFusion, WeightFormat, GEMV_CANDIDATES,
+};
 use weft::selftest::random_f32;
 
 mod gpu_context;
@@ -29,12 +32,12 @@ fn check(label: &str, w: &[f32], y: &[f32], base: &[f32], staged: &[f32], factor
     }
 }
 
-#[test]
-fn int8_activation_gemv_matches_its_reference() -> anyhow::Result<()> {
+/// Every format of `names` on every shape of `shapes`, each at `configs`, plain and fused.
+fn check_formats(names: &[&str], shapes: &[(usize, usize)], configs: &[GemvConfig]) -> anyhow::Result<()> {
     let ctx = ctx();
-    for (i, name) in ["q4_g32_sym", "q4_g32_asym", "q8_g32_sym", "q8_g64_asym"].into_iter().enumerate() {
+    for (i, &name) in names.iter().enumerate() {
         let format = WeightFormat::parse(name).expect("known format");
-        for (n, k) in [(37, 576), (64, 1536), (9, 64)] {
+        for &(n, k) in shapes {
             let seed = 700 + 10 * i as u64 + k as u64;
             let tw = qmatmul::test_weight(format, seed, n, k)?;
             let w = tw.upload(ctx, "w")?;
@@ -46,7 +49,7 @@ fn int8_activation_gemv_matches_its_reference() -> anyhow::Result<()> {
             let tx = ctx.upload_f32("x", &[1, k], &x[..k])?;
             let tgu = ctx.upload_f32("gate_up", &[1, 2 * k], &x)?;
             let tg = ctx.upload_f32("g", &[k], &g)?;
-            for config in CONFIGS {
+            for &config in configs {
                 let label = format!("{name} [{n}, {k}] {config:?}");
                 let plain = ctx.zeros("y", &[1, n], DType::F32)?;
                 let normed = ctx.zeros("y", &[1, n], DType::F32)?;
@@ -75,16 +78,45 @@ fn int8_activation_gemv_matches_its_reference() -> anyhow::Result<()> {
             }
         }
     }
-    // Formats other than 4- and 8-bit weft, and the block kernel, are refused; Q4_0 and Q8_0
-    // are taken where the upload repacked them into those (hardware GPUs).
+    Ok(())
+}
+
+#[test]
+fn int8_activation_gemv_matches_its_reference() -> anyhow::Result<()> {
+    check_formats(&["q4_g32_sym", "q4_g32_asym", "q8_g32_sym", "q8_g64_asym"], &[(37, 576), (64, 1536), (9, 64)], &CONFIGS)
+}
+
+#[test]
+fn int8_activation_gemv_of_the_planes_matches_its_reference() -> anyhow::Result<()> {
+    // The planes' levels built into bytes from the nibbles and the high bits (K4, K5, K6), with
+    // a super-block's or a 32-weight block's params; K = 768 and 576 leave the last tile of
+    // 32-lane rows part empty.
+    check_formats(&["Q4_K_R", "Q6_K_R", "Q5_K_R"], &[(37, 768), (9, 256)], &CONFIGS)?;
+    check_formats(&["Q4_1_R", "Q5_0_R", "Q5_1_R"], &[(37, 576), (9, 64)], &CONFIGS)
+}
+
+#[test]
+fn int8_activation_gemv_of_the_planes_on_every_tuned_shape() -> anyhow::Result<()> {
+    // The launch shapes tuning may choose (those the GPU kernel cannot run fall back to its
+    // default), each with the fusions.
+    check_formats(&["Q4_K_R", "Q6_K_R", "Q5_0_R"], &[(13, 512)], &GEMV_CANDIDATES)
+}
+
+#[test]
+fn int8_activations_are_refused_where_there_is_no_dp4_path() -> anyhow::Result<()> {
+    let ctx = ctx();
+    // Formats other than 4- and 8-bit weft and the planes, and the block kernel, are refused;
+    // GGUF types are taken where the upload repacked them (hardware GPUs): Q4_0 and Q8_0 into
+    // weft's words, Q4_K into its planes.
     let int8 = GemvFusion { int8: true, ..Default::default() };
     let gpu = GemvConfig { wg: 64, rows: 1, lanes: 16 };
     let x = ctx.zeros("x", &[1, 64], DType::F32)?;
     let y = ctx.zeros("y", &[1, 8], DType::F32)?;
     for name in ["q3_g32_asym", "Q4_K", "Q4_0", "Q8_0"] {
         let w = qmatmul::test_weight(WeightFormat::parse(name).expect("format"), 1, 8, 256)?.upload(ctx, "w")?;
-        let repacked = matches!(w.format, WeightFormat::Weft(q) if q.bits == 4 || q.bits == 8);
-        assert_eq!(repacked, (name == "Q4_0" || name == "Q8_0") && !ctx.capabilities().is_software, "{name}");
+        let repacked = matches!(w.format, WeightFormat::Weft(q) if q.bits == 4 || q.bits == 8)
+            || matches!(w.format, WeightFormat::Repacked(_));
+        assert_eq!(repacked, name != "q3_g32_asym" && !ctx.capabilities().is_software, "{name}");
         let x256 = ctx.zeros("x", &[1, 256], DType::F32)?;
         let taken = pollster::block_on(gemv_fused_tuned(ctx, &w, &x256, &y, int8, gpu)).is_ok();
         assert_eq!(taken, repacked, "{name}");

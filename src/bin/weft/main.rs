@@ -227,8 +227,8 @@ mod cli {
             /// queueing one step ahead buys).
             #[arg(long)]
             no_pipeline: bool,
-            /// Decode GEMVs of 4- and 8-bit weights with 8-bit activations and integer dot
-            /// products.
+            /// Decode GEMVs of 4- and 8-bit weights (and the GGUF types repacked on GPUs) with
+            /// 8-bit activations and integer dot products.
             #[arg(long)]
             int8_activations: bool,
             /// Prompt passes' matrix products in f32 on the shader cores even where the adapter

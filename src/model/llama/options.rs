@@ -57,9 +57,10 @@ pub struct EngineOptions {
     /// CPU between steps. Any other call drops the step queued ahead. Off only to measure it.
     pub pipeline: bool,
     /// The decode step's GEMVs of 4- and 8-bit weft weights (and Q4_0/Q8_0, repacked into them
-    /// on GPUs) with their activations quantized to 8 bits per 32 values and integer dot
-    /// products (shaders/gemv_dp4.wgsl): less float work per weight, one 8-bit rounding per
-    /// activation. Prompt passes keep f32 activations.
+    /// on GPUs) and of the planes GPUs hold of Q4_1, Q5_0, Q5_1 and the K-quants, with their
+    /// activations quantized to 8 bits per 32 values and integer dot products
+    /// (shaders/gemv_dp4.wgsl): less float work per weight, one 8-bit rounding per activation.
+    /// Prompt passes keep f32 activations.
     pub int8_activations: bool,
     /// Prompt passes' matrix products on the adapter's matrix units (tensor cores: f16
     /// operands, f32 sums; shaders/qgemm_coop.wgsl) where it has them

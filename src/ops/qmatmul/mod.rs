@@ -369,8 +369,8 @@ pub struct GemvFusion<'a> {
     /// kernel only: see [`gemv_glu`]).
     pub glu: bool,
     /// Activations quantized to 8 bits per 32-value chunk while staged, products by packed
-    /// integer dot products (shaders/gemv_dp4.wgsl): 4- and 8-bit weft weights on the GPU
-    /// kernel only, see [`gemv_int8`].
+    /// integer dot products (shaders/gemv_dp4.wgsl): 4- and 8-bit weft weights and the repacked
+    /// planes, on the GPU kernel only, see [`gemv_int8`].
     pub int8: bool,
     /// The product is columns `at .. at + n` of a wider y [1, ny] (y's row offset and stride in
     /// the kernels' params): products kept apart write into one buffer laid out as their
@@ -418,13 +418,14 @@ pub fn gemv_glu(ctx: &GpuContext, w: &QWeight) -> bool {
 }
 
 /// Whether the decode step's GEMV of `w` on this adapter takes [`GemvFusion::int8`]: the GPU
-/// kernel with 4- or 8-bit weft weights (Q4_0 and Q8_0 become those at upload).
+/// kernel with 4- or 8-bit weft weights (Q4_0 and Q8_0 become those at upload) or the planes of
+/// Q4_1, Q5_0, Q5_1 and the K-quants ([`WeightFormat::Repacked`]).
 pub fn gemv_int8(ctx: &GpuContext, w: &QWeight) -> bool {
     decode_gemv_is_gpu_kernel(ctx, w) && int8_format(&w.format)
 }
 
 fn int8_format(format: &WeightFormat) -> bool {
-    matches!(format, WeightFormat::Weft(q) if q.bits == 4 || q.bits == 8)
+    matches!(format, WeightFormat::Weft(q) if q.bits == 4 || q.bits == 8) || matches!(format, WeightFormat::Repacked(_))
 }
 
 /// [`gemv_fused`] at an explicit launch shape, for tests and tuning.
@@ -439,7 +440,7 @@ pub async fn gemv_fused_tuned(
     let (_, config) = gemv_shape(&w.format, w.cols, Precision::F32, config);
     let fail = |message: String| Error::Shape { op: "gemv_fused", message };
     if fusion.int8 && !(int8_format(&w.format) && gpu_gemv(&w.format, w.cols, Precision::F32, config)) {
-        return Err(fail(format!("{} [{}, {}]: 8-bit activations need 4- or 8-bit weft weights and the GPU kernel",
+        return Err(fail(format!("{} [{}, {}]: 8-bit activations need 4- or 8-bit weft weights or repacked planes, and the GPU kernel",
             w.format.name(), w.rows, w.cols)));
     }
     if fusion.glu {
