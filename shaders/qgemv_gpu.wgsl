@@ -38,7 +38,11 @@
 // Fusions of the decode step: NORM (x RMS-normalised first, see gemv_norm.wgsl; its sum of
 // squares is taken while x is staged and 1 / rms scales the finished sums, so x is read once)
 // RESIDUAL (the product added to y) and GLU (x is the stacked gate/up product, SwiGLU taken
-// while staging: the MLP's down projection without the activation's own dispatch). DP4: the
+// while staging: the MLP's down projection without the activation's own dispatch), SWIGLU (W
+// the stacked gate/up weight [2n, k], gate rows first: each lane group takes gate rows and the
+// up rows n below them, RPT 2 or 4, and stores silu(gate) · up, [t, n], the expression of
+// shaders/silu_mul.wgsl on the same sums: the SwiGLU as the product's epilogue, so the down
+// projection stages plain activations, half the bytes and no exp per workgroup). DP4: the
 // activations quantized to 8 bits while staged and integer dot products (shaders/gemv_dp4.wgsl),
 // at 4 and 8 bits and for the planes (KQ).
 
@@ -403,15 +407,24 @@ fn store(tok: u32, row: u32, v: f32) {
 @compute @workgroup_size(${WG})
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let lane = lid.x % LPR;
-    let row0 = ((wid.x + wid.y * p.grid_x) * (WG / LPR) + lid.x / LPR) * RPT;
     let tok = wid.z;
     let nb = p.k / 32u;
     // Rows past n repeat row n - 1 and are never stored: every lane keeps the loop's shape.
     let last = p.n - 1u;
+#ifdef SWIGLU
+    // Output rows row0 (and row0 + 1 with R4): gate rows r0 (r2), their up rows p.n below.
+    let row0 = ((wid.x + wid.y * p.grid_x) * (WG / LPR) + lid.x / LPR) * (RPT / 2u);
+    let r0 = min(row0, last);
+    let r1 = r0 + p.n;
+    let r2 = min(row0 + 1u, last);
+    let r3 = r2 + p.n;
+#else
+    let row0 = ((wid.x + wid.y * p.grid_x) * (WG / LPR) + lid.x / LPR) * RPT;
     let r0 = min(row0, last);
     let r1 = min(row0 + 1u, last);
     let r2 = min(row0 + 2u, last);
     let r3 = min(row0 + 3u, last);
+#endif
     var acc = vec4<f32>(0.0);
     var ss = 0.0;
     for (var t0 = 0u; t0 < nb; t0 += TILE) {
@@ -454,6 +467,12 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     acc *= inv_rms_of(wg_sum(ss, lid.x));
 #endif
     if (lane == 0u) {
+#ifdef SWIGLU
+        store(tok, row0, acc.x / (1.0 + exp(-acc.x)) * acc.y);
+#ifdef R4
+        store(tok, row0 + 1u, acc.z / (1.0 + exp(-acc.z)) * acc.w);
+#endif
+#else
         store(tok, row0, acc.x);
 #ifdef R2
         store(tok, row0 + 1u, acc.y);
@@ -461,6 +480,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
 #ifdef R4
         store(tok, row0 + 2u, acc.z);
         store(tok, row0 + 3u, acc.w);
+#endif
 #endif
     }
 }

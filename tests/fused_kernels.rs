@@ -359,6 +359,75 @@ fn gemv_with_swiglu_staging_equals_swiglu_then_gemv() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The stacked gate/up GEMV with the SwiGLU as its epilogue (a lane group holds a gate row and
+/// its up row) gives the bits of the stacked product followed by the pairwise SwiGLU dispatch,
+/// with and without the norm folded in and with 8-bit activations, on GPU launch shapes (one
+/// row a lane group is taken as two); odd rows, other epilogues and the block kernel are refused.
+#[test]
+fn gemv_with_swiglu_epilogue_equals_gemv_then_swiglu() -> anyhow::Result<()> {
+    use weft::gpu::{BackendChoice, GpuContext};
+    use weft::ops::qmatmul::{gemv_fused_tuned, gemv_int8, gemv_swiglu, GemvConfig, GemvFusion};
+    let mut ctx = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
+    let mut caps = ctx.capabilities().clone();
+    caps.is_software = false;
+    ctx.set_capabilities(caps);
+    let ctx = &ctx;
+    let configs = [GemvConfig { wg: 256, rows: 2, lanes: 32 }, GemvConfig { wg: 64, rows: 1, lanes: 16 }, GemvConfig { wg: 128, rows: 4, lanes: 8 }];
+    for (i, name) in ["q4_g32_asym", "q8_g32_sym", "q3_g32_asym", "Q4_K_R", "Q6_K_R", "Q5_0_R"].into_iter().enumerate() {
+        let format = WeightFormat::parse(name).expect("known format");
+        // h gate rows over h up rows: SmolLM2's widths (a partial last lane group) and a short one.
+        for (h, k) in [(37, 576), (64, 256)].into_iter().filter(|&(_, k)| k % format.k_multiple() == 0) {
+            let tw = qmatmul::test_weight(format, 800 + i as u64, 2 * h, k)?;
+            let w = tw.upload(ctx, "gate_up")?;
+            assert!(gemv_swiglu(ctx, &w), "{name}");
+            let x: Vec<f32> = random_f32(810 + i as u64, k).iter().map(|v| v * 3.0).collect();
+            let g: Vec<f32> = random_f32(820 + i as u64, k).iter().map(|v| 1.0 + 0.5 * v).collect();
+            let (tx, tg) = (ctx.upload_f32("x", &[1, k], &x)?, ctx.upload_f32("g", &[k], &g)?);
+            // Plain, the norm folded in, and with 8-bit activations (normed, as in the step).
+            let mut cases = vec![(false, None), (false, Some((&tg, 1e-5)))];
+            if gemv_int8(ctx, &w) {
+                cases.push((true, Some((&tg, 1e-5))));
+            }
+            for (int8, norm) in cases {
+                for config in configs {
+                    let fusion = GemvFusion { norm, int8, ..Default::default() };
+                    let gu = ctx.zeros("gu", &[1, 2 * h], DType::F32)?;
+                    let (want, got) = (ctx.zeros("want", &[1, h], DType::F32)?, ctx.upload_f32("got", &[1, h], &vec![-7.0; h])?);
+                    let p = pollster::block_on(gemv_fused_tuned(ctx, &w, &tx, &gu, fusion, config))?;
+                    let s = pollster::block_on(silu_mul_pairs(ctx, &gu, &want))?;
+                    let f = pollster::block_on(gemv_fused_tuned(ctx, &w, &tx, &got, GemvFusion { swiglu: true, ..fusion }, config))?;
+                    ctx.run(&[&p, &s, &f]);
+                    let want = pollster::block_on(ctx.read_f32(&want))?;
+                    let label = format!("{name} [{}, {k}] {config:?} norm {} int8 {int8}", 2 * h, norm.is_some());
+                    assert_eq!(bits(&pollster::block_on(ctx.read_f32(&got))?), bits(&want), "{label}");
+                    // The stacked product the SwiGLU reads, against the CPU.
+                    if !int8 && norm.is_none() {
+                        let gu = pollster::block_on(ctx.read_f32(&gu))?;
+                        let (product, scale) = qmatmul::cpu_reference(&tw.dequantize()?, &x, 2 * h, k, 1);
+                        let worst = gu.iter().zip(&product).zip(&scale).map(|((&a, &b), &s)| (a as f64 - b).abs() / s).fold(0.0, f64::max);
+                        assert!(worst <= qmatmul::f32_tolerance(k), "{label}: {worst:e}");
+                    }
+                }
+            }
+        }
+    }
+    let q4 = WeightFormat::parse("q4_g32_sym").expect("q4");
+    let gpu = GemvConfig { wg: 64, rows: 2, lanes: 16 };
+    let x = ctx.zeros("x", &[1, 64], DType::F32)?;
+    let odd = qmatmul::test_weight(q4, 1, 9, 64)?.upload(ctx, "odd")?;
+    let y = ctx.zeros("y", &[1, 4], DType::F32)?;
+    let swiglu = GemvFusion { swiglu: true, ..Default::default() };
+    assert!(pollster::block_on(gemv_fused_tuned(ctx, &odd, &x, &y, swiglu, gpu)).is_err(), "an odd number of rows");
+    let w = qmatmul::test_weight(q4, 2, 8, 64)?.upload(ctx, "w")?;
+    let residual = GemvFusion { residual: true, ..swiglu };
+    assert!(pollster::block_on(gemv_fused_tuned(ctx, &w, &x, &y, residual, gpu)).is_err(), "with a residual epilogue");
+    let wide = ctx.zeros("wide", &[1, 8], DType::F32)?;
+    assert!(pollster::block_on(gemv_fused_tuned(ctx, &w, &x, &wide, swiglu, gpu)).is_err(), "y of 2h columns");
+    let blocks = GemvConfig { wg: 64, rows: 1, lanes: 1 };
+    assert!(pollster::block_on(gemv_fused_tuned(ctx, &w, &x, &y, swiglu, blocks)).is_err(), "the block kernel has no SwiGLU epilogue");
+    Ok(())
+}
+
 /// Decode attention that rotates the query and the new key itself, stores the new K/V row and
 /// merges its chunks in the last workgroup of each head, against RoPE + KV store, split
 /// attention and the combine dispatch: the same cache bits, the same output within the

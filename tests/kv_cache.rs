@@ -173,13 +173,13 @@ fn q4_1_repacked_at_load_keeps_the_greedy_ids() -> anyhow::Result<()> {
 }
 
 /// The decode step on a GPU's launch shapes (forced here on any adapter) with weft weights, so
-/// that the GPU GEMV kernel runs: the SwiGLU folded into the down projection's staging (one
-/// dispatch a block fewer), steps queued one ahead and split attention with the RoPE + KV store
-/// folded in give the greedy ids of the step with none of them, and a generation stopped with
-/// a step still queued leaves nothing behind. The tiny
-/// Qwen2 fixture (F32 weights, quantized at load; widths multiples of 32).
+/// that the GPU GEMV kernel runs: the SwiGLU folded into a GEMV (one dispatch a block fewer),
+/// either the down projection's staging or the gate/up GEMV's epilogue, steps queued one ahead
+/// and split attention with the RoPE + KV store folded in give the greedy ids of the step with
+/// none of them, and a generation stopped with a step still queued leaves nothing behind. The
+/// tiny Qwen2 fixture (F32 weights, quantized at load; widths multiples of 32).
 #[test]
-fn swiglu_in_the_down_gemv_and_queued_steps_keep_the_ids() -> anyhow::Result<()> {
+fn swiglu_in_a_gemv_and_queued_steps_keep_the_ids() -> anyhow::Result<()> {
     let dir = "tests/fixtures/qwen2-tiny";
     let mut ctx = ctx()?;
     let mut caps = ctx.capabilities().clone();
@@ -189,13 +189,22 @@ fn swiglu_in_the_down_gemv_and_queued_steps_keep_the_ids() -> anyhow::Result<()>
     let config = std::fs::read_to_string(format!("{dir}/config.json"))?;
     let prompt = [5, 77, 301, 12, 650, 9, 42];
     let mut runs = Vec::new();
-    let configs = [(false, false, false, true), (true, false, false, true), (true, true, false, true), (true, true, true, true), (false, false, false, false)];
-    for (fuse_glu, pipeline, int8_activations, split) in configs {
+    // (fuse_glu, glu_epilogue, pipeline, int8_activations, split)
+    let configs = [
+        (false, false, false, false, true),
+        (true, false, false, false, true),
+        (true, true, false, false, true),
+        (true, true, true, false, true),
+        (true, true, true, true, true),
+        (false, false, false, false, false),
+    ];
+    for (fuse_glu, glu_epilogue, pipeline, int8_activations, split) in configs {
         let engine = EngineOptions {
             max_seq: 64,
             max_batch: 16,
             fuse_norms: Some(true),
             fuse_glu,
+            glu_epilogue,
             pipeline,
             int8_activations,
             split_attention: Some(split),
@@ -211,26 +220,30 @@ fn swiglu_in_the_down_gemv_and_queued_steps_keep_the_ids() -> anyhow::Result<()>
         let short = greedy(&ctx, &mut llama, &prompt, 5)?;
         llama.reset();
         let again = greedy(&ctx, &mut llama, &prompt, 24)?;
-        println!("glu {fuse_glu} pipeline {pipeline} int8 {int8_activations}: {} dispatches a step, ids {ids:?}", llama.decode_dispatches());
-        assert_eq!(short, ids[..5], "glu {fuse_glu} pipeline {pipeline}: a shorter run");
-        assert_eq!(again, ids, "glu {fuse_glu} pipeline {pipeline}: after a stop with a step queued");
+        let name = format!("glu {fuse_glu} epilogue {glu_epilogue} pipeline {pipeline} int8 {int8_activations}");
+        println!("{name}: {} dispatches a step, ids {ids:?}", llama.decode_dispatches());
+        assert_eq!(short, ids[..5], "{name}: a shorter run");
+        assert_eq!(again, ids, "{name}: after a stop with a step queued");
         let kernels = llama.decode_kernels();
         let with = |define: &str| kernels.iter().filter(|k| k.contains(define)).count();
-        assert_eq!(with("GLU=1"), if fuse_glu { 2 } else { 0 }, "{kernels:?}");
+        assert_eq!(with(",GLU=1"), if fuse_glu && !glu_epilogue { 2 } else { 0 }, "{kernels:?}");
+        assert_eq!(with("SWIGLU=1"), if fuse_glu && glu_epilogue { 2 } else { 0 }, "{kernels:?}");
         // Every GEMV of the step (Q/K/V, O, gate/up, down a block, and the head).
         assert_eq!(with("DP4=1"), if int8_activations { 4 * 2 + 1 } else { 0 }, "{kernels:?}");
         // Split attention takes the RoPE + KV store into it (one dispatch a block, not three).
         assert_eq!(with("attention_decode["), if split { 2 } else { 0 }, "{kernels:?}");
         runs.push((ids, llama.decode_dispatches()));
     }
-    assert_eq!(runs[4].0, runs[0].0, "attention with the RoPE + KV store in it changed the ids");
+    assert_eq!(runs[5].0, runs[0].0, "attention with the RoPE + KV store in it changed the ids");
     // Unsplit, the RoPE + KV store is a dispatch of its own: one more a block.
-    assert_eq!(runs[4].1, runs[0].1 + 2, "dispatches of the unsplit step");
+    assert_eq!(runs[5].1, runs[0].1 + 2, "dispatches of the unsplit step");
     assert_eq!(runs[0].0, runs[1].0, "the SwiGLU in the down GEMV changed the ids");
-    assert_eq!(runs[1].0, runs[2].0, "queueing steps ahead changed the ids");
+    assert_eq!(runs[1].0, runs[2].0, "the SwiGLU as the gate/up GEMV's epilogue changed the ids");
+    assert_eq!(runs[2].0, runs[3].0, "queueing steps ahead changed the ids");
     assert_eq!(runs[0].1 - runs[1].1, 2, "one dispatch fewer a block");
+    assert_eq!(runs[2].1, runs[1].1, "the epilogue in place of the staging: as many dispatches");
     // 8-bit activations round every GEMV input once; on this model the ids stay the same.
-    assert_eq!(runs[3].0, runs[2].0, "8-bit activations changed the ids");
-    assert_eq!(runs[3].1, runs[2].1, "8-bit activations need no dispatch of their own");
+    assert_eq!(runs[4].0, runs[3].0, "8-bit activations changed the ids");
+    assert_eq!(runs[4].1, runs[3].1, "8-bit activations need no dispatch of their own");
     Ok(())
 }

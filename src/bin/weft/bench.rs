@@ -23,6 +23,7 @@ pub struct Args {
     pub fuse: bool,
     pub tune: bool,
     pub fuse_glu: bool,
+    pub glu_epilogue: bool,
     pub fuse_attention: bool,
     pub attention_chunk: Option<usize>,
     pub max_seq: Option<usize>,
@@ -61,6 +62,8 @@ struct Report {
     kv_bytes_per_token: u64,
     fuse: bool,
     fuse_glu: bool,
+    /// The SwiGLU as the gate/up GEMV's epilogue (else in the down GEMV's staging).
+    glu_epilogue: bool,
     fuse_attention: bool,
     /// Decode attention's chunk: asked for, else decided by head size.
     attention_chunk: Option<usize>,
@@ -96,7 +99,7 @@ fn median(v: &[f64]) -> f64 {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let max_seq = a.max_seq.unwrap_or(a.prompt_len + a.gen + 1);
-    let engine = EngineOptions { max_seq, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, fuse_glu: a.fuse_glu, fuse_attention: a.fuse_attention, attention_chunk: a.attention_chunk, flash_attention: a.flash_attention, pipeline: a.pipeline, int8_activations: a.int8_activations, matrix_units: a.matrix_units, ..Default::default() };
+    let engine = EngineOptions { max_seq, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, fuse_glu: a.fuse_glu, glu_epilogue: a.glu_epilogue, fuse_attention: a.fuse_attention, attention_chunk: a.attention_chunk, flash_attention: a.flash_attention, pipeline: a.pipeline, int8_activations: a.int8_activations, matrix_units: a.matrix_units, ..Default::default() };
     let started = Instant::now();
     // The format asked for on every matrix, the embedding and head included (no default keep
     // rules): what the benchmark measures.
@@ -178,6 +181,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         kv_bytes_per_token: llama.kv_bytes_per_token(),
         fuse: a.fuse,
         fuse_glu: a.fuse_glu,
+        glu_epilogue: a.glu_epilogue,
         fuse_attention: a.fuse_attention,
         attention_chunk: a.attention_chunk,
         max_seq,

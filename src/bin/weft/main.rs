@@ -207,6 +207,10 @@ mod cli {
             /// into the down projection buys).
             #[arg(long)]
             no_fuse_glu: bool,
+            /// Take the SwiGLU in the down projection's staging rather than as the gate/up
+            /// GEMV's epilogue (to measure what the epilogue buys).
+            #[arg(long)]
+            glu_in_down: bool,
             /// Keep the RoPE + KV store and the chunk merge of decode attention dispatches of
             /// their own (to measure what folding them into the attention kernel buys).
             #[arg(long)]
@@ -364,10 +368,10 @@ mod cli {
                     gptq,
                 })
             }
-            Command::Bench { model, prompt_len, gen, reps, kv, json, profile, no_fuse, no_tune, no_fuse_glu, no_fuse_attention, attention_chunk, max_seq, no_flash_attention, no_pipeline, int8_activations, no_matrix_units, backend, cpu, load } => {
+            Command::Bench { model, prompt_len, gen, reps, kv, json, profile, no_fuse, no_tune, no_fuse_glu, glu_in_down, no_fuse_attention, attention_chunk, max_seq, no_flash_attention, no_pipeline, int8_activations, no_matrix_units, backend, cpu, load } => {
                 let (fuse, tune) = (!no_fuse, !no_tune);
                 let (fuse_glu, pipeline) = (!no_fuse_glu, !no_pipeline);
-                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, kv, json, profile, fuse, tune, fuse_glu, fuse_attention: !no_fuse_attention, attention_chunk, max_seq, flash_attention: !no_flash_attention, pipeline, int8_activations, matrix_units: !no_matrix_units, backend, cpu, load })
+                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, kv, json, profile, fuse, tune, fuse_glu, glu_epilogue: !glu_in_down, fuse_attention: !no_fuse_attention, attention_chunk, max_seq, flash_attention: !no_flash_attention, pipeline, int8_activations, matrix_units: !no_matrix_units, backend, cpu, load })
             }
             Command::Generate {
                 model,

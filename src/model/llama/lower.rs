@@ -20,8 +20,9 @@
 //!   is one GEMV normalising its input (products kept apart, e.g. Q/K/V of different formats,
 //!   each normalise it), and a projection followed by the residual add of its
 //!   output is one GEMV adding into the stream (8 dispatches a block instead of 10); with
-//!   `fuse_glu` the down GEMV also takes the SwiGLU of the stacked gate/up product while it
-//!   stages it (7 a block), on adapters that run the GPU GEMV kernel; with
+//!   `fuse_glu` the SwiGLU is folded into a GEMV (7 a block) on adapters that run the GPU GEMV
+//!   kernel: with `glu_epilogue` the stacked gate/up GEMV's (a lane group holds a gate row and
+//!   its up row), else the down GEMV takes it while it stages the gate/up product; with
 //!   `int8_activations` those GEMVs quantize their input to 8 bits for integer dot products.
 
 use crate::error::{Error, Result};
@@ -34,7 +35,7 @@ use crate::ops::elementwise::{
 };
 use crate::ops::norm::{add_rms_norm, rms_norm};
 use crate::ops::prefill_attention::{prefill_attention, prefill_attention_fits, tiled_prefill_pays};
-use crate::ops::qmatmul::{embed, gemv_fused, gemv_fuses, gemv_glu, gemv_int8, matmul, GemvFusion, Precision, QWeight};
+use crate::ops::qmatmul::{embed, gemv_fused, gemv_fuses, gemv_glu, gemv_int8, gemv_swiglu, matmul, GemvFusion, Precision, QWeight};
 use crate::ops::rope::{rope_store, rope_store_qkv, RopeShape};
 use crate::ops::sample::sample;
 
@@ -403,15 +404,26 @@ impl<'a> Lower<'a> {
         rest: &[Op],
         d: &mut Vec<Dispatch>,
     ) -> Result<Option<usize>> {
-        let Projection::GateUp { w, out: act, .. } = p else { return Ok(None) };
+        let Projection::GateUp { w, out: act, gelu, .. } = p else { return Ok(None) };
         let [Op::Linear { w: down, bias: None, x: dx, out: dy }, Op::Add { x: acc, y }, ..] = rest else { return Ok(None) };
         let down = self.matrix(*down)?;
-        if !self.m.options.fuse_glu || dx != act || y != dy || !gemv_glu(self.ctx, down) {
+        let o = &self.m.options;
+        if !o.fuse_glu || *gelu || dx != act || y != dy {
+            return Ok(None);
+        }
+        let residual = GemvFusion { residual: true, ..Default::default() };
+        if o.glu_epilogue && gemv_swiglu(self.ctx, w) && gemv_fuses(down) {
+            let act = self.at(*act)?;
+            d.push(self.product(w, &self.at(x)?, &act, Some(GemvFusion { swiglu: true, ..fusion })).await?);
+            d.push(gemv_fused(self.ctx, down, &act, &self.at(*acc)?, self.int8(down, residual)).await?);
+            return Ok(Some(2));
+        }
+        if !gemv_glu(self.ctx, down) {
             return Ok(None);
         }
         let gate_up = self.m.buffers.gate_up.view(&[1, 2 * self.c().ffn_dim])?;
         d.push(self.product(w, &self.at(x)?, &gate_up, Some(fusion)).await?);
-        let glu = GemvFusion { residual: true, glu: true, ..Default::default() };
+        let glu = GemvFusion { glu: true, ..residual };
         d.push(gemv_fused(self.ctx, down, &gate_up, &self.at(*acc)?, self.int8(down, glu)).await?);
         Ok(Some(2))
     }

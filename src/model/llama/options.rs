@@ -35,9 +35,14 @@ pub struct EngineOptions {
     /// decides by adapter: on GPUs, not on CPU-emulated adapters, where every workgroup's own
     /// sum of squares (a barrier tree) cost more than the dispatches it saves (bench/NOTES.md).
     pub fuse_norms: Option<bool>,
-    /// With `fuse_norms`, the SwiGLU taken by the down projection's GEMV while it stages the
-    /// gate/up product (one dispatch a block fewer; the same bits). Off only to measure it.
+    /// With `fuse_norms`, the SwiGLU folded into a GEMV (one dispatch a block fewer; the same
+    /// bits): the stacked gate/up GEMV's epilogue where `glu_epilogue` and the weight allow
+    /// it, else the down projection's staging of the gate/up product. Off only to measure it.
     pub fuse_glu: bool,
+    /// With `fuse_glu`, the SwiGLU as the gate/up GEMV's epilogue (each lane group holds a gate
+    /// row and its up row) rather than in the down GEMV's staging, where every workgroup reads
+    /// both halves and takes the exp again. Off only to measure it.
+    pub glu_epilogue: bool,
     /// With `fuse` and split attention, the RoPE + KV store of the decode step done by the
     /// attention kernel, which also merges its chunks (two dispatches a block fewer; the same
     /// cache bits). Off only to measure it.
@@ -84,6 +89,7 @@ impl Default for EngineOptions {
             fuse: true,
             fuse_norms: None,
             fuse_glu: true,
+            glu_epilogue: true,
             fuse_attention: true,
             attention_chunk: None,
             flash_attention: true,

@@ -231,7 +231,7 @@ pub async fn gemm_tuned(
     precision: Precision,
     config: GemmConfig,
 ) -> Result<Dispatch> {
-    let t = check_operands("gemm", w, x, y)?;
+    let t = check_operands("gemm", w, x, y, w.rows)?;
     check_precision(ctx, "gemm", precision)?;
     let kernel = config.resolve(&w.format, precision, w.cols);
     if kernel == GemmKernel::Matrix && !ctx.capabilities().matrix_f16 {

@@ -243,8 +243,14 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
                     all.push((QGEMV_GPU_SHADER, d.clone().set("NORM", 1).set("NB", pb).set("PB", pb + 1)));
                     all.push((QGEMV_GPU_SHADER, d.clone().set("RESIDUAL", 1).set("GLU", 1)));
                     all.push((QGEMV_GPU_SHADER, d.clone().set("RESIDUAL", 1)));
+                    if rows >= 2 {
+                        all.push((QGEMV_GPU_SHADER, d.clone().set("NORM", 1).set("NB", pb).set("PB", pb + 1).set("SWIGLU", 1)));
+                    }
                     if int8_format(f) {
                         let d = d.set("DP4", 1);
+                        if rows >= 2 {
+                            all.push((QGEMV_GPU_SHADER, d.clone().set("NORM", 1).set("NB", pb).set("PB", pb + 1).set("SWIGLU", 1)));
+                        }
                         all.push((QGEMV_GPU_SHADER, d.clone()));
                         all.push((QGEMV_GPU_SHADER, d.clone().set("NORM", 1).set("NB", pb).set("PB", pb + 1)));
                         all.push((QGEMV_GPU_SHADER, d.clone().set("RESIDUAL", 1).set("GLU", 1)));
@@ -274,14 +280,14 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
 }
 
 /// Checks x [t, k] against W and y [t, n], returning t.
-fn check_operands(op: &'static str, w: &QWeight, x: &GpuTensor, y: &GpuTensor) -> Result<u32> {
+fn check_operands(op: &'static str, w: &QWeight, x: &GpuTensor, y: &GpuTensor, n_out: usize) -> Result<u32> {
     let fail = |message: String| Error::Shape { op, message };
     let (&[t, k], &[t2, n]) = (&x.shape[..], &y.shape[..]) else {
         return Err(fail(format!("x and y must be 2-D, got {:?} and {:?}", x.shape, y.shape)));
     };
-    if k != w.cols || n != w.rows || t != t2 {
+    if k != w.cols || n != n_out || t != t2 {
         return Err(fail(format!(
-            "x [{t}, {k}] · W^T [{}, {}] -> y [{t2}, {n}] does not fit",
+            "x [{t}, {k}] · W^T [{}, {}] -> y [{t2}, {n}] does not fit (y of {n_out} columns)",
             w.cols, w.rows
         )));
     }
@@ -376,6 +382,10 @@ pub struct GemvFusion<'a> {
     /// the kernels' params): products kept apart write into one buffer laid out as their
     /// stacked product's output, so that what reads the stacked output reads theirs.
     pub at: Option<usize>,
+    /// W is the stacked gate/up weight [2h, k] (gate rows first) and y [t, h] receives
+    /// `silu(gate) * up`: each lane group takes gate rows and their up rows, so the SwiGLU is
+    /// the product's epilogue (the GPU kernel, a weight of one part: see [`gemv_swiglu`]).
+    pub swiglu: bool,
 }
 
 /// Whether [`gemv_fused`] takes `w`: the block kernels and the repacked K-quants (the GPU
@@ -417,6 +427,12 @@ pub fn gemv_glu(ctx: &GpuContext, w: &QWeight) -> bool {
     decode_gemv_is_gpu_kernel(ctx, w)
 }
 
+/// Whether the decode step's GEMV of `w` on this adapter takes [`GemvFusion::swiglu`]: the GPU
+/// kernel, an even number of rows and one part (gate row r and up row r + h in one binding).
+pub fn gemv_swiglu(ctx: &GpuContext, w: &QWeight) -> bool {
+    decode_gemv_is_gpu_kernel(ctx, w) && w.rows.is_multiple_of(2) && w.parts.len() == 1
+}
+
 /// Whether the decode step's GEMV of `w` on this adapter takes [`GemvFusion::int8`]: the GPU
 /// kernel with 4- or 8-bit weft weights (Q4_0 and Q8_0 become those at upload) or the planes of
 /// Q4_1, Q5_0, Q5_1 and the K-quants ([`WeightFormat::Repacked`]).
@@ -437,8 +453,17 @@ pub async fn gemv_fused_tuned(
     fusion: GemvFusion<'_>,
     config: GemvConfig,
 ) -> Result<Dispatch> {
-    let (_, config) = gemv_shape(&w.format, w.cols, Precision::F32, config);
+    let (_, mut config) = gemv_shape(&w.format, w.cols, Precision::F32, config);
     let fail = |message: String| Error::Shape { op: "gemv_fused", message };
+    if fusion.swiglu {
+        // A lane group holds gate and up rows in pairs.
+        config.rows = config.rows.max(2);
+        let alone = !fusion.residual && !fusion.glu && fusion.at.is_none();
+        if !gpu_gemv(&w.format, w.cols, Precision::F32, config) || !w.rows.is_multiple_of(2) || w.parts.len() != 1 || !alone {
+            return Err(fail(format!("{} [{}, {}] in {} parts: the SwiGLU epilogue needs the GPU kernel, an even number of rows, one part \
+                and no other epilogue", w.format.name(), w.rows, w.cols, w.parts.len())));
+        }
+    }
     if fusion.int8 && !(int8_format(&w.format) && gpu_gemv(&w.format, w.cols, Precision::F32, config)) {
         return Err(fail(format!("{} [{}, {}]: 8-bit activations need 4- or 8-bit weft weights or repacked planes, and the GPU kernel",
             w.format.name(), w.rows, w.cols)));
@@ -487,7 +512,8 @@ async fn gemv_with(
         }
         None => (y, 0, w.rows),
     };
-    let t = check_operands("gemv", w, x, y_own)?;
+    let n_out = if fusion.swiglu { w.rows / 2 } else { w.rows };
+    let t = check_operands("gemv", w, x, y_own, n_out)?;
     check_precision(ctx, "gemv", precision)?;
     let (precision, config) = gemv_shape(&w.format, w.cols, precision, config);
     let GemvConfig { wg, rows, lanes } = config;
@@ -516,6 +542,9 @@ async fn gemv_with(
     if fusion.int8 {
         defines = defines.set("DP4", 1);
     }
+    if fusion.swiglu {
+        defines = defines.set("SWIGLU", 1);
+    }
     let pipeline = ctx.pipeline(shader, &defines).await?;
     let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
     let per_group = config.rows_per_group(gpu || w.format.gemv_block().is_some());
@@ -523,6 +552,10 @@ async fn gemv_with(
         let [gx, gy, _] = grid((part.rows as u32).div_ceil(per_group), max);
         let mut p = params(w, part, t, gx, 0);
         (p[7], p[8]) = (p[7] + at as u32, ny as u32);
+        if fusion.swiglu {
+            // The kernel's n is the output's rows, the up rows' offset.
+            (p[0], p[8]) = (p[0] / 2, n_out as u32);
+        }
         let mut tensors = bindings(part, x, y);
         if let Some((norm, eps)) = fusion.norm {
             tensors.push(norm);
