@@ -21,6 +21,7 @@ Inputs:
 Missing inputs leave their rows out; so does a browser engine that reported a problem.
 """
 import json
+import re
 from pathlib import Path
 
 import matplotlib
@@ -76,14 +77,14 @@ def h100() -> dict:
     return out
 
 
-def session(*names: str) -> dict:
+def session(*names: str, machine: str = "h100") -> dict:
     """`session_call` of each folder, merged in order: an engine's figures from a later folder
     replace an earlier one's (so weft can come from a call without llama.cpp's build running
     beside it, and llama.cpp from the call that built it)."""
-    merged = {"dir": ", ".join(f"bench/results/h100/{n}" for n in names), "models": {}, "copy_gb_s": None,
-              "gemv": {}, "gemm": {}}
+    merged = {"dir": ", ".join(f"bench/results/{machine}/{n}" for n in names), "machine": machine.upper(),
+              "models": {}, "copy_gb_s": None, "gemv": {}, "gemm": {}}
     for name in names:
-        one = session_call(name)
+        one = session_call(name, machine)
         for model, engines in one["models"].items():
             merged["models"].setdefault(model, {}).update(engines)
         for key in ("gemv", "gemm"):
@@ -95,16 +96,18 @@ def session(*names: str) -> dict:
     return merged
 
 
-def session_call(name: str) -> dict:
+def session_call(name: str, machine: str = "h100") -> dict:
     """weft beside llama.cpp (CUDA) on the same GGUF files, and the GEMV sweep, from one
     bench/gpu/session.sh call: every ratio pairs figures of one machine."""
-    run = RESULTS / "h100" / name
+    run = RESULTS / machine / name
     log = run / "session.log"
-    out = {"dir": f"bench/results/h100/{name}", "models": {}, "copy_gb_s": None, "gemv": {}, "gemm": {}}
+    out = {"dir": f"bench/results/{machine}/{name}", "models": {}, "copy_gb_s": None, "gemv": {}, "gemm": {}}
     if not log.exists():
         return out
     current = None
     for line in log.read_text().splitlines():
+        # A call script's time stamp after the marker ("== [34 s] weft bench ...") is dropped.
+        line = re.sub(r"^== \[\d+ s\] ", "== ", line)
         if line.startswith("device copy"):
             out["copy_gb_s"] = float(line.split(":")[1].split()[0])
         elif line.startswith("== weft bench "):
@@ -265,7 +268,8 @@ def markdown(data: dict) -> str:
                 line += (f"; best tuning candidate (wg {c.get('wg')}, rows {c.get('rows')}, lanes {c.get('lanes')}): "
                          f"{g['best_gb_s']:.0f} GB/s = {g['best_gb_s'] / copy:.1%}")
             ratios.append(line)
-    return "\n".join(lines) + "\n\n" + "\n".join(notes + ratios) + "\n" + peer_markdown(data["session"]) \
+    return "\n".join(lines) + "\n\n" + "\n".join(notes + ratios) + "\n" + peer_markdown(data["h200_session"]) \
+        + peer_markdown(data["session"]) \
         + gemv_markdown(data["gemv_session"]) + peer_markdown(data["kquant_session"]) \
         + gemv_markdown(data["kquant_gemv"]) + gemm_markdown(data["gemm_session"])
 
@@ -274,7 +278,7 @@ def peer_markdown(s: dict) -> str:
     if not s["models"]:
         return ""
     copy = s["copy_gb_s"]
-    out = [f"\n## H100: weft beside llama.cpp CUDA on the same GGUF files ({s['dir']})\n",
+    out = [f"\n## {s.get('machine', 'H100')}: weft beside llama.cpp CUDA on the same GGUF files ({s['dir']})\n",
            "Where two folders are named they are calls of one session on one lent machine: each engine's figures "
            "come from the last folder that has them (weft from a call without llama.cpp's build running beside it).\n",
            "Random-weight Llama-shape GGUFs (bench/gpu/gen_quant_gguf.py), prompt 128 + 128 generated, "
@@ -437,6 +441,9 @@ def cpu_vs_llamacpp_table() -> str:
 
 def main() -> None:
     data = {"h100": h100(), "local": local(), "session": session("session26"),
+            # The H200: llama.cpp from call a (which built it; its weft runs found no adapter),
+            # weft from call b on the same machine (it was still held).
+            "h200_session": session("session31/a", "session31/b", machine="h200"),
             "gemv_session": session("session26", "session27"),
             # Q4_K_M and Q4_1 files, and every GGUF block type on the repacked GEMV (one
             # session: calls b and c, each model's engines from one call).

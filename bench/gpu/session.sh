@@ -4,7 +4,8 @@
 #
 #   bash bench/gpu/session.sh OUT_DIR [STEPS]
 #
-# Expects, in the repository root: .gl/*.deb (libvulkan1), .dev/*.xz (release binaries: weft,
+# Expects, in the repository root: .gl/*.deb (libvulkan1 and libglvnd0, libgl1, libglx0, libegl1,
+# libgles2, libopengl0: the NVIDIA ICD on the H200 loads only beside libglvnd's libraries), .dev/*.xz (release binaries: weft,
 # qmatmul_bench, and optionally the test binaries qmatmul-*, fused_kernels-*, gemv_int8-*),
 # .whl/gguf-*.whl.
 # STEPS (default "copy tests gemv models"): which parts to run.
