@@ -380,13 +380,14 @@ fn a_row_over_the_binding_limit_names_the_tensor_and_the_limit() -> anyhow::Resu
 
 /// Load-time tuning times every candidate shape once per distinct weight shape, remembers the
 /// fastest in the context, and GEMVs made afterwards use it with results that still match the
-/// reference. The adapter is treated as a GPU here (software adapters keep their measured
-/// shapes and are not tuned).
+/// reference; a stacked gate/up weight is also timed as the SwiGLU epilogue's product (two rows
+/// a lane group or more), which the fused GEMV then runs at. The adapter is treated as a GPU
+/// here (software adapters keep their measured shapes and are not tuned).
 #[test]
 fn gemv_tuning_times_every_candidate_and_results_still_match() -> anyhow::Result<()> {
     let (mut ctx, caps) = device_with_limit()?;
     assert!(caps.timestamp_query, "this test needs timestamp queries");
-    let untouched = pollster::block_on(qmatmul::tune_gemv(&ctx, &[], Precision::F32))?;
+    let untouched = pollster::block_on(qmatmul::tune_gemv(&ctx, &[], &[], Precision::F32))?;
     assert!(untouched.is_empty());
     let mut gpu = caps.clone();
     gpu.is_software = false;
@@ -401,17 +402,31 @@ fn gemv_tuning_times_every_candidate_and_results_still_match() -> anyhow::Result
     let ws: Vec<QWeight> = tws.iter().map(|tw| tw.upload(&ctx, "w")).collect::<Result<_, _>>()?;
     // The same shape twice: timed once.
     let refs = vec![&ws[0], &ws[1], &ws[0]];
-    let tuned = pollster::block_on(qmatmul::tune_gemv(&ctx, &refs, Precision::F32))?;
-    assert_eq!(tuned.len(), 2, "{tuned:?}");
+    let tuned = pollster::block_on(qmatmul::tune_gemv(&ctx, &refs, &[&ws[0]], Precision::F32))?;
+    assert_eq!(tuned.len(), 3, "{tuned:?}");
+    assert_eq!(tuned.iter().map(|t| t.swiglu).collect::<Vec<_>>(), [false, false, true]);
     for t in &tuned {
-        assert_eq!(t.timings.len(), qmatmul::GEMV_CANDIDATES.len(), "{t:?}");
+        if t.swiglu {
+            assert!(t.timings.len() < qmatmul::GEMV_CANDIDATES.len() && t.timings.iter().all(|(c, _)| c.rows >= 2), "{t:?}");
+        } else {
+            assert_eq!(t.timings.len(), qmatmul::GEMV_CANDIDATES.len(), "{t:?}");
+        }
         assert!(t.timings.iter().all(|&(_, us)| us > 0.0 && us.is_finite()), "{t:?}");
         let best = t.timings.iter().map(|&(_, us)| us).fold(f64::INFINITY, f64::min);
         assert!(t.timings.iter().any(|&(c, us)| c == t.chosen && us == best), "{t:?}");
         println!("{} [{}, {}]: chose {:?} of {:?}", t.format, t.rows, t.cols, t.chosen, t.timings);
     }
     // Tuned again: nothing new to time.
-    assert!(pollster::block_on(qmatmul::tune_gemv(&ctx, &refs, Precision::F32))?.is_empty());
+    assert!(pollster::block_on(qmatmul::tune_gemv(&ctx, &refs, &[&ws[0]], Precision::F32))?.is_empty());
+    // The epilogue's GEMV runs at the shape tuned for it.
+    let c = tuned[2].chosen;
+    let half = ctx.zeros("half", &[1, n / 2], DType::F32)?;
+    let swiglu = qmatmul::GemvFusion { swiglu: true, ..Default::default() };
+    let tx = ctx.upload_f32("x", &[1, k], &random_f32(96, k))?;
+    let d = pollster::block_on(qmatmul::gemv_fused(&ctx, &ws[0], &tx, &half, swiglu))?;
+    for part in [format!("LPR={},", c.lanes), format!("RPT={},", c.rows), format!("WG={}]", c.wg), "SWIGLU=1".into()] {
+        assert!(d.name().contains(&part), "{} for {c:?}", d.name());
+    }
     let x = random_f32(95, k);
     let tx = ctx.upload_f32("x", &[1, k], &x)?;
     for (tw, w) in tws.iter().zip(&ws) {

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use crate::error::Result;
 use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor, ReadSlot, StepCommands, Uniform};
 use crate::ops::attention::split_pays;
-use crate::ops::qmatmul::{tune_gemv, GemvTuning, QWeight};
+use crate::ops::qmatmul::{gemv_swiglu, tune_gemv, GemvTuning, QWeight};
 use crate::ops::sample::{params_bytes, SampleParams};
 
 use super::config::LlamaConfig;
@@ -122,27 +122,36 @@ impl Llama {
             clock.add(LoadPhase::Stack, start);
         }
         let start = LoadClock::start();
+        let fuse_norms = options.fuse_norms.unwrap_or(!ctx.capabilities().is_software);
+        // The stacked gate/up weights whose decode GEMV may take the SwiGLU epilogue (Gemma's
+        // GeGLU never does) are also tuned as that product.
+        let epilogue = options.fuse && fuse_norms && options.fuse_glu && options.glu_epilogue && !c.arch.is_gemma();
         let gemv_tuning = if options.tune {
             let mut mats: Vec<&QWeight> = Vec::new();
+            let mut swiglu: Vec<&QWeight> = Vec::new();
             for l in &weights.layers {
                 match &l.qkv {
                     Qkv::Stacked { w, .. } => mats.push(w),
                     Qkv::Apart { wq, wk, wv, .. } => mats.extend([wq, wk, wv]),
                 }
                 match &l.gate_up {
-                    GateUp::Stacked(w) => mats.push(w),
+                    GateUp::Stacked(w) => {
+                        mats.push(w);
+                        if epilogue && gemv_swiglu(ctx, w) {
+                            swiglu.push(w);
+                        }
+                    }
                     GateUp::Apart { gate, up } => mats.extend([gate, up]),
                 }
                 mats.extend([&l.wo, &l.down]);
             }
             mats.push(weights.output.as_ref().unwrap_or(&weights.embedding));
-            tune_gemv(ctx, &mats, options.precision).await?
+            tune_gemv(ctx, &mats, &swiglu, options.precision).await?
         } else {
             Vec::new()
         };
         clock.add(LoadPhase::Tune, start);
         let split = options.split_attention.unwrap_or_else(|| split_pays(ctx));
-        let fuse_norms = options.fuse_norms.unwrap_or(!ctx.capabilities().is_software);
         let options = EngineOptions {
             sinks: options.sinks.min(options.max_seq / 2),
             split_attention: Some(split),

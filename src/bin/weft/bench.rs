@@ -232,7 +232,8 @@ fn print_load(b: &LoadBreakdown, load_s: f64, tuning: &[weft::ops::qmatmul::Gemv
     println!("  load by phase: {}", crate::backend::phase_line(&phases, load_s));
     for t in tuning {
         let c = t.chosen;
-        println!("  tuned      {} {}x{}: wg {} rows {} lanes {}", t.format, t.rows, t.cols, c.wg, c.rows, c.lanes);
+        let what = if t.swiglu { " (SwiGLU epilogue)" } else { "" };
+        println!("  tuned      {} {}x{}{what}: wg {} rows {} lanes {}", t.format, t.rows, t.cols, c.wg, c.rows, c.lanes);
     }
 }
 

@@ -348,7 +348,7 @@ pub async fn gemv(
 
 /// The launch shape for `w`: the one tuning measured fastest, else the adapter's default.
 fn gemv_config(ctx: &GpuContext, w: &QWeight, precision: Precision) -> GemvConfig {
-    tune::measured(ctx, w, precision).unwrap_or_else(|| GemvConfig::for_adapter(ctx.capabilities(), &w.format))
+    tune::measured(ctx, w, precision, false).unwrap_or_else(|| GemvConfig::for_adapter(ctx.capabilities(), &w.format))
 }
 
 /// [`gemv`] with an explicit launch shape, for tuning: `wg` and `lanes` powers of two, `lanes`
@@ -409,7 +409,9 @@ fn gemv_shape(format: &WeightFormat, k: usize, precision: Precision, c: GemvConf
 /// with `fusion.norm`, `y += W · x` with `fusion.residual`. Only for weights [`gemv_fuses`]
 /// takes, one token at a time.
 pub async fn gemv_fused(ctx: &GpuContext, w: &QWeight, x: &GpuTensor, y: &GpuTensor, fusion: GemvFusion<'_>) -> Result<Dispatch> {
-    gemv_fused_tuned(ctx, w, x, y, fusion, gemv_config(ctx, w, Precision::F32)).await
+    // The SwiGLU epilogue at the shape tuned for it, where it was.
+    let tuned = fusion.swiglu.then(|| tune::measured(ctx, w, Precision::F32, true)).flatten();
+    gemv_fused_tuned(ctx, w, x, y, fusion, tuned.unwrap_or_else(|| gemv_config(ctx, w, Precision::F32))).await
 }
 
 /// Whether the decode step's GEMV of `w` on this adapter runs the GPU kernel

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use serde::Serialize;
 
-use super::{gemv_tuned, GemvConfig, Precision, QWeight, WeightFormat};
+use super::{gemv_fused_tuned, gemv_tuned, GemvConfig, GemvFusion, Precision, QWeight, WeightFormat};
 use crate::error::Result;
 use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor};
 use crate::selftest::random_f32;
@@ -38,46 +38,69 @@ pub struct GemvTuning {
     pub format: String,
     pub rows: usize,
     pub cols: usize,
+    /// Timed as the stacked gate/up product with the SwiGLU epilogue ([`GemvFusion::swiglu`]).
+    pub swiglu: bool,
     /// (config, median µs) for every candidate.
     pub timings: Vec<(GemvConfig, f64)>,
     pub chosen: GemvConfig,
 }
 
-fn key(format: &WeightFormat, rows: usize, cols: usize, precision: Precision) -> String {
-    format!("gemv {} {rows}x{cols} {precision:?}", format.name())
+fn key(format: &WeightFormat, rows: usize, cols: usize, precision: Precision, swiglu: bool) -> String {
+    let what = if swiglu { "gemv swiglu" } else { "gemv" };
+    format!("{what} {} {rows}x{cols} {precision:?}", format.name())
 }
 
-/// The launch shape tuning chose for `w`, if it was tuned.
-pub(super) fn measured(ctx: &GpuContext, w: &QWeight, precision: Precision) -> Option<GemvConfig> {
-    ctx.tuned(&key(&w.format, w.rows, w.cols, precision)).map(|[wg, rows, lanes]| GemvConfig { wg, rows, lanes })
+/// The launch shape tuning chose for `w` (as the SwiGLU epilogue's product with `swiglu`, at
+/// F32), if it was tuned.
+pub(super) fn measured(ctx: &GpuContext, w: &QWeight, precision: Precision, swiglu: bool) -> Option<GemvConfig> {
+    ctx.tuned(&key(&w.format, w.rows, w.cols, precision, swiglu)).map(|[wg, rows, lanes]| GemvConfig { wg, rows, lanes })
+}
+
+/// The candidates of a SwiGLU epilogue: a lane group holds gate and up rows in pairs, so one
+/// row a lane group runs as two (duplicates dropped), and the GPU kernel's at most four.
+fn swiglu_candidates() -> Vec<GemvConfig> {
+    let mut all: Vec<GemvConfig> = Vec::new();
+    for c in GEMV_CANDIDATES {
+        let c = GemvConfig { rows: c.rows.max(2), ..c };
+        if c.rows <= 4 && !all.contains(&c) {
+            all.push(c);
+        }
+    }
+    all
 }
 
 /// Times every candidate launch shape on each distinct (format, rows, cols) of `weights` with
-/// the block kernels, and remembers the fastest in `ctx` for later [`super::gemv`] calls. Needs
-/// timestamp queries; on software adapters (where the shapes were measured once, see
-/// [`GemvConfig::for_format`]) or without timestamps it changes nothing and returns nothing.
-pub async fn tune_gemv(ctx: &GpuContext, weights: &[&QWeight], precision: Precision) -> Result<Vec<GemvTuning>> {
+/// the block kernels, and remembers the fastest in `ctx` for later [`super::gemv`] calls; each
+/// of `swiglu` (stacked gate/up weights whose decode GEMV takes [`GemvFusion::swiglu`]) also as
+/// that product, for [`super::gemv_fused`]. Needs timestamp queries; on software adapters
+/// (where the shapes were measured once, see [`GemvConfig::for_format`]) or without timestamps
+/// it changes nothing and returns nothing.
+pub async fn tune_gemv(ctx: &GpuContext, weights: &[&QWeight], swiglu: &[&QWeight], precision: Precision) -> Result<Vec<GemvTuning>> {
     let caps = ctx.capabilities();
     if caps.is_software || !caps.timestamp_query {
         return Ok(Vec::new());
     }
     let mut seen = HashSet::new();
     let mut out = Vec::new();
-    for w in weights {
-        let k = key(&w.format, w.rows, w.cols, precision);
+    let plain = weights.iter().map(|w| (*w, false));
+    for (w, epilogue) in plain.chain(swiglu.iter().map(|w| (*w, true))) {
+        // The epilogue's GEMV is always at F32.
+        let precision = if epilogue { Precision::F32 } else { precision };
+        let k = key(&w.format, w.rows, w.cols, precision, epilogue);
         let gemv_kernel = w.format.gemv_block().is_some() || matches!(w.format, WeightFormat::Repacked(_));
         if !gemv_kernel || ctx.tuned(&k).is_some() || !seen.insert(k.clone()) {
             continue;
         }
+        let configs = if epilogue { swiglu_candidates() } else { GEMV_CANDIDATES.to_vec() };
         let x = ctx.upload_f32("tune x", &[1, w.cols], &random_f32(w.cols as u64, w.cols))?;
-        let y = ctx.zeros("tune y", &[1, w.rows], DType::F32)?;
-        let candidates = candidates(ctx, w, &x, &y, precision).await?;
+        let y = ctx.zeros("tune y", &[1, if epilogue { w.rows / 2 } else { w.rows }], DType::F32)?;
+        let candidates = candidates(ctx, w, &x, &y, precision, &configs, epilogue).await?;
         // Each candidate once untimed (its first run pays for caches and clocks), then REPS
         // times, all in one submission: one wait for the whole sweep of a shape rather than
         // one per candidate. Every dispatch still has its own timed pass.
         let runs: Vec<&Dispatch> = candidates.iter().flat_map(|d| std::iter::repeat_n(d, REPS + 1)).collect();
         let Some(ns) = ctx.time_dispatches(&runs).await? else { return Ok(out) };
-        let timings: Vec<(GemvConfig, f64)> = GEMV_CANDIDATES
+        let timings: Vec<(GemvConfig, f64)> = configs
             .iter()
             .zip(ns.chunks_exact(REPS + 1))
             .map(|(&config, runs)| {
@@ -86,32 +109,45 @@ pub async fn tune_gemv(ctx: &GpuContext, weights: &[&QWeight], precision: Precis
                 (config, timed[timed.len() / 2] / 1e3)
             })
             .collect();
-        let chosen = timings.iter().min_by(|a, b| a.1.total_cmp(&b.1)).map_or(GEMV_CANDIDATES[0], |t| t.0);
+        let chosen = timings.iter().min_by(|a, b| a.1.total_cmp(&b.1)).map_or(configs[0], |t| t.0);
         ctx.set_tuned(k, [chosen.wg, chosen.rows, chosen.lanes]);
-        out.push(GemvTuning { format: w.format.name(), rows: w.rows, cols: w.cols, timings, chosen });
+        out.push(GemvTuning { format: w.format.name(), rows: w.rows, cols: w.cols, swiglu: epilogue, timings, chosen });
     }
     Ok(out)
 }
 
-/// The dispatch of every candidate shape for `w`. Each needs its own pipeline, a compile of its
-/// own (naga, then the driver), so natively they are made side by side on their own threads
-/// (the caller is blocked on the load anyway); the browser build has none and makes them in turn.
-async fn candidates(ctx: &GpuContext, w: &QWeight, x: &GpuTensor, y: &GpuTensor, precision: Precision) -> Result<Vec<Dispatch>> {
+/// The dispatch of every candidate shape in `configs` for `w` (the SwiGLU epilogue's product
+/// with `swiglu`). Each needs its own pipeline, a compile of its own (naga, then the driver), so
+/// natively they are made side by side on their own threads (the caller is blocked on the load
+/// anyway); the browser build has none and makes them in turn.
+async fn candidates(
+    ctx: &GpuContext,
+    w: &QWeight,
+    x: &GpuTensor,
+    y: &GpuTensor,
+    precision: Precision,
+    configs: &[GemvConfig],
+    swiglu: bool,
+) -> Result<Vec<Dispatch>> {
+    let one = move |config: GemvConfig| async move {
+        if swiglu {
+            gemv_fused_tuned(ctx, w, x, y, GemvFusion { swiglu, ..Default::default() }, config).await
+        } else {
+            gemv_tuned(ctx, w, x, y, precision, config).await
+        }
+    };
     #[cfg(not(target_arch = "wasm32"))]
     {
         std::thread::scope(|s| {
-            let made: Vec<_> = GEMV_CANDIDATES
-                .iter()
-                .map(|&config| s.spawn(move || pollster::block_on(gemv_tuned(ctx, w, x, y, precision, config))))
-                .collect();
+            let made: Vec<_> = configs.iter().map(|&config| s.spawn(move || pollster::block_on(one(config)))).collect();
             made.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
         })
     }
     #[cfg(target_arch = "wasm32")]
     {
-        let mut made = Vec::with_capacity(GEMV_CANDIDATES.len());
-        for config in GEMV_CANDIDATES {
-            made.push(gemv_tuned(ctx, w, x, y, precision, config).await?);
+        let mut made = Vec::with_capacity(configs.len());
+        for &config in configs {
+            made.push(one(config).await?);
         }
         Ok(made)
     }
