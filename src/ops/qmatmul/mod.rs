@@ -111,6 +111,12 @@ impl GemvConfig {
         if format.gemv_block().is_some() && !caps.is_software { GEMV_BLOCKS_GPU } else { Self::for_format(format) }
     }
 
+    /// The shape a SwiGLU epilogue runs at: a lane group holds gate and up rows in pairs, so
+    /// one row a lane group becomes two.
+    pub(crate) fn paired(self) -> Self {
+        Self { rows: self.rows.max(2), ..self }
+    }
+
     /// Rows one workgroup produces.
     fn rows_per_group(&self, blocks: bool) -> u32 {
         if blocks { self.wg / self.lanes * self.rows } else { self.rows }
@@ -432,7 +438,12 @@ pub fn gemv_glu(ctx: &GpuContext, w: &QWeight) -> bool {
 /// Whether the decode step's GEMV of `w` on this adapter takes [`GemvFusion::swiglu`]: the GPU
 /// kernel, an even number of rows and one part (gate row r and up row r + h in one binding).
 pub fn gemv_swiglu(ctx: &GpuContext, w: &QWeight) -> bool {
-    decode_gemv_is_gpu_kernel(ctx, w) && w.rows.is_multiple_of(2) && w.parts.len() == 1
+    decode_gemv_is_gpu_kernel(ctx, w) && gate_up_pairs(w)
+}
+
+/// Whether `w`'s rows split into gate and up halves within one binding.
+fn gate_up_pairs(w: &QWeight) -> bool {
+    w.rows.is_multiple_of(2) && w.parts.len() == 1
 }
 
 /// Whether the decode step's GEMV of `w` on this adapter takes [`GemvFusion::int8`]: the GPU
@@ -458,10 +469,9 @@ pub async fn gemv_fused_tuned(
     let (_, mut config) = gemv_shape(&w.format, w.cols, Precision::F32, config);
     let fail = |message: String| Error::Shape { op: "gemv_fused", message };
     if fusion.swiglu {
-        // A lane group holds gate and up rows in pairs.
-        config.rows = config.rows.max(2);
+        config = config.paired();
         let alone = !fusion.residual && !fusion.glu && fusion.at.is_none();
-        if !gpu_gemv(&w.format, w.cols, Precision::F32, config) || !w.rows.is_multiple_of(2) || w.parts.len() != 1 || !alone {
+        if !gpu_gemv(&w.format, w.cols, Precision::F32, config) || !gate_up_pairs(w) || !alone {
             return Err(fail(format!("{} [{}, {}] in {} parts: the SwiGLU epilogue needs the GPU kernel, an even number of rows, one part \
                 and no other epilogue", w.format.name(), w.rows, w.cols, w.parts.len())));
         }

@@ -56,12 +56,12 @@ pub(super) fn measured(ctx: &GpuContext, w: &QWeight, precision: Precision, swig
     ctx.tuned(&key(&w.format, w.rows, w.cols, precision, swiglu)).map(|[wg, rows, lanes]| GemvConfig { wg, rows, lanes })
 }
 
-/// The candidates of a SwiGLU epilogue: a lane group holds gate and up rows in pairs, so one
-/// row a lane group runs as two (duplicates dropped), and the GPU kernel's at most four.
+/// The candidates of a SwiGLU epilogue: each as it runs there ([`GemvConfig::paired`],
+/// duplicates dropped), the GPU kernel's at most four rows a lane group.
 fn swiglu_candidates() -> Vec<GemvConfig> {
     let mut all: Vec<GemvConfig> = Vec::new();
     for c in GEMV_CANDIDATES {
-        let c = GemvConfig { rows: c.rows.max(2), ..c };
+        let c = c.paired();
         if c.rows <= 4 && !all.contains(&c) {
             all.push(c);
         }
