@@ -22,6 +22,7 @@ pub mod model;
 pub mod gpu;
 pub mod loader;
 pub mod ops;
+mod order;
 pub mod quant;
 pub mod selftest;
 pub mod tokenizer;

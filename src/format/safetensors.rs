@@ -100,7 +100,7 @@ pub fn parse_safetensors(
     }
 
     // Writers may list tensors in any order; the bytes must still tile the data section.
-    entries.sort_by_key(|t| (t.range.start, t.range.end));
+    crate::order::sort_by_key(&mut entries, |t| (t.range.start, t.range.end));
     let mut expected_start = 0u64;
     let mut previous: Option<&TensorInfo> = None;
     for tensor in &entries {

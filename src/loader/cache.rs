@@ -174,10 +174,9 @@ pub struct CachedModel {
 
 /// Bytes of the union of `ranges`.
 pub fn covered(ranges: &[Range<u64>]) -> u64 {
-    let mut sorted: Vec<_> = ranges.iter().filter(|r| r.end > r.start).cloned().collect();
-    sorted.sort_unstable_by_key(|r| r.start);
     let (mut total, mut reach) = (0, 0);
-    for r in sorted {
+    for i in crate::order::sorted_order(ranges.iter().map(|r| (r.start, r.end))) {
+        let r = &ranges[i];
         let start = r.start.max(reach);
         if r.end > start {
             total += r.end - start;

@@ -87,7 +87,7 @@ pub fn plan_budget(tensors: &[TensorChoices], fixed_bytes: u64, budget: u64) -> 
             return Err(Error::Model(format!("{}: no candidate formats", t.name)));
         }
         let mut c = t.candidates.clone();
-        c.sort_by(|a, b| a.bytes.cmp(&b.bytes).then(a.format.bits.cmp(&b.format.bits)));
+        crate::order::sort_by_key(&mut c, |a| (a.bytes, a.format.bits.into()));
         sorted.push(c);
     }
     let mut choice = vec![0usize; tensors.len()];

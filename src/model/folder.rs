@@ -124,11 +124,11 @@ pub fn shard_names(index_json: &str) -> Result<Vec<String>> {
         if file.contains('/') || file.contains('\\') || file.starts_with('.') {
             return Err(Error::Model(format!("model.safetensors.index.json names '{file}', not a file of the folder")));
         }
-        if !names.iter().any(|n| n == file) {
-            names.push(file.to_string());
+        // In name order, each once.
+        if let Err(at) = names.binary_search_by(|n| n.as_str().cmp(file)) {
+            names.insert(at, file.to_string());
         }
     }
-    names.sort();
     Ok(names)
 }
 
@@ -146,7 +146,7 @@ fn join_headers(headers: Vec<SafetensorsHeader>, starts: &[u64]) -> SafetensorsH
             t
         }));
     }
-    joined.tensors.sort_by_key(|t| t.range.start);
+    crate::order::sort_by_key(&mut joined.tensors, |t| (t.range.start, 0));
     joined
 }
 

@@ -461,8 +461,9 @@ pub(crate) async fn load_weights_from(
     let quantizing = Quantizing::new(ctx, opts, plan, repack).await?;
     // In file order, so a reader that can only stream the file front to back (a server that
     // ignores Range) never has to go back. GGUF files often store blk.10 before blk.2.
-    let mut order: Vec<usize> = (0..steps).collect();
-    order.sort_unstable_by_key(|&g| groups[g].infos().map(|t| t.range.start).min().unwrap_or(u64::MAX));
+    let order = crate::order::sorted_order(
+        (0..steps).map(|g| (groups[g].infos().map(|t| t.range.start).min().unwrap_or(u64::MAX), 0)),
+    );
     for (done, &step) in order.iter().enumerate() {
         let group = &groups[step];
         // Either one read for the whole group or one per tensor; the bytes are dropped as

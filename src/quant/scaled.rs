@@ -126,7 +126,12 @@ fn small_float_table(dtype: SafeDtype) -> Result<Vec<(f32, u8)>> {
             table.push((v, code));
         }
     }
-    table.sort_by(|a, b| a.0.total_cmp(&b.0));
+    // In `f32::total_cmp`'s order, as an unsigned key: negatives (all bits flipped) below
+    // positives (sign bit set).
+    crate::order::sort_by_key(&mut table, |&(v, _)| {
+        let bits = v.to_bits();
+        (u64::from(if bits >> 31 == 1 { !bits } else { bits | 1 << 31 }), 0)
+    });
     Ok(table)
 }
 

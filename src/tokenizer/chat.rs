@@ -65,7 +65,7 @@ impl ChatPart {
 pub fn render_parts(template: &str, messages: &[Message], options: &ChatOptions, escape: &[&str]) -> Result<Vec<ChatPart>> {
     let mut table: Vec<&str> = escape.iter().copied().filter(|s| !s.is_empty()).collect();
     // Longest first, so that a token containing another is replaced whole.
-    table.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    crate::order::sort_by_key(&mut table, |s| (crate::order::longest_first(s.len()), 0));
     let messages: Vec<Message> =
         messages.iter().map(|m| Message { role: m.role.clone(), content: protect(&m.content, &table) }).collect();
     let rendered = renderer::render(template, &messages, options).map_err(Error::Tokenizer)?;

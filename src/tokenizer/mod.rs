@@ -143,9 +143,13 @@ impl Tokenizer {
         for &id in &spec.rstrip {
             rstrip[id as usize] = true;
         }
-        let mut stop: Vec<u32> = spec.eos.into_iter().chain(spec.stop.iter().copied()).collect();
-        stop.sort_unstable();
-        stop.dedup();
+        // Ascending, each once.
+        let mut stop: Vec<u32> = Vec::new();
+        for id in spec.eos.into_iter().chain(spec.stop.iter().copied()) {
+            if let Err(at) = stop.binary_search(&id) {
+                stop.insert(at, id);
+            }
+        }
         let ty = |i: usize| spec.token_types.get(i).copied().unwrap_or(token_type::NORMAL);
         let mut ids = HashMap::with_capacity(n);
         for (i, t) in spec.tokens.iter().enumerate() {
@@ -156,7 +160,7 @@ impl Tokenizer {
             .filter(|&i| !spec.tokens[i].is_empty())
             .map(|i| (spec.tokens[i].clone(), i as u32))
             .collect();
-        specials.sort_unstable_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
+        crate::order::sort_by_key(&mut specials, |s| (crate::order::longest_first(s.0.len()), s.1.into()));
         let control: Vec<bool> = (0..n).map(|i| ty(i) == token_type::CONTROL).collect();
         let unknown = spec.unknown.unwrap_or(0);
 

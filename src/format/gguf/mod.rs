@@ -223,8 +223,8 @@ fn place_tensors(
         tensors.push(TensorInfo { name: raw.name, storage: StorageType::Ggml(raw.ty), shape, range });
     }
 
-    let mut by_start: Vec<&TensorInfo> = tensors.iter().collect();
-    by_start.sort_by_key(|t| (t.range.start, t.range.end));
+    let by_start: Vec<&TensorInfo> =
+        crate::order::sorted_order(tensors.iter().map(|t| (t.range.start, t.range.end))).into_iter().map(|i| &tensors[i]).collect();
     for pair in by_start.windows(2) {
         if let [previous, next] = pair {
             // Empty tensors occupy no bytes and cannot overlap anything.

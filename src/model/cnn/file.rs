@@ -115,7 +115,10 @@ impl CnnFile {
     /// Parses a complete file held in memory.
     pub fn parse(file: &[u8]) -> Result<Self> {
         let header = parse_safetensors(file, Some(file.len() as u64))?;
-        let by_name: BTreeMap<&str, &TensorInfo> = header.tensors.iter().map(|t| (t.name.as_str(), t)).collect();
+        let mut by_name: BTreeMap<&str, &TensorInfo> = BTreeMap::new();
+        for t in &header.tensors {
+            by_name.insert(t.name.as_str(), t);
+        }
         let bytes_of = |name: &str| -> Result<(&TensorInfo, &[u8])> {
             let t = by_name.get(name).ok_or_else(|| model_err(format!("no tensor '{name}' in the file")))?;
             let range = (t.range.start as usize)..(t.range.end as usize);
