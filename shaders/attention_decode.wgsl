@@ -7,9 +7,11 @@
 // attention reads a few hundred KB a layer, so its time is the chain of dependent memory
 // round trips, not bandwidth. One workgroup of WG lanes per (head, chunk of CHUNK positions);
 // LPP = WG / CHUNK lanes share a position's K row (adjacent lanes, adjacent words), so the
-// scores take one round of at most eight loads a lane; the softmax statistics are two-level
+// scores take one round of at most sixteen loads a lane; the softmax statistics are two-level
 // sums in workgroup memory (two barriers, no trees); V is summed by head_dim / 4 column lanes
-// times WG / (head_dim / 4) position groups, again at most eight loads a lane a round. Only
+// times WG / (head_dim / 4) position groups, whose first sixteen rows a lane are loaded before
+// anything else (they depend on nothing the kernel computes), so their round trip overlaps the
+// query's and the scores' instead of following the softmax; further rows in rounds of eight. Only
 // the chunks that hold context positions do any work (the grid covers max_seq); when one
 // chunk holds the whole context its workgroup writes the output itself, with no partial
 // results, counters or merge. Longer contexts write per-chunk partials and the last
@@ -73,6 +75,29 @@ fn k_part(j: u32, row: u32, sub: u32, n4: u32, fresh: u32) -> f32 {
     var s0 = 0.0;
     var s1 = 0.0;
     var w = sub;
+    // Heads of 64 dimensions one lane a position: the whole row in one round.
+    for (; w + 15u * LPP < n4; w += 16u * LPP) {
+        let k0 = key4(j, row, w, fresh);
+        let k1 = key4(j, row, w + LPP, fresh);
+        let k2 = key4(j, row, w + 2u * LPP, fresh);
+        let k3 = key4(j, row, w + 3u * LPP, fresh);
+        let k4 = key4(j, row, w + 4u * LPP, fresh);
+        let k5 = key4(j, row, w + 5u * LPP, fresh);
+        let k6 = key4(j, row, w + 6u * LPP, fresh);
+        let k7 = key4(j, row, w + 7u * LPP, fresh);
+        let k8 = key4(j, row, w + 8u * LPP, fresh);
+        let k9 = key4(j, row, w + 9u * LPP, fresh);
+        let ka = key4(j, row, w + 10u * LPP, fresh);
+        let kb = key4(j, row, w + 11u * LPP, fresh);
+        let kc = key4(j, row, w + 12u * LPP, fresh);
+        let kd = key4(j, row, w + 13u * LPP, fresh);
+        let ke = key4(j, row, w + 14u * LPP, fresh);
+        let kf = key4(j, row, w + 15u * LPP, fresh);
+        s0 += ((dot(qs4[w], k0) + dot(qs4[w + LPP], k1)) + (dot(qs4[w + 2u * LPP], k2) + dot(qs4[w + 3u * LPP], k3)))
+            + ((dot(qs4[w + 8u * LPP], k8) + dot(qs4[w + 9u * LPP], k9)) + (dot(qs4[w + 10u * LPP], ka) + dot(qs4[w + 11u * LPP], kb)));
+        s1 += ((dot(qs4[w + 4u * LPP], k4) + dot(qs4[w + 5u * LPP], k5)) + (dot(qs4[w + 6u * LPP], k6) + dot(qs4[w + 7u * LPP], k7)))
+            + ((dot(qs4[w + 12u * LPP], kc) + dot(qs4[w + 13u * LPP], kd)) + (dot(qs4[w + 14u * LPP], ke) + dot(qs4[w + 15u * LPP], kf)));
+    }
     for (; w + 7u * LPP < n4; w += 8u * LPP) {
         let k0 = key4(j, row, w, fresh);
         let k1 = key4(j, row, w + LPP, fresh);
@@ -91,13 +116,64 @@ fn k_part(j: u32, row: u32, sub: u32, n4: u32, fresh: u32) -> f32 {
     return s0 + s1;
 }
 
-// Column group c of context slot j's V row (starting at `row`); the fresh slot's from v_new,
-// since its cache row is written in this same dispatch.
-fn value4(j: u32, row: u32, c: u32, fresh: u32) -> vec4<f32> {
-    if (j == fresh) {
-        return v_new[c];
+// Where a lane's V rows are: its column group c of the head's rows, positions g, g + groups,
+// ... of the chunk (the first of which is context slot `first`), `count` of them live.
+struct VLane {
+    first: u32,
+    count: u32,
+    kv_base: u32,
+    n4: u32,
+    c: u32,
+    g: u32,
+    groups: u32,
+    fresh: u32,
+    v_at: u32, // the fresh slot's V row in the projection
+}
+
+// Column group c of chunk position jj's V row, zero past the live ones. The fresh slot's comes
+// from the projection (the bits v_new holds), since its cache row is written in this same
+// dispatch and the loads are issued before v_new is.
+fn value4(l: VLane, jj: u32) -> vec4<f32> {
+    if (jj >= l.count) {
+        return vec4<f32>(0.0);
     }
-    return v_cache[row + c];
+    let j = l.first + jj;
+    if (j == l.fresh) {
+        let at = l.v_at + 4u * l.c;
+        return vec4<f32>(q[at], q[at + 1u], q[at + 2u], q[at + 3u]);
+    }
+    return v_cache[l.kv_base + j * l.n4 + l.c];
+}
+
+// Eight of a lane's V rows, positions jj, jj + groups, ..., jj + 7 groups.
+struct V8 {
+    v0: vec4<f32>,
+    v1: vec4<f32>,
+    v2: vec4<f32>,
+    v3: vec4<f32>,
+    v4: vec4<f32>,
+    v5: vec4<f32>,
+    v6: vec4<f32>,
+    v7: vec4<f32>,
+}
+
+fn v_round(l: VLane, jj: u32) -> V8 {
+    let s = l.groups;
+    return V8(value4(l, jj), value4(l, jj + s), value4(l, jj + 2u * s), value4(l, jj + 3u * s),
+        value4(l, jj + 4u * s), value4(l, jj + 5u * s), value4(l, jj + 6u * s), value4(l, jj + 7u * s));
+}
+
+// Position jj's probability: rows past the live ones are zero, and so are their probabilities
+// within the chunk (probs is written for every position of it).
+fn prob(jj: u32) -> f32 {
+    return probs[min(jj, CHUNK - 1u)];
+}
+
+// Σ prob · V over the eight rows of `v`, positions jj, jj + groups, ...
+fn v_sum(l: VLane, v: V8, jj: u32) -> vec4<f32> {
+    let s = l.groups;
+    return ((prob(jj) * v.v0 + prob(jj + s) * v.v1) + (prob(jj + 2u * s) * v.v2 + prob(jj + 3u * s) * v.v3))
+        + ((prob(jj + 4u * s) * v.v4 + prob(jj + 5u * s) * v.v5) + (prob(jj + 6u * s) * v.v6 + prob(jj + 7u * s) * v.v7));
 }
 
 // The largest (SUM false) or the sum (SUM true) of probs[0..CHUNK], on every lane. The caller
@@ -137,6 +213,20 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let kv_base = kvh * p.max_seq * n4;
     // The slot the new position takes; no other slot is read from the projection.
     let fresh = ring_slot(step.pos);
+    let first = chunk * CHUNK;
+    let count = min(CHUNK, n_ctx - first);
+    // This lane's V columns 4c..4c+3 and its position group g (lanes past groups * n4 idle);
+    // its first sixteen rows loaded now, used after the softmax.
+    let groups = WG / n4;
+    let vl = VLane(first, count, kv_base, n4, lane % n4, lane / n4, groups, fresh,
+        (p.n_heads + p.n_kv_heads + kvh) * p.head_dim);
+    let v_lane = vl.g < groups;
+    var va = V8(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+    var vb = va;
+    if (v_lane) {
+        va = v_round(vl, vl.g);
+        vb = v_round(vl, vl.g + 8u * groups);
+    }
     if (lane < n4) {
         qs4[lane] = rotated4(h * p.head_dim, lane, fresh) * p.scale;
         k_new[lane] = rotated4((p.n_heads + kvh) * p.head_dim, lane, fresh);
@@ -151,8 +241,6 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     }
     workgroupBarrier();
 
-    let first = chunk * CHUNK;
-    let count = min(CHUNK, n_ctx - first);
     // Scores: lanes LPP * i .. LPP * i + LPP - 1 share position first + i.
     let jp = first + lane / LPP;
     var part = 0.0;
@@ -186,30 +274,14 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     workgroupBarrier();
     let l = reduce(lane, true);
 
-    // This lane's V columns 4c..4c+3 and its position group g (lanes past groups * n4 idle).
-    let c = lane % n4;
-    let g = lane / n4;
-    let groups = WG / n4;
     var a0 = vec4<f32>(0.0);
     var a1 = vec4<f32>(0.0);
-    if (g < groups) {
-        var jj = g;
-        for (; jj + 7u * groups < count; jj += 8u * groups) {
-            let j0 = first + jj;
-            let v0 = value4(j0, kv_base + j0 * n4, c, fresh);
-            let v1 = value4(j0 + groups, kv_base + (j0 + groups) * n4, c, fresh);
-            let v2 = value4(j0 + 2u * groups, kv_base + (j0 + 2u * groups) * n4, c, fresh);
-            let v3 = value4(j0 + 3u * groups, kv_base + (j0 + 3u * groups) * n4, c, fresh);
-            let v4 = value4(j0 + 4u * groups, kv_base + (j0 + 4u * groups) * n4, c, fresh);
-            let v5 = value4(j0 + 5u * groups, kv_base + (j0 + 5u * groups) * n4, c, fresh);
-            let v6 = value4(j0 + 6u * groups, kv_base + (j0 + 6u * groups) * n4, c, fresh);
-            let v7 = value4(j0 + 7u * groups, kv_base + (j0 + 7u * groups) * n4, c, fresh);
-            a0 += (probs[jj] * v0 + probs[jj + groups] * v1) + (probs[jj + 2u * groups] * v2 + probs[jj + 3u * groups] * v3);
-            a1 += (probs[jj + 4u * groups] * v4 + probs[jj + 5u * groups] * v5)
-                + (probs[jj + 6u * groups] * v6 + probs[jj + 7u * groups] * v7);
-        }
-        for (; jj < count; jj += groups) {
-            a0 += probs[jj] * value4(first + jj, kv_base + (first + jj) * n4, c, fresh);
+    if (v_lane) {
+        a0 = v_sum(vl, va, vl.g);
+        a1 = v_sum(vl, vb, vl.g + 8u * groups);
+        // Rows past the sixteenth a lane (wide heads in large chunks), eight at a time.
+        for (var jj = vl.g + 16u * groups; jj < count; jj += 8u * groups) {
+            a0 += v_sum(vl, v_round(vl, jj), jj);
         }
     }
     merged[lane] = a0 + a1;
