@@ -24,6 +24,9 @@ echo "== the JS API on Dawn under Node (SwiftShader's Vulkan driver from Debian'
 node bench/dawn/run.mjs --dawn-icd /usr/lib/chromium/vk_swiftshader_icd.json --check-only --check 16 \
   --native target/debug/weft tests/fixtures/llama3-tiny/model.gguf
 
+echo "== every shader variant through Dawn's WGSL compiler (Tint, Chrome's), GPU-only kernels included"
+node tests/tint/check.mjs --weft target/debug/weft
+
 echo "== browser tests (Playwright, headless Chromium)"
 npx playwright test 2>&1 | tee "$logs/playwright.log"
 

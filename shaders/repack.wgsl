@@ -52,16 +52,16 @@ fn level(ty: u32, at: u32, j: u32, l: u32) -> u32 {
         case 3u: { return nibble(at + 4u + l % 16u, l / 16u); }
         case 6u, 7u: {
             let qh = at + 2u * (ty - 5u);
-            return nibble(qh + 4u + l % 16u, l / 16u) | ((byte_at(qh + l / 8u) >> (l % 8u)) & 1u) << 4u;
+            return nibble(qh + 4u + l % 16u, l / 16u) | (((byte_at(qh + l / 8u) >> (l % 8u)) & 1u) << 4u);
         }
         // i8 plus the zero point 128: the byte with its top bit flipped.
         case 8u: { return byte_at(at + 2u + l) ^ 0x80u; }
         case 12u: { return nibble(at + 16u + 32u * (j / 2u) + l, j % 2u); }
-        case 13u: { return nibble(at + 48u + 32u * (j / 2u) + l, j % 2u) | ((byte_at(at + 16u + l) >> j) & 1u) << 4u; }
+        case 13u: { return nibble(at + 48u + 32u * (j / 2u) + l, j % 2u) | (((byte_at(at + 16u + l) >> j) & 1u) << 4u); }
         default: {
             let n = j / 4u;
             let k = j % 4u;
-            return nibble(at + 64u * n + 32u * (k & 1u) + l, k >> 1u) | ((byte_at(at + 128u + 32u * n + l) >> (2u * k)) & 3u) << 4u;
+            return nibble(at + 64u * n + 32u * (k & 1u) + l, k >> 1u) | (((byte_at(at + 128u + 32u * n + l) >> (2u * k)) & 3u) << 4u);
         }
     }
 }

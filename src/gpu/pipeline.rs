@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::shader::{preprocess, Defines, ShaderSource};
+use super::shader::{browser_source, preprocess, Defines, ShaderSource};
 use super::{GpuContext, GpuTensor, Uniform};
 use crate::error::{Error, Result};
 
@@ -31,13 +31,7 @@ impl GpuContext {
         } else {
             format!("{}[{}]", shader.name, defines.key())
         };
-        let mut wgsl = preprocess(shader, defines)?;
-        // Browsers compile the text themselves and want the extension named; naga, natively,
-        // refuses the directive and takes the builtins under the device feature. Put on the
-        // first line so that compiler messages keep the file's line numbers.
-        if cfg!(target_arch = "wasm32") && defines.get("SG").is_some() && defines.get("SG_EMU").is_none() {
-            wgsl.insert_str(0, "enable subgroups; ");
-        }
+        let wgsl = if cfg!(target_arch = "wasm32") { browser_source(shader, defines)? } else { preprocess(shader, defines)? };
         let pipeline = Arc::new(self.compile(&label, &wgsl).await?);
         self.lock_pipelines().insert(key, pipeline.clone());
         Ok(pipeline)

@@ -43,6 +43,18 @@ impl Defines {
 }
 
 /// Applies `defines` to `shader`, returning plain WGSL.
+/// The text a browser compiles for this variant: the preprocessed source with the `subgroups`
+/// extension named where the kernel uses the builtins. Browsers compile WGSL themselves and want
+/// the extension named; naga, natively, refuses the directive and takes the builtins under the
+/// device feature. On the first line, so that compiler messages keep the file's line numbers.
+pub fn browser_source(shader: &ShaderSource, defines: &Defines) -> Result<String> {
+    let mut wgsl = preprocess(shader, defines)?;
+    if defines.get("SG").is_some() && defines.get("SG_EMU").is_none() {
+        wgsl.insert_str(0, "enable subgroups; ");
+    }
+    Ok(wgsl)
+}
+
 pub fn preprocess(shader: &ShaderSource, defines: &Defines) -> Result<String> {
     let fail = |line: usize, message: String| Error::ShaderPreprocess {
         shader: shader.name.to_string(),

@@ -28,6 +28,8 @@ mod quantize;
 #[cfg(not(target_arch = "wasm32"))]
 mod selftest;
 #[cfg(not(target_arch = "wasm32"))]
+mod shaders;
+#[cfg(not(target_arch = "wasm32"))]
 mod tensor_table;
 #[cfg(not(target_arch = "wasm32"))]
 mod tokenize;
@@ -65,6 +67,12 @@ mod cli {
             /// Print JSON instead of a table.
             #[arg(long)]
             json: bool,
+        },
+        /// Write every shader variant weft may compile, preprocessed, into one JSON file (for
+        /// checking them with other WGSL compilers: tests/tint/check.mjs).
+        Shaders {
+            /// The JSON file to write: [{ name, wgsl }, ...].
+            out: String,
         },
         /// Run the tiled matmul on seeded random data and compare with the CPU reference.
         Selftest {
@@ -328,6 +336,7 @@ mod cli {
         match cli.command {
             Command::Caps { json } => crate::caps::run(json),
             Command::DtypeTable(args) => crate::dtype_table::run(&args),
+            Command::Shaders { out } => crate::shaders::run(&out),
             Command::Selftest { seed, m, k, n } => crate::selftest::run(seed, m, k, n),
             Command::Inspect { file, json, export } => crate::inspect::run(&file, json, &export),
             Command::Perplexity { model, text, ctx, save_logits, logits_dtype, kld, json, decode_path, int8_activations, kv, backend, cpu, load } => {
