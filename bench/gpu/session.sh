@@ -194,10 +194,11 @@ if [[ $steps == *dawn* ]]; then
       log "dawn $name: JS API on Dawn"
       timeout "${DAWN_TIMEOUT:-300}" "$dawn/node" "$dawn/bench/dawn/run.mjs" --webgpu "$dawn/target/dawn/webgpu" \
         ${DAWN_ICD:+--dawn-icd "$DAWN_ICD"} --native "$bin/weft" --check 0 ${DAWN_ARGS:-} "$f" >"$tmp/js.json" 2>"$tmp/js.err"
+      status=$?
       # DAWN_ARGS=--profile: the JS API's decode-step profile, beside the native one in the log.
       grep '^profile' "$tmp/js.err" | sed 's/^/dawn: /' | tee -a "$out/session.log"
       # One record a model in dawn.jsonl (a failure keeps its error text there and in the log).
-      python3 - "$name" "$tmp" "$?" "$out/dawn.jsonl" <<'EOF' 2>&1 | sed 's/^/dawn: /' | tee -a "$out/session.log"
+      python3 - "$name" "$tmp" "$status" "$out/dawn.jsonl" <<'EOF' 2>&1 | sed 's/^/dawn: /' | tee -a "$out/session.log"
 import json, sys
 name, tmp, status, path = sys.argv[1:]
 def read(what):
