@@ -77,7 +77,7 @@ def h100() -> dict:
     return out
 
 
-def session(*names: str, machine: str = "h100") -> dict:
+def session(*names: str, machine: str = "h100", copy_from: str | None = None) -> dict:
     """`session_call` of each folder, merged in order: an engine's figures from a later folder
     replace an earlier one's (so weft can come from a call without llama.cpp's build running
     beside it, and llama.cpp from the call that built it)."""
@@ -93,6 +93,10 @@ def session(*names: str, machine: str = "h100") -> dict:
         for key in ("copy_gb_s", "copy_from"):
             if one.get(key) is not None and merged.get(key) is None:
                 merged[key] = one[key]
+    if merged["copy_gb_s"] is None and copy_from:
+        # The copy rate from another call of the same session, said so.
+        other = session_call(copy_from, machine)
+        merged["copy_gb_s"], merged["copy_from"] = other["copy_gb_s"], other["dir"]
     return merged
 
 
@@ -112,9 +116,14 @@ def session_call(name: str, machine: str = "h100") -> dict:
             out["copy_gb_s"] = float(line.split(":")[1].split()[0])
         elif line.startswith("== weft bench "):
             # "== weft bench MODEL TYPE [VARIANT FLAGS | (defaults)]": one engine entry a variant.
+            # Or "== weft bench MODEL-TYPE [FLAGS | (f32)]", as the llama-bench lines name files.
             words = line.split()
-            model, ty, variant = words[3], words[4], " ".join(words[5:]).strip("()")
-            engine = "weft" if variant in ("", "defaults") else f"weft {variant}"
+            if "-" in words[3] and (len(words) == 4 or words[4].startswith(("(", "--"))):
+                (model, ty), rest = words[3].rsplit("-", 1), words[4:]
+            else:
+                model, ty, rest = words[3], words[4], words[5:]
+            variant = " ".join(rest).strip("()")
+            engine = "weft" if variant in ("", "defaults", "f32") else f"weft {variant}"
             current = out["models"].setdefault(f"{model} {ty}", {}).setdefault(engine, {})
         elif line.startswith("== llama-bench "):
             # "== llama-bench MODEL TYPE" or "== llama-bench MODEL-TYPE" (the llama step).
@@ -297,10 +306,12 @@ def peer_markdown(s: dict) -> str:
             continue
         i8 = r.get("weft --int8-activations", {}).get("decode")
         best = max(w["decode"], i8 or 0)
-        gbs = w["weight_mb"] * best / 1e3
+        # A call that kept only the decode and prefill lines has no weight size: no rate then.
+        gbs = w["weight_mb"] * best / 1e3 if "weight_mb" in w else None
+        rate = "" if gbs is None else f"{gbs:.0f}{f' ({gbs / copy:.0%})' if copy else ''}"
         out.append(f"| {name} | {w['decode']:.1f} | {f'{i8:.1f}' if i8 else ''} | {l['decode']:.1f} | {best / l['decode']:.2f} "
                    f"| {w['prefill']:.0f} | {l['prefill']:.0f} | {w['prefill'] / l['prefill']:.3f} "
-                   f"| {w.get('dispatches', '')} | {gbs:.0f}{f' ({gbs / copy:.0%})' if copy else ''} |")
+                   f"| {w.get('dispatches', '')} | {rate} |")
     return "\n".join(out) + "\n"
 
 
@@ -443,7 +454,9 @@ def main() -> None:
     data = {"h100": h100(), "local": local(), "session": session("session26"),
             # The H200: llama.cpp from call a (which built it; its weft runs found no adapter),
             # weft from call b on the same machine (it was still held).
-            "h200_session": session("session31/a", "session31/b", machine="h200"),
+            # Since: one call, llama.cpp built beside weft (session 32, after note 40); the
+            # copy rate from call b of that session.
+            "h200_session": session("session32/f", machine="h200", copy_from="session32/b"),
             "gemv_session": session("session26", "session27"),
             # Q4_K_M and Q4_1 files, and every GGUF block type on the repacked GEMV (one
             # session: calls b and c, each model's engines from one call).
