@@ -42,7 +42,6 @@ impl Defines {
     }
 }
 
-/// Applies `defines` to `shader`, returning plain WGSL.
 /// The text a browser compiles for this variant: the preprocessed source with the `subgroups`
 /// extension named where the kernel uses the builtins. Browsers compile WGSL themselves and want
 /// the extension named; naga, natively, refuses the directive and takes the builtins under the
@@ -55,6 +54,7 @@ pub fn browser_source(shader: &ShaderSource, defines: &Defines) -> Result<String
     Ok(wgsl)
 }
 
+/// Applies `defines` to `shader`, returning plain WGSL.
 pub fn preprocess(shader: &ShaderSource, defines: &Defines) -> Result<String> {
     let fail = |line: usize, message: String| Error::ShaderPreprocess {
         shader: shader.name.to_string(),
