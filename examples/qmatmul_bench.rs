@@ -13,7 +13,7 @@
 //! GEMV, more the GEMM over that many tokens. --wg, --rows and --lanes override the adapter's
 //! default `GemvConfig` (or --wg, --rows, --tt the `GemmConfig` of the adapter's GEMM kernel or
 //! the one --gemm names); one left out keeps the default.
-//! --int8 times the GEMV with 8-bit activations (4- and 8-bit weft weights, and the GGUF types
+//! --int8 times the GEMV with 8-bit activations (weft weights of 2, 3, 4 and 8 bits, and the GGUF types
 //! where the upload repacks them: Q4_0/Q8_0 into those, Q4_1, Q5_0, Q5_1 and the K-quants into
 //! their planes; rows named FORMAT+int8).
 //! --as-gpu treats a CPU-emulated adapter as a GPU (GGUF types repacked at upload as GPUs hold

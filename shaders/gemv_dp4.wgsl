@@ -1,14 +1,16 @@
-// DP4, for qgemv_gpu.wgsl at 4 and 8 bits and the repacked planes (K4 / K5 / K6): the
-// activations as 8-bit integers. With f32
-// activations an H100 read ~60 % of its copy rate at 4 bits, the same time per weight as at 8
-// bits: the float work per weight, not the memory, set the time. Here each 32-value chunk of x
-// is quantized while it is staged (scale absmax / 127, rounded to nearest even), and a chunk's
-// product is eight dot4I8Packed of weight fields, masked into bytes where they lie, against the
-// packed activations, then one float correction: s · d · (Σ q · a - z · Σ a). The weights stay
-// exact; each activation carries one 8-bit rounding, as in the q8_1 dot products of llama.cpp.
+// DP4, for qgemv_gpu.wgsl at 2, 3, 4 and 8 bits and the repacked planes (K4 / K5 / K6): the
+// activations as 8-bit integers. With f32 activations an H100 read ~60 % of its copy rate at 4
+// bits, the same time per weight as at 8 bits: the float work per weight, not the memory, set
+// the time. Here each 32-value chunk of x is quantized while it is staged (scale absmax / 127,
+// rounded to nearest even), and a chunk's product is eight dot4I8Packed of weight fields, masked
+// into bytes where they lie, against the packed activations, then one float correction:
+// s · d · (Σ q · a - z · Σ a). The weights stay exact; each activation carries one 8-bit
+// rounding, as in the q8_1 dot products of llama.cpp.
 // The planes' levels (at most 63) are whole bytes once their high bits are moved above the
 // nibble, positive as signed bytes; K4 / K5 take d · (d1 · Σ q · a - m1 · Σ a), K6 each half's
-// d · d1 · (Σ q · a - 32 Σ a).
+// d · d1 · (Σ q · a - 32 Σ a). At 2 and 3 bits each of a chunk's two words (sixteen levels)
+// gives four words of bytes, one per 2-bit field of its bytes (q3's third bits moved above
+// them), against activations staged in that order: eight dot4I8Packed a chunk, as at 4 bits.
 
 #ifdef DP4
 // A staged chunk: eight words of four int8 activations, in the order the weight fields meet
@@ -78,6 +80,28 @@ fn stage(tok: u32, t0: u32, nb: u32, lid: u32) -> f32 {
         let c = t0 + j / 4u;
         let i = j % 4u;
         let at = XQW * (j / 4u);
+        if (BITS < 4u) {
+            // 2 and 3 bits: word 4h + f of the staged chunk holds values 16h + f, 16h + 4 + f,
+            // 16h + 8 + f, 16h + 12 + f, the levels that field f of the bytes of weight word h
+            // holds (see pdot). This invocation writes words 2i and 2i + 1 (h = i / 2, fields
+            // f and f + 1), so the two invocations of a half cover its sixteen values and the
+            // quarter sums still add up to the halves'.
+            let h = 4u * (i / 2u);
+            let f = 2u * (i % 2u);
+            let r0 = vec4<i32>(round(xval(tok, c, h) * inv));
+            let r1 = vec4<i32>(round(xval(tok, c, h + 1u) * inv));
+            let r2 = vec4<i32>(round(xval(tok, c, h + 2u) * inv));
+            let r3 = vec4<i32>(round(xval(tok, c, h + 3u) * inv));
+            let e = vec4<i32>(r0[f], r1[f], r2[f], r3[f]);
+            let o = vec4<i32>(r0[f + 1u], r1[f + 1u], r2[f + 1u], r3[f + 1u]);
+            xq[at + 2u * i] = pack4xI8(e);
+            xq[at + 2u * i + 1u] = pack4xI8(o);
+            xq[at + 9u + i] = bitcast<u32>((e.x + e.y) + (e.z + e.w) + (o.x + o.y) + (o.z + o.w));
+            if (i == 0u) {
+                xq[at + 8u] = bitcast<u32>(amax / 127.0);
+            }
+            continue;
+        }
         // Values 8i .. 8i + 3 and 8i + 4 .. 8i + 7.
         let u = vec4<i32>(round(xval(tok, c, 2u * i) * inv));
         let v = vec4<i32>(round(xval(tok, c, 2u * i + 1u) * inv));
@@ -123,8 +147,42 @@ fn hbytes(hw: u32, m: u32, f: u32) -> vec2<u32> {
 #endif
 #endif
 
+// Σ q · a over the sixteen levels of weight word `w` of 2 or 3 bits (levels 16h .. 16h + 15:
+// byte j holds levels 4j .. 4j + 3, field f of it, bits 2f and 2f + 1, level 4j + f): field f of
+// every byte masked in place and shifted down, with `t[f]` (the third bits, at bit 2 of each
+// byte; zero at 2 bits), against staged word f of the half.
+fn pdot(w: u32, t: vec4<u32>, a0: u32, a1: u32, a2: u32, a3: u32) -> i32 {
+    let m = 0x03030303u;
+    return (dot4I8Packed((w & m) | t.x, a0) + dot4I8Packed(((w >> 2u) & m) | t.y, a1))
+        + (dot4I8Packed(((w >> 4u) & m) | t.z, a2) + dot4I8Packed(((w >> 6u) & m) | t.w, a3));
+}
+
+// The third bits of sixteen levels (bit l of `z`, l < 16) where pdot wants them: bit 2 of byte
+// j of t[f] is level 4j + f's. Spreading bit l to bit 2l (a Morton spread) puts it at 8j + 2f;
+// then each field's shift.
+fn thirds(z: u32) -> vec4<u32> {
+    var s = z & 0xffffu;
+    s = (s | (s << 8u)) & 0x00ff00ffu;
+    s = (s | (s << 4u)) & 0x0f0f0f0fu;
+    s = (s | (s << 2u)) & 0x33333333u;
+    s = (s | (s << 1u)) & 0x55555555u;
+    let m = 0x04040404u;
+    return vec4<u32>((s << 2u) & m, s & m, (s >> 2u) & m, (s >> 4u) & m);
+}
+
 // s · Σ (q - z) · x for one chunk, x = d · a.
 fn term(w: W, xs: XQ) -> f32 {
+#ifdef WB2
+    let t = vec4<u32>(0u);
+    let dot = pdot(w.q.x, t, xs.a0, xs.a1, xs.a2, xs.a3) + pdot(w.q.y, t, xs.a4, xs.a5, xs.a6, xs.a7);
+    return w.s * xs.d * (f32(dot) - w.z * (xs.sum.x + xs.sum.y));
+#endif
+#ifdef WB3
+    // Word z holds the third bits of levels 0 .. 31.
+    let dot = pdot(w.q.x, thirds(w.q.z), xs.a0, xs.a1, xs.a2, xs.a3)
+        + pdot(w.q.y, thirds(w.q.z >> 16u), xs.a4, xs.a5, xs.a6, xs.a7);
+    return w.s * xs.d * (f32(dot) - w.z * (xs.sum.x + xs.sum.y));
+#endif
 #ifdef WB8
     // Bytes read as signed after flipping their top bit: q - 128, so the zero moves by 128.
     let f = 0x80808080u;
@@ -136,6 +194,9 @@ fn term(w: W, xs: XQ) -> f32 {
         + (dot4I8Packed(b.z ^ f, xs.a6) + dot4I8Packed(b.w ^ f, xs.a7));
     return w.s * xs.d * (f32(dot) - (w.z - 128.0) * (xs.sum.x + xs.sum.y));
 #else
+// The nibble words: 4 bits, and the planes' low nibbles with their high bits.
+#ifndef WB2
+#ifndef WB3
 #ifdef WB4
     let q = w.q;
     let h0 = vec2<u32>(0u);
@@ -172,6 +233,8 @@ fn term(w: W, xs: XQ) -> f32 {
     return xs.d * (w.s * f32(lo + hi) - w.z * (xs.sum.x + xs.sum.y));
 #else
     return w.s * xs.d * (f32(lo + hi) - w.z * (xs.sum.x + xs.sum.y));
+#endif
+#endif
 #endif
 #endif
 #endif

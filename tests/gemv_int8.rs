@@ -1,8 +1,8 @@
 //! The GPU GEMV with 8-bit activations (shaders/gemv_dp4.wgsl) against its CPU reference: the
-//! exact weights times the activations quantized as the kernel quantizes them, for 4- and 8-bit
-//! weft weights and the repacked planes of Q4_1, Q5_0, Q5_1 and the K-quants, plain and with the
-//! decode step's fusions (RMSNorm prologue, SwiGLU staging, residual epilogue), on the GPU
-//! kernel's launch shapes.
+//! exact weights times the activations quantized as the kernel quantizes them, for weft weights
+//! of 2, 3, 4 and 8 bits and the repacked planes of Q4_1, Q5_0, Q5_1 and the K-quants, plain
+//! and with the decode step's fusions (RMSNorm prologue, SwiGLU staging, residual epilogue), on
+//! the GPU kernel's launch shapes.
 
 use weft::gpu::DType;
 use weft::ops::elementwise::silu_mul_cpu;
@@ -87,6 +87,13 @@ fn int8_activation_gemv_matches_its_reference() -> anyhow::Result<()> {
 }
 
 #[test]
+fn int8_activation_gemv_of_2_and_3_bits_matches_its_reference() -> anyhow::Result<()> {
+    // Sixteen levels a word: the activations are staged in the order of the words' 2-bit fields,
+    // q3's third bits spread above them.
+    check_formats(&["q2_g32_asym", "q2_g64_sym", "q3_g32_asym", "q3_g128_sym"], &[(37, 576), (9, 256)], &CONFIGS)
+}
+
+#[test]
 fn int8_activation_gemv_of_the_planes_matches_its_reference() -> anyhow::Result<()> {
     // The planes' levels built into bytes from the nibbles and the high bits (K4, K5, K6), with
     // a super-block's or a 32-weight block's params; K = 768 and 576 leave the last tile of
@@ -105,18 +112,17 @@ fn int8_activation_gemv_of_the_planes_on_every_tuned_shape() -> anyhow::Result<(
 #[test]
 fn int8_activations_are_refused_where_there_is_no_dp4_path() -> anyhow::Result<()> {
     let ctx = ctx();
-    // Formats other than 4- and 8-bit weft and the planes, and the block kernel, are refused;
-    // GGUF types are taken where the upload repacked them (hardware GPUs): Q4_0 and Q8_0 into
-    // weft's words, Q4_K into its planes.
+    // Weft weights and the planes are taken, GGUF types only where the upload repacked them
+    // (hardware GPUs: Q4_0 and Q8_0 into weft's words, Q4_K into its planes); the block kernel
+    // is refused.
     let int8 = GemvFusion { int8: true, ..Default::default() };
     let gpu = GemvConfig { wg: 64, rows: 1, lanes: 16 };
     let x = ctx.zeros("x", &[1, 64], DType::F32)?;
     let y = ctx.zeros("y", &[1, 8], DType::F32)?;
-    for name in ["q3_g32_asym", "Q4_K", "Q4_0", "Q8_0"] {
+    for name in ["q2_g32_sym", "q3_g32_asym", "Q4_K", "Q4_0", "Q8_0"] {
         let w = qmatmul::test_weight(WeightFormat::parse(name).expect("format"), 1, 8, 256)?.upload(ctx, "w")?;
-        let repacked = matches!(w.format, WeightFormat::Weft(q) if q.bits == 4 || q.bits == 8)
-            || matches!(w.format, WeightFormat::Repacked(_));
-        assert_eq!(repacked, name != "q3_g32_asym" && !ctx.capabilities().is_software, "{name}");
+        let repacked = matches!(w.format, WeightFormat::Weft(_) | WeightFormat::Repacked(_));
+        assert_eq!(repacked, name.starts_with('q') || !ctx.capabilities().is_software, "{name}");
         let x256 = ctx.zeros("x", &[1, 256], DType::F32)?;
         let taken = pollster::block_on(gemv_fused_tuned(ctx, &w, &x256, &y, int8, gpu)).is_ok();
         assert_eq!(taken, repacked, "{name}");

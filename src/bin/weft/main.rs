@@ -239,7 +239,7 @@ mod cli {
             /// queueing one step ahead buys).
             #[arg(long)]
             no_pipeline: bool,
-            /// Decode GEMVs of 4- and 8-bit weights (and the GGUF types repacked on GPUs) with
+            /// Decode GEMVs of weft weights (and the GGUF types repacked on GPUs) with
             /// 8-bit activations and integer dot products.
             #[arg(long)]
             int8_activations: bool,
@@ -296,7 +296,7 @@ mod cli {
             /// Score one token a pass, through the decode step's kernels.
             #[arg(long)]
             decode_path: bool,
-            /// With --decode-path: GEMVs of 4- and 8-bit weights with 8-bit activations.
+            /// With --decode-path: GEMVs of weft weights (and repacked GGUF types) with 8-bit activations.
             #[arg(long)]
             int8_activations: bool,
             /// KV cache storage: f32, f16 or q8.

@@ -61,7 +61,7 @@ pub struct EngineOptions {
     /// is submitted before this one's token is read back, and the GPU does not wait for the
     /// CPU between steps. Any other call drops the step queued ahead. Off only to measure it.
     pub pipeline: bool,
-    /// The decode step's GEMVs of 4- and 8-bit weft weights (and Q4_0/Q8_0, repacked into them
+    /// The decode step's GEMVs of weft weights (2, 3, 4 and 8 bits; Q4_0/Q8_0 repacked into them
     /// on GPUs) and of the planes GPUs hold of Q4_1, Q5_0, Q5_1 and the K-quants, with their
     /// activations quantized to 8 bits per 32 values and integer dot products
     /// (shaders/gemv_dp4.wgsl): less float work per weight, one 8-bit rounding per activation.

@@ -381,7 +381,7 @@ pub struct GemvFusion<'a> {
     /// kernel only: see [`gemv_glu`]).
     pub glu: bool,
     /// Activations quantized to 8 bits per 32-value chunk while staged, products by packed
-    /// integer dot products (shaders/gemv_dp4.wgsl): 4- and 8-bit weft weights and the repacked
+    /// integer dot products (shaders/gemv_dp4.wgsl): weft weights of every width and the repacked
     /// planes, on the GPU kernel only, see [`gemv_int8`].
     pub int8: bool,
     /// The product is columns `at .. at + n` of a wider y [1, ny] (y's row offset and stride in
@@ -454,7 +454,7 @@ pub fn gemv_int8(ctx: &GpuContext, w: &QWeight) -> bool {
 }
 
 fn int8_format(format: &WeightFormat) -> bool {
-    matches!(format, WeightFormat::Weft(q) if q.bits == 4 || q.bits == 8) || matches!(format, WeightFormat::Repacked(_))
+    matches!(format, WeightFormat::Weft(_) | WeightFormat::Repacked(_))
 }
 
 /// [`gemv_fused`] at an explicit launch shape, for tests and tuning.
