@@ -103,10 +103,14 @@ fn int8_activation_gemv_of_the_planes_matches_its_reference() -> anyhow::Result<
 }
 
 #[test]
-fn int8_activation_gemv_of_the_planes_on_every_tuned_shape() -> anyhow::Result<()> {
+fn int8_activation_gemv_on_every_tuned_shape() -> anyhow::Result<()> {
     // The launch shapes tuning may choose (those the GPU kernel cannot run fall back to its
-    // default), each with the fusions.
-    check_formats(&["Q4_K_R", "Q6_K_R", "Q5_0_R"], &[(13, 512)], &GEMV_CANDIDATES)
+    // default), each with the fusions: the planes, and 2 and 3 bits, whose tuning times them
+    // with 8-bit activations.
+    check_formats(&["Q4_K_R", "Q6_K_R", "Q5_0_R"], &[(13, 512)], &GEMV_CANDIDATES)?;
+    // Weft weights run the shapes the GPU kernel takes (tuning times no other with 8 bits).
+    let gpu: Vec<GemvConfig> = GEMV_CANDIDATES.into_iter().filter(|c| c.rows <= 4).collect();
+    check_formats(&["q3_g32_asym", "q2_g32_sym"], &[(13, 512)], &gpu)
 }
 
 #[test]

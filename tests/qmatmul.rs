@@ -378,6 +378,49 @@ fn a_row_over_the_binding_limit_names_the_tensor_and_the_limit() -> anyhow::Resu
     Ok(())
 }
 
+/// With 8-bit activations tuning times each weight again whose decode GEMV takes them (decided
+/// by the f32 timing), over the GPU kernel's shapes and with the integer products, plain and as
+/// the SwiGLU epilogue; the fused GEMV with 8-bit activations then runs at that shape.
+#[test]
+fn gemv_tuning_with_8_bit_activations_times_the_integer_kernel() -> anyhow::Result<()> {
+    let (mut ctx, caps) = device_with_limit()?;
+    assert!(caps.timestamp_query, "this test needs timestamp queries");
+    let mut gpu = caps.clone();
+    gpu.is_software = false;
+    ctx.set_capabilities(gpu);
+    let (n, k) = (300, 256);
+    let w = qmatmul::test_weight(WeightFormat::parse("q3_g32_asym").expect("known format"), 93, n, k)?.upload(&ctx, "w")?;
+    let tuned = pollster::block_on(qmatmul::tune_gemv(&ctx, &[&w], &[&w], Precision::F32, true))?;
+    let (eight, f32s): (Vec<_>, Vec<_>) = tuned.iter().partition(|t| t.int8);
+    assert_eq!(f32s.iter().map(|t| t.swiglu).collect::<Vec<_>>(), [false, true], "{tuned:?}");
+    if !qmatmul::gemv_int8(&ctx, &w) {
+        // The f32 timing chose the block kernel, which has no 8-bit path.
+        assert!(eight.is_empty(), "{tuned:?}");
+        return Ok(());
+    }
+    assert_eq!(eight.iter().map(|t| t.swiglu).collect::<Vec<_>>(), [false, true], "{tuned:?}");
+    for t in &eight {
+        assert!(!t.timings.is_empty(), "{t:?}");
+        assert!(t.timings.iter().all(|(c, us)| c.lanes > 1 && matches!(c.rows, 1 | 2 | 4) && *us > 0.0), "{t:?}");
+        let best = t.timings.iter().map(|&(_, us)| us).fold(f64::INFINITY, f64::min);
+        assert!(t.timings.iter().any(|&(c, us)| c == t.chosen && us == best), "{t:?}");
+        println!("8-bit {} [{}, {}] swiglu {}: chose {:?} of {:?}", t.format, t.rows, t.cols, t.swiglu, t.chosen, t.timings);
+    }
+    let tx = ctx.upload_f32("x", &[1, k], &random_f32(97, k))?;
+    let out = ctx.zeros("out", &[1, n], DType::F32)?;
+    let half = ctx.zeros("half", &[1, n / 2], DType::F32)?;
+    let plain = qmatmul::GemvFusion { int8: true, ..Default::default() };
+    let swiglu = qmatmul::GemvFusion { swiglu: true, ..plain };
+    for (t, y, fusion) in [(eight[0], &out, plain), (eight[1], &half, swiglu)] {
+        let d = pollster::block_on(qmatmul::gemv_fused(&ctx, &w, &tx, y, fusion))?;
+        let c = t.chosen;
+        for part in [format!("LPR={},", c.lanes), format!("RPT={},", c.rows), format!("WG={}]", c.wg), "DP4=1".into()] {
+            assert!(d.name().contains(&part), "{} for {c:?}", d.name());
+        }
+    }
+    Ok(())
+}
+
 /// Load-time tuning times every candidate shape once per distinct weight shape, remembers the
 /// fastest in the context, and GEMVs made afterwards use it with results that still match the
 /// reference; a stacked gate/up weight is also timed as the SwiGLU epilogue's product (two rows
@@ -387,7 +430,7 @@ fn a_row_over_the_binding_limit_names_the_tensor_and_the_limit() -> anyhow::Resu
 fn gemv_tuning_times_every_candidate_and_results_still_match() -> anyhow::Result<()> {
     let (mut ctx, caps) = device_with_limit()?;
     assert!(caps.timestamp_query, "this test needs timestamp queries");
-    let untouched = pollster::block_on(qmatmul::tune_gemv(&ctx, &[], &[], Precision::F32))?;
+    let untouched = pollster::block_on(qmatmul::tune_gemv(&ctx, &[], &[], Precision::F32, false))?;
     assert!(untouched.is_empty());
     let mut gpu = caps.clone();
     gpu.is_software = false;
@@ -402,7 +445,7 @@ fn gemv_tuning_times_every_candidate_and_results_still_match() -> anyhow::Result
     let ws: Vec<QWeight> = tws.iter().map(|tw| tw.upload(&ctx, "w")).collect::<Result<_, _>>()?;
     // The same shape twice: timed once.
     let refs = vec![&ws[0], &ws[1], &ws[0]];
-    let tuned = pollster::block_on(qmatmul::tune_gemv(&ctx, &refs, &[&ws[0]], Precision::F32))?;
+    let tuned = pollster::block_on(qmatmul::tune_gemv(&ctx, &refs, &[&ws[0]], Precision::F32, false))?;
     assert_eq!(tuned.len(), 3, "{tuned:?}");
     assert_eq!(tuned.iter().map(|t| t.swiglu).collect::<Vec<_>>(), [false, false, true]);
     for t in &tuned {
@@ -417,7 +460,7 @@ fn gemv_tuning_times_every_candidate_and_results_still_match() -> anyhow::Result
         println!("{} [{}, {}]: chose {:?} of {:?}", t.format, t.rows, t.cols, t.chosen, t.timings);
     }
     // Tuned again: nothing new to time.
-    assert!(pollster::block_on(qmatmul::tune_gemv(&ctx, &refs, &[&ws[0]], Precision::F32))?.is_empty());
+    assert!(pollster::block_on(qmatmul::tune_gemv(&ctx, &refs, &[&ws[0]], Precision::F32, false))?.is_empty());
     // The epilogue's GEMV runs at the shape tuned for it.
     let c = tuned[2].chosen;
     let half = ctx.zeros("half", &[1, n / 2], DType::F32)?;

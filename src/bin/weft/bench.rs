@@ -232,7 +232,12 @@ fn print_load(b: &LoadBreakdown, load_s: f64, tuning: &[weft::ops::qmatmul::Gemv
     println!("  load by phase: {}", crate::backend::phase_line(&phases, load_s));
     for t in tuning {
         let c = t.chosen;
-        let what = if t.swiglu { " (SwiGLU epilogue)" } else { "" };
+        let what = match (t.swiglu, t.int8) {
+            (true, true) => " (SwiGLU epilogue, 8-bit activations)",
+            (true, false) => " (SwiGLU epilogue)",
+            (false, true) => " (8-bit activations)",
+            (false, false) => "",
+        };
         println!("  tuned      {} {}x{}{what}: wg {} rows {} lanes {}", t.format, t.rows, t.cols, c.wg, c.rows, c.lanes);
     }
 }

@@ -354,7 +354,7 @@ pub async fn gemv(
 
 /// The launch shape for `w`: the one tuning measured fastest, else the adapter's default.
 fn gemv_config(ctx: &GpuContext, w: &QWeight, precision: Precision) -> GemvConfig {
-    tune::measured(ctx, w, precision, false).unwrap_or_else(|| GemvConfig::for_adapter(ctx.capabilities(), &w.format))
+    tune::measured(ctx, w, precision, false, false).unwrap_or_else(|| GemvConfig::for_adapter(ctx.capabilities(), &w.format))
 }
 
 /// [`gemv`] with an explicit launch shape, for tuning: `wg` and `lanes` powers of two, `lanes`
@@ -415,8 +415,12 @@ fn gemv_shape(format: &WeightFormat, k: usize, precision: Precision, c: GemvConf
 /// with `fusion.norm`, `y += W · x` with `fusion.residual`. Only for weights [`gemv_fuses`]
 /// takes, one token at a time.
 pub async fn gemv_fused(ctx: &GpuContext, w: &QWeight, x: &GpuTensor, y: &GpuTensor, fusion: GemvFusion<'_>) -> Result<Dispatch> {
-    // The SwiGLU epilogue at the shape tuned for it, where it was.
-    let tuned = fusion.swiglu.then(|| tune::measured(ctx, w, Precision::F32, true)).flatten();
+    // The shape tuned for 8-bit activations, else for the SwiGLU epilogue, where they were.
+    let tuned = fusion
+        .int8
+        .then(|| tune::measured(ctx, w, Precision::F32, fusion.swiglu, true))
+        .flatten()
+        .or_else(|| fusion.swiglu.then(|| tune::measured(ctx, w, Precision::F32, true, false)).flatten());
     gemv_fused_tuned(ctx, w, x, y, fusion, tuned.unwrap_or_else(|| gemv_config(ctx, w, Precision::F32))).await
 }
 
@@ -447,7 +451,7 @@ fn gate_up_pairs(w: &QWeight) -> bool {
 }
 
 /// Whether the decode step's GEMV of `w` on this adapter takes [`GemvFusion::int8`]: the GPU
-/// kernel with 4- or 8-bit weft weights (Q4_0 and Q8_0 become those at upload) or the planes of
+/// kernel with weft weights (Q4_0 and Q8_0 become 4- and 8-bit ones at upload) or the planes of
 /// Q4_1, Q5_0, Q5_1 and the K-quants ([`WeightFormat::Repacked`]).
 pub fn gemv_int8(ctx: &GpuContext, w: &QWeight) -> bool {
     decode_gemv_is_gpu_kernel(ctx, w) && int8_format(&w.format)
@@ -477,7 +481,7 @@ pub async fn gemv_fused_tuned(
         }
     }
     if fusion.int8 && !(int8_format(&w.format) && gpu_gemv(&w.format, w.cols, Precision::F32, config)) {
-        return Err(fail(format!("{} [{}, {}]: 8-bit activations need 4- or 8-bit weft weights or repacked planes, and the GPU kernel",
+        return Err(fail(format!("{} [{}, {}]: 8-bit activations need weft weights or repacked planes, and the GPU kernel",
             w.format.name(), w.rows, w.cols)));
     }
     if fusion.glu {

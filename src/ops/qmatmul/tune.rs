@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use serde::Serialize;
 
-use super::{gemv_fused_tuned, gemv_tuned, GemvConfig, GemvFusion, Precision, QWeight, WeightFormat};
+use super::{gemv_fused_tuned, gemv_int8, gemv_tuned, gpu_gemv, GemvConfig, GemvFusion, Precision, QWeight, WeightFormat};
 use crate::error::Result;
 use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor};
 use crate::selftest::random_f32;
@@ -40,20 +40,23 @@ pub struct GemvTuning {
     pub cols: usize,
     /// Timed as the stacked gate/up product with the SwiGLU epilogue ([`GemvFusion::swiglu`]).
     pub swiglu: bool,
+    /// Timed with 8-bit activations ([`GemvFusion::int8`]).
+    pub int8: bool,
     /// (config, median µs) for every candidate.
     pub timings: Vec<(GemvConfig, f64)>,
     pub chosen: GemvConfig,
 }
 
-fn key(format: &WeightFormat, rows: usize, cols: usize, precision: Precision, swiglu: bool) -> String {
+fn key(format: &WeightFormat, rows: usize, cols: usize, precision: Precision, swiglu: bool, int8: bool) -> String {
     let what = if swiglu { "gemv swiglu" } else { "gemv" };
-    format!("{what} {} {rows}x{cols} {precision:?}", format.name())
+    let x = if int8 { " int8" } else { "" };
+    format!("{what}{x} {} {rows}x{cols} {precision:?}", format.name())
 }
 
-/// The launch shape tuning chose for `w` (as the SwiGLU epilogue's product with `swiglu`, at
-/// F32), if it was tuned.
-pub(super) fn measured(ctx: &GpuContext, w: &QWeight, precision: Precision, swiglu: bool) -> Option<GemvConfig> {
-    ctx.tuned(&key(&w.format, w.rows, w.cols, precision, swiglu)).map(|[wg, rows, lanes]| GemvConfig { wg, rows, lanes })
+/// The launch shape tuning chose for `w` (as the SwiGLU epilogue's product with `swiglu`, with
+/// 8-bit activations with `int8`, both at F32), if it was tuned.
+pub(super) fn measured(ctx: &GpuContext, w: &QWeight, precision: Precision, swiglu: bool, int8: bool) -> Option<GemvConfig> {
+    ctx.tuned(&key(&w.format, w.rows, w.cols, precision, swiglu, int8)).map(|[wg, rows, lanes]| GemvConfig { wg, rows, lanes })
 }
 
 /// The candidates of a SwiGLU epilogue: each as it runs there ([`GemvConfig::paired`],
@@ -72,10 +75,19 @@ fn swiglu_candidates() -> Vec<GemvConfig> {
 /// Times every candidate launch shape on each distinct (format, rows, cols) of `weights` with
 /// the block kernels, and remembers the fastest in `ctx` for later [`super::gemv`] calls; each
 /// of `swiglu` (stacked gate/up weights whose decode GEMV takes [`GemvFusion::swiglu`]) also as
-/// that product, for [`super::gemv_fused`]. Needs timestamp queries; on software adapters
-/// (where the shapes were measured once, see [`GemvConfig::for_format`]) or without timestamps
-/// it changes nothing and returns nothing.
-pub async fn tune_gemv(ctx: &GpuContext, weights: &[&QWeight], swiglu: &[&QWeight], precision: Precision) -> Result<Vec<GemvTuning>> {
+/// that product, for [`super::gemv_fused`]. With `int8` (the decode step's 8-bit activations),
+/// each weight whose decode GEMV then takes them ([`gemv_int8`], decided by the first timing) is
+/// timed again that way, over the shapes the GPU kernel runs: the integer products move the
+/// best shape (at 2 and 3 bits four rows a lane group win where two do with f32 activations).
+/// Needs timestamp queries; on software adapters (where the shapes were measured once, see
+/// [`GemvConfig::for_format`]) or without timestamps it changes nothing and returns nothing.
+pub async fn tune_gemv(
+    ctx: &GpuContext,
+    weights: &[&QWeight],
+    swiglu: &[&QWeight],
+    precision: Precision,
+    int8: bool,
+) -> Result<Vec<GemvTuning>> {
     let caps = ctx.capabilities();
     if caps.is_software || !caps.timestamp_query {
         return Ok(Vec::new());
@@ -83,18 +95,24 @@ pub async fn tune_gemv(ctx: &GpuContext, weights: &[&QWeight], swiglu: &[&QWeigh
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     let plain = weights.iter().map(|w| (*w, false));
-    for (w, epilogue) in plain.chain(swiglu.iter().map(|w| (*w, true))) {
-        // The epilogue's GEMV is always at F32.
-        let precision = if epilogue { Precision::F32 } else { precision };
-        let k = key(&w.format, w.rows, w.cols, precision, epilogue);
+    let all: Vec<(&QWeight, bool)> = plain.chain(swiglu.iter().map(|w| (*w, true))).collect();
+    // The 8-bit pass after the f32 one, whose choice decides which weights take 8 bits.
+    let passes = if int8 { &[false, true][..] } else { &[false][..] };
+    for (&eight, &(w, epilogue)) in passes.iter().flat_map(|e| std::iter::repeat(e).zip(&all)) {
+        // The epilogue's GEMV, and every 8-bit one, is at F32.
+        let precision = if epilogue || eight { Precision::F32 } else { precision };
+        let k = key(&w.format, w.rows, w.cols, precision, epilogue, eight);
         let gemv_kernel = w.format.gemv_block().is_some() || matches!(w.format, WeightFormat::Repacked(_));
-        if !gemv_kernel || ctx.tuned(&k).is_some() || !seen.insert(k.clone()) {
+        if !gemv_kernel || (eight && !gemv_int8(ctx, w)) || ctx.tuned(&k).is_some() || !seen.insert(k.clone()) {
             continue;
         }
-        let configs = if epilogue { swiglu_candidates() } else { GEMV_CANDIDATES.to_vec() };
+        let mut configs = if epilogue { swiglu_candidates() } else { GEMV_CANDIDATES.to_vec() };
+        if eight {
+            configs.retain(|&c| gpu_gemv(&w.format, w.cols, Precision::F32, c));
+        }
         let x = ctx.upload_f32("tune x", &[1, w.cols], &random_f32(w.cols as u64, w.cols))?;
         let y = ctx.zeros("tune y", &[1, if epilogue { w.rows / 2 } else { w.rows }], DType::F32)?;
-        let candidates = candidates(ctx, w, &x, &y, precision, &configs, epilogue).await?;
+        let candidates = candidates(ctx, w, &x, &y, precision, &configs, epilogue, eight).await?;
         // Each candidate once untimed (its first run pays for caches and clocks), then REPS
         // times, all in one submission: one wait for the whole sweep of a shape rather than
         // one per candidate. Every dispatch still has its own timed pass.
@@ -111,13 +129,13 @@ pub async fn tune_gemv(ctx: &GpuContext, weights: &[&QWeight], swiglu: &[&QWeigh
             .collect();
         let chosen = timings.iter().min_by(|a, b| a.1.total_cmp(&b.1)).map_or(configs[0], |t| t.0);
         ctx.set_tuned(k, [chosen.wg, chosen.rows, chosen.lanes]);
-        out.push(GemvTuning { format: w.format.name(), rows: w.rows, cols: w.cols, swiglu: epilogue, timings, chosen });
+        out.push(GemvTuning { format: w.format.name(), rows: w.rows, cols: w.cols, swiglu: epilogue, int8: eight, timings, chosen });
     }
     Ok(out)
 }
 
 /// The dispatch of every candidate shape in `configs` for `w` (the SwiGLU epilogue's product
-/// with `swiglu`). Each needs its own pipeline, a compile of its own (naga, then the driver), so
+/// with `swiglu`, 8-bit activations with `int8`). Each needs its own pipeline, a compile of its own (naga, then the driver), so
 /// natively they are made side by side on their own threads (the caller is blocked on the load
 /// anyway); the browser build has none and makes them in turn.
 async fn candidates(
@@ -128,10 +146,11 @@ async fn candidates(
     precision: Precision,
     configs: &[GemvConfig],
     swiglu: bool,
+    int8: bool,
 ) -> Result<Vec<Dispatch>> {
     let one = move |config: GemvConfig| async move {
-        if swiglu {
-            gemv_fused_tuned(ctx, w, x, y, GemvFusion { swiglu, ..Default::default() }, config).await
+        if swiglu || int8 {
+            gemv_fused_tuned(ctx, w, x, y, GemvFusion { swiglu, int8, ..Default::default() }, config).await
         } else {
             gemv_tuned(ctx, w, x, y, precision, config).await
         }
