@@ -183,7 +183,9 @@ def local() -> dict:
             adapter = r.get("adapter") or {}
             name = f"weft browser (WebGPU: {adapter.get('architecture') or adapter.get('vendor') or '?'})"
         else:
-            threads = f"{r['threads']} threads" if r.get("multithread") else "1 thread"
+            # wllama says its threads itself; weft's CPU engines in the `cpu` block they report.
+            n = r.get("threads") if r.get("multithread") else (r.get("cpu") or {}).get("threads", 1)
+            threads = f"{n} threads" if n and n > 1 else "1 thread"
             name = f"{r['engine']} browser (wasm, {threads})"
         if r.get("problems"):
             skipped.append(f"left out {name}: {'; '.join(r['problems'])}")
