@@ -56,6 +56,42 @@ fn amax4(v: vec4<f32>) -> f32 {
     return max(max(a.x, a.y), max(a.z, a.w));
 }
 
+// The integers of quarter i (values 8i .. 8i + 7) of chunk c, as staged words 2i and 2i + 1
+// hold them: in the order the weight fields meet them.
+struct QuarterWords {
+    e: vec4<i32>,
+    o: vec4<i32>,
+}
+
+fn quarter_words(tok: u32, c: u32, i: u32, inv: f32) -> QuarterWords {
+    if (BITS < 4u) {
+        // 2 and 3 bits: word 4h + f of the staged chunk holds values 16h + f, 16h + 4 + f,
+        // 16h + 8 + f, 16h + 12 + f, the levels that field f of the bytes of weight word h holds
+        // (see pdot). Words 2i and 2i + 1 are h = i / 2, fields f and f + 1, so the two quarters
+        // of a half cover its sixteen values and their sums still add up to the half's.
+        let h = 4u * (i / 2u);
+        let f = 2u * (i % 2u);
+        let r0 = vec4<i32>(round(xval(tok, c, h) * inv));
+        let r1 = vec4<i32>(round(xval(tok, c, h + 1u) * inv));
+        let r2 = vec4<i32>(round(xval(tok, c, h + 2u) * inv));
+        let r3 = vec4<i32>(round(xval(tok, c, h + 3u) * inv));
+        let g = f + 1u;
+        return QuarterWords(vec4<i32>(r0[f], r1[f], r2[f], r3[f]), vec4<i32>(r0[g], r1[g], r2[g], r3[g]));
+    }
+    // Values 8i .. 8i + 3 and 8i + 4 .. 8i + 7.
+    let u = vec4<i32>(round(xval(tok, c, 2u * i) * inv));
+    let v = vec4<i32>(round(xval(tok, c, 2u * i + 1u) * inv));
+#ifdef WB8
+    // Word j holds levels 4j .. 4j + 3, a byte each in order.
+    return QuarterWords(u, v);
+#else
+    // Word i of a chunk's weights (the planes' low nibbles alike) holds levels 8i .. 8i + 7, a
+    // nibble each in order: masked with 0x0f0f0f0f its bytes are levels 8i, 8i + 2, 8i + 4,
+    // 8i + 6; shifted down 4 bits first, the odd ones.
+    return QuarterWords(vec4<i32>(u.x, u.z, v.x, v.z), vec4<i32>(u.y, u.w, v.y, v.w));
+#endif
+}
+
 // Quantizes chunks t0 .. t0 + TILE of token `tok` into `xq`, a quarter chunk (8 values) an
 // invocation: the quarters' maxima first, then each quarter's integers against its chunk's
 // maximum. Returns the sum of squares of the values this invocation read (for NORM).
@@ -80,43 +116,11 @@ fn stage(tok: u32, t0: u32, nb: u32, lid: u32) -> f32 {
         let c = t0 + j / 4u;
         let i = j % 4u;
         let at = XQW * (j / 4u);
-        if (BITS < 4u) {
-            // 2 and 3 bits: word 4h + f of the staged chunk holds values 16h + f, 16h + 4 + f,
-            // 16h + 8 + f, 16h + 12 + f, the levels that field f of the bytes of weight word h
-            // holds (see pdot). This invocation writes words 2i and 2i + 1 (h = i / 2, fields
-            // f and f + 1), so the two invocations of a half cover its sixteen values and the
-            // quarter sums still add up to the halves'.
-            let h = 4u * (i / 2u);
-            let f = 2u * (i % 2u);
-            let r0 = vec4<i32>(round(xval(tok, c, h) * inv));
-            let r1 = vec4<i32>(round(xval(tok, c, h + 1u) * inv));
-            let r2 = vec4<i32>(round(xval(tok, c, h + 2u) * inv));
-            let r3 = vec4<i32>(round(xval(tok, c, h + 3u) * inv));
-            let e = vec4<i32>(r0[f], r1[f], r2[f], r3[f]);
-            let o = vec4<i32>(r0[f + 1u], r1[f + 1u], r2[f + 1u], r3[f + 1u]);
-            xq[at + 2u * i] = pack4xI8(e);
-            xq[at + 2u * i + 1u] = pack4xI8(o);
-            xq[at + 9u + i] = bitcast<u32>((e.x + e.y) + (e.z + e.w) + (o.x + o.y) + (o.z + o.w));
-            if (i == 0u) {
-                xq[at + 8u] = bitcast<u32>(amax / 127.0);
-            }
-            continue;
-        }
-        // Values 8i .. 8i + 3 and 8i + 4 .. 8i + 7.
-        let u = vec4<i32>(round(xval(tok, c, 2u * i) * inv));
-        let v = vec4<i32>(round(xval(tok, c, 2u * i + 1u) * inv));
-#ifdef WB8
-        // Word j holds levels 4j .. 4j + 3, a byte each in order.
-        xq[at + 2u * i] = pack4xI8(u);
-        xq[at + 2u * i + 1u] = pack4xI8(v);
-#else
-        // Word i of a chunk's weights (the planes' low nibbles alike) holds levels 8i .. 8i + 7,
-        // a nibble each in order: masked with 0x0f0f0f0f its bytes are levels 8i, 8i + 2,
-        // 8i + 4, 8i + 6; shifted down 4 bits first, the odd ones.
-        xq[at + 2u * i] = pack4xI8(vec4<i32>(u.x, u.z, v.x, v.z));
-        xq[at + 2u * i + 1u] = pack4xI8(vec4<i32>(u.y, u.w, v.y, v.w));
-#endif
-        xq[at + 9u + i] = bitcast<u32>((u.x + u.y) + (u.z + u.w) + (v.x + v.y) + (v.z + v.w));
+        let w = quarter_words(tok, c, i, inv);
+        xq[at + 2u * i] = pack4xI8(w.e);
+        xq[at + 2u * i + 1u] = pack4xI8(w.o);
+        let s = w.e + w.o;
+        xq[at + 9u + i] = bitcast<u32>((s.x + s.y) + (s.z + s.w));
         if (i == 0u) {
             xq[at + 8u] = bitcast<u32>(amax / 127.0);
         }

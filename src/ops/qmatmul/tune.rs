@@ -135,9 +135,10 @@ pub async fn tune_gemv(
 }
 
 /// The dispatch of every candidate shape in `configs` for `w` (the SwiGLU epilogue's product
-/// with `swiglu`, 8-bit activations with `int8`). Each needs its own pipeline, a compile of its own (naga, then the driver), so
-/// natively they are made side by side on their own threads (the caller is blocked on the load
-/// anyway); the browser build has none and makes them in turn.
+/// with `swiglu`, 8-bit activations with `int8`). Each needs its own pipeline, a compile of its
+/// own (naga, then the driver), so natively they are made side by side on their own threads
+/// (the caller is blocked on the load anyway); the browser build has none and makes them in
+/// turn.
 async fn candidates(
     ctx: &GpuContext,
     w: &QWeight,
