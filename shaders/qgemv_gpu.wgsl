@@ -17,8 +17,8 @@
 //   each product (q - z) · x is the same as without the trick, for one integer operation a
 //   weight instead of two (at 4 bits the integer pipe, half the rate of the float one, set the
 //   time on an H100);
-// - two chunks a lane per tile, their weights and scales loaded a tile ahead, so the loads
-//   overlap the staging and the arithmetic of the tile before;
+// - two chunks a lane per tile, their weights and scales loaded before the barrier that waits for
+//   the tile, so the loads overlap the staging;
 // - RPT rows (1, 2 or 4) share each load of the activations.
 // LPR adjacent lanes share a group of RPT rows; lane j takes chunks j, j + LPR, ... and the
 // lanes' sums are added by subgroup shuffles (SG) or a shared-memory tree.
@@ -427,38 +427,22 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
 #endif
     var acc = vec4<f32>(0.0);
     var ss = 0.0;
-    // Lane `lane` takes chunks lane and lane + LPR of each tile (clamped past the row's end, then
-    // not counted). The weights of the next tile are loaded before this tile is staged and
-    // summed, so a workgroup's weight loads stay in flight through its barriers, staging and
-    // arithmetic: loaded at the top of each tile instead, every tile waited for one memory
-    // latency with nothing in flight, and a GEMV of a few tiles a row paid that wait per tile.
-    var w0 = fetch(r0, min(lane, nb - 1u));
-    var v0 = fetch(r0, min(lane + LPR, nb - 1u));
-#ifdef R2
-    var w1 = fetch(r1, min(lane, nb - 1u));
-    var v1 = fetch(r1, min(lane + LPR, nb - 1u));
-#endif
-#ifdef R4
-    var w2 = fetch(r2, min(lane, nb - 1u));
-    var v2 = fetch(r2, min(lane + LPR, nb - 1u));
-    var w3 = fetch(r3, min(lane, nb - 1u));
-    var v3 = fetch(r3, min(lane + LPR, nb - 1u));
-#endif
     for (var t0 = 0u; t0 < nb; t0 += TILE) {
-        // The last tile's "next" chunks are the row's last chunk again: a cached line, unused.
-        let c = min(t0 + TILE + lane, nb - 1u);
-        let d = min(t0 + TILE + lane + LPR, nb - 1u);
-        let wn0 = fetch(r0, c);
-        let vn0 = fetch(r0, d);
+        // Lane `lane` takes chunks c and d of this tile (clamped past the row's end, then not
+        // counted); its loads are issued before it waits for the tile.
+        let c = min(t0 + lane, nb - 1u);
+        let d = min(t0 + lane + LPR, nb - 1u);
+        let w0 = fetch(r0, c);
+        let v0 = fetch(r0, d);
 #ifdef R2
-        let wn1 = fetch(r1, c);
-        let vn1 = fetch(r1, d);
+        let w1 = fetch(r1, c);
+        let v1 = fetch(r1, d);
 #endif
 #ifdef R4
-        let wn2 = fetch(r2, c);
-        let vn2 = fetch(r2, d);
-        let wn3 = fetch(r3, c);
-        let vn3 = fetch(r3, d);
+        let w2 = fetch(r2, c);
+        let v2 = fetch(r2, d);
+        let w3 = fetch(r3, c);
+        let v3 = fetch(r3, d);
 #endif
         workgroupBarrier(); // the previous tile's reads are done
         ss += stage(tok, t0, nb, lid.x);
@@ -468,20 +452,12 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         let has_c = t0 + lane < nb;
         let has_d = t0 + lane + LPR < nb;
         acc.x += select(0.0, term(w0, xa), has_c) + select(0.0, term(v0, xb), has_d);
-        w0 = wn0;
-        v0 = vn0;
 #ifdef R2
         acc.y += select(0.0, term(w1, xa), has_c) + select(0.0, term(v1, xb), has_d);
-        w1 = wn1;
-        v1 = vn1;
 #endif
 #ifdef R4
         acc.z += select(0.0, term(w2, xa), has_c) + select(0.0, term(v2, xb), has_d);
         acc.w += select(0.0, term(w3, xa), has_c) + select(0.0, term(v3, xb), has_d);
-        w2 = wn2;
-        v2 = vn2;
-        w3 = wn3;
-        v3 = vn3;
 #endif
     }
     if (LPR > 1u) {
