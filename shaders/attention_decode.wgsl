@@ -8,10 +8,12 @@
 // round trips, not bandwidth. One workgroup of WG lanes per (head, chunk of CHUNK positions);
 // LPP = WG / CHUNK lanes share a position's K row (adjacent lanes, adjacent words), so the
 // scores take one round of at most sixteen loads a lane; the softmax statistics are two-level
-// sums in workgroup memory (two barriers, no trees); V is summed by head_dim / 4 column lanes
-// times WG / (head_dim / 4) position groups, whose first sixteen rows a lane are loaded before
-// anything else (they depend on nothing the kernel computes), so their round trip overlaps the
-// query's and the scores' instead of following the softmax; further rows in rounds of eight. Only
+// sums in workgroup memory (two barriers each, no trees), or with subgroups (SG) each
+// subgroup's maximum and sum combined behind one barrier for both; V is summed by head_dim / 4
+// column lanes times WG / (head_dim / 4) position groups, whose first sixteen rows a lane are
+// loaded before anything else (they depend on nothing the kernel computes), so their round trip
+// overlaps the query's and the scores' instead of following the softmax; further rows in
+// rounds of eight. Only
 // the chunks that hold context positions do any work (the grid covers max_seq); when one
 // chunk holds the whole context its workgroup writes the output itself, with no partial
 // results, counters or merge. Longer contexts write per-chunk partials and the last
@@ -45,6 +47,11 @@ var<workgroup> dots: array<f32, WG>;
 var<workgroup> stats: array<f32, RED>;
 var<workgroup> merged: array<vec4<f32>, WG>;
 var<workgroup> arrived: u32;
+#ifdef SG
+// Each subgroup's (maximum score, sum of exp(score - maximum)), in the order they arrive.
+var<workgroup> sg_stats: array<vec2<f32>, WG>;
+var<workgroup> sg_count: atomic<u32>;
+#endif
 
 // Dimension d of the head starting at `src` in the projection, rotated with table row `slot`
 // by rope_pair.wgsl's `rotate`; dimensions past rot_dims pass through.
@@ -197,7 +204,13 @@ fn reduce(lane: u32, sum: bool) -> f32 {
 }
 
 @compute @workgroup_size(${WG})
-fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+fn main(
+    @builtin(local_invocation_id) lid: vec3<u32>,
+    @builtin(workgroup_id) wid: vec3<u32>,
+#ifdef SG
+    @builtin(subgroup_invocation_id) sg_lane: u32,
+#endif
+) {
     let h = wid.x;
     let chunk = wid.z;
     let n_ctx = context_len(0u);
@@ -247,18 +260,48 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     if (lane / LPP < count) {
         part = k_part(jp, kv_base + jp * n4, lane % LPP, n4, fresh);
     }
-    dots[lane] = part;
-    workgroupBarrier();
+    // With one lane a position (chunks of WG positions) a lane's part is its position's dot;
+    // otherwise the LPP parts are added through workgroup memory.
+    var d = part;
+    if (LPP > 1u) {
+        dots[lane] = part;
+        workgroupBarrier();
+        d = 0.0;
+        for (var i = 0u; i < LPP; i++) {
+            d += dots[lane * LPP + i];
+        }
+    }
     let j = first + lane;
     let seen = lane < count && in_window(0u, j);
     var s = LOWEST;
     if (seen) {
-        var d = 0.0;
-        for (var i = 0u; i < LPP; i++) {
-            d += dots[lane * LPP + i];
-        }
         s = capped(d);
     }
+#ifdef SG
+    // Both statistics behind one barrier: each subgroup's maximum and its sum of exp(s - that
+    // maximum), then every lane combines the subgroups' pairs (m = the largest, l = the sums
+    // rescaled to it). Slots are taken by a counter, so nothing assumes which lanes form a
+    // subgroup.
+    let ms = subgroupMax(s);
+    let ls = subgroupAdd(select(0.0, exp(s - ms), seen));
+    if (sg_lane == 0u) {
+        sg_stats[atomicAdd(&sg_count, 1u)] = vec2<f32>(ms, ls);
+    }
+    workgroupBarrier();
+    let n_sg = atomicLoad(&sg_count);
+    var m = LOWEST;
+    for (var i = 0u; i < n_sg; i++) {
+        m = max(m, sg_stats[i].x);
+    }
+    var l = 0.0;
+    for (var i = 0u; i < n_sg; i++) {
+        l += sg_stats[i].y * exp(sg_stats[i].x - m);
+    }
+    if (lane < CHUNK) {
+        probs[lane] = select(0.0, exp(s - m), seen);
+    }
+    workgroupBarrier();
+#else
     if (lane < CHUNK) {
         probs[lane] = s;
     }
@@ -273,6 +316,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     }
     workgroupBarrier();
     let l = reduce(lane, true);
+#endif
 
     var a0 = vec4<f32>(0.0);
     var a1 = vec4<f32>(0.0);

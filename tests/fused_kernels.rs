@@ -5,7 +5,7 @@
 //! Each must give what its unfused form gives: the same bits where the arithmetic is the same,
 //! else its CPU reference's tolerance.
 
-use weft::gpu::DType;
+use weft::gpu::{BackendChoice, Capabilities, DType, GpuContext};
 use weft::ops::attention::{
     attention_rope_split, attention_split_masked, partials_shape, AttentionMask, AttentionShape, ATTENTION_TOLERANCE,
     DECODE_CHUNKS, SPLIT_CHUNK,
@@ -433,10 +433,25 @@ fn gemv_with_swiglu_epilogue_equals_gemv_then_swiglu() -> anyhow::Result<()> {
 /// attention and the combine dispatch: the same cache bits, the same output within the
 /// attention tolerance, the arrival counters back at zero. Partial rotation, both pair
 /// layouts, GQA, a context over several chunks, a ring past max_seq with sinks, a window and
-/// soft-capping.
+/// soft-capping; with the adapter's subgroups (the softmax statistics by subgroup operations)
+/// where it has them, and without.
 #[test]
 fn attention_with_rope_folded_in_equals_rope_store_then_split_attention() -> anyhow::Result<()> {
-    let ctx = ctx();
+    let mut own = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
+    let base = own.capabilities().clone();
+    let mut settings = vec![Capabilities { subgroups: false, subgroup_min_size: 0, subgroup_emulation: 0, ..base.clone() }];
+    if base.subgroups {
+        settings.insert(0, base.clone());
+    }
+    for caps in settings {
+        own.set_capabilities(caps);
+        attention_rope_cases(&own)?;
+    }
+    Ok(())
+}
+
+fn attention_rope_cases(ctx: &GpuContext) -> anyhow::Result<()> {
+    let sg = ctx.capabilities().subgroups;
     let none = AttentionMask::default();
     for (case, (style, n_heads, n_kv_heads, head_dim, rot_dims, max_seq, sinks, pos, mask)) in [
         (RopeStyle::Norm, 6, 2, 64, 64, 200, 0, 130, none),
@@ -495,7 +510,8 @@ fn attention_with_rope_folded_in_equals_rope_store_then_split_attention() -> any
                 &step,
                 chunk,
             ))?;
-            let what = format!("case {case}: {style:?} heads {n_heads}/{n_kv_heads} dim {head_dim} rot {rot_dims} pos {pos}, chunks of {chunk}");
+            let what = format!("case {case}: {style:?} heads {n_heads}/{n_kv_heads} dim {head_dim} rot {rot_dims} pos {pos}, chunks of {chunk}, subgroups {sg}");
+            assert_eq!(fused.name().contains("SG=1"), sg, "{what}: {}", fused.name());
             for run in 0..2 {
                 ctx.run(&[&fused]);
                 assert_eq!(bits(&pollster::block_on(ctx.read_f32(&kc2))?), bits(&pollster::block_on(ctx.read_f32(&kc1))?), "{what}: k cache");

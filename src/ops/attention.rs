@@ -66,7 +66,9 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
     v.push((ATTENTION_SHADER, KvFormat::F32.defines(Defines::new().set("VEC4", 1).set("SPLIT", 1))));
     for style in RopeStyle::ALL.map(RopeStyle::defines) {
         for chunk in DECODE_CHUNKS {
-            v.push((ATTENTION_DECODE_SHADER, decode_defines(style.clone(), chunk)));
+            for sg in [false, true] {
+                v.push((ATTENTION_DECODE_SHADER, decode_defines(style.clone(), chunk, sg)));
+            }
         }
     }
     v.push((ATTENTION_COMBINE_SHADER, Defines::new()));
@@ -289,7 +291,10 @@ pub async fn attention_rope_split(
             ),
         });
     }
-    let pipeline = ctx.pipeline(&ATTENTION_DECODE_SHADER, &decode_defines(r.style.defines(), chunk)).await?;
+    // The adapter's own subgroups (not the tests' emulation, which covers row sums only).
+    let caps = ctx.capabilities();
+    let sg = caps.subgroups && caps.subgroup_emulation == 0;
+    let pipeline = ctx.pipeline(&ATTENTION_DECODE_SHADER, &decode_defines(r.style.defines(), chunk, sg)).await?;
     let mut p = params(&s, mask, scale, chunk as u32);
     p[10] = r.rot_dims as u32;
     p[11] = r.sinks as u32;
@@ -302,8 +307,10 @@ pub async fn attention_rope_split(
     )
 }
 
-fn decode_defines(base: Defines, chunk: usize) -> Defines {
-    base.set("WG", DECODE_LANES as u32).set("CHUNK", chunk as u32)
+/// With `sg` the softmax statistics are taken with subgroup operations (one barrier for both).
+fn decode_defines(base: Defines, chunk: usize, sg: bool) -> Defines {
+    let d = base.set("WG", DECODE_LANES as u32).set("CHUNK", chunk as u32);
+    if sg { d.set("SG", 1) } else { d }
 }
 
 pub(crate) fn params(s: &AttentionShape, mask: AttentionMask, scale: f32, chunk_len: u32) -> [u32; 12] {
