@@ -48,9 +48,8 @@ var<workgroup> stats: array<f32, RED>;
 var<workgroup> merged: array<vec4<f32>, WG>;
 var<workgroup> arrived: u32;
 #ifdef SG
-// Each subgroup's (maximum score, sum of exp(score - maximum)), in the order they arrive.
+// Each subgroup's (maximum score, sum of exp(score - maximum)), subgroup i at i.
 var<workgroup> sg_stats: array<vec2<f32>, WG>;
-var<workgroup> sg_count: atomic<u32>;
 #endif
 
 // Dimension d of the head starting at `src` in the projection, rotated with table row `slot`
@@ -209,6 +208,7 @@ fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
 #ifdef SG
     @builtin(subgroup_invocation_id) sg_lane: u32,
+    @builtin(subgroup_size) sg_size: u32,
 #endif
 ) {
     let h = wid.x;
@@ -280,15 +280,16 @@ fn main(
 #ifdef SG
     // Both statistics behind one barrier: each subgroup's maximum and its sum of exp(s - that
     // maximum), then every lane combines the subgroups' pairs (m = the largest, l = the sums
-    // rescaled to it). Slots are taken by a counter, so nothing assumes which lanes form a
-    // subgroup.
+    // rescaled to it) in the subgroups' order, so the sum is the same on every run. Subgroup i
+    // is lanes i * S .. i * S + S - 1, as adapters lay out a one-dimensional workgroup (the
+    // assumption of shaders/gemv_rowsum.wgsl's shuffles too).
     let ms = subgroupMax(s);
     let ls = subgroupAdd(select(0.0, exp(s - ms), seen));
     if (sg_lane == 0u) {
-        sg_stats[atomicAdd(&sg_count, 1u)] = vec2<f32>(ms, ls);
+        sg_stats[lane / sg_size] = vec2<f32>(ms, ls);
     }
     workgroupBarrier();
-    let n_sg = atomicLoad(&sg_count);
+    let n_sg = WG / sg_size;
     var m = LOWEST;
     for (var i = 0u; i < n_sg; i++) {
         m = max(m, sg_stats[i].x);
