@@ -13,12 +13,11 @@
 // column lanes times WG / (head_dim / 4) position groups, whose first sixteen rows a lane are
 // loaded before anything else (they depend on nothing the kernel computes), so their round trip
 // overlaps the query's and the scores' instead of following the softmax; further rows in
-// rounds of eight. Only
-// the chunks that hold context positions do any work (the grid covers max_seq); when one
-// chunk holds the whole context its workgroup writes the output itself, with no partial
-// results, counters or merge. Longer contexts write per-chunk partials and the last
-// workgroup of each head to arrive merges them (shaders/attention_merge.wgsl). Parameters
-// and masks: shaders/attention_common.wgsl.
+// rounds of eight. Only the chunks that hold context positions do any work (the grid covers
+// max_seq); when one chunk holds the whole context its workgroup writes the output itself,
+// with no partial results, counters or merge. Longer contexts write per-chunk partials and
+// the last workgroup of each head to arrive merges them (shaders/attention_merge.wgsl).
+// Parameters and masks: shaders/attention_common.wgsl.
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;
 @group(0) @binding(1) var<storage, read_write> k_cache: array<vec4<f32>>;

@@ -5,7 +5,7 @@
 //! Each must give what its unfused form gives: the same bits where the arithmetic is the same,
 //! else its CPU reference's tolerance.
 
-use weft::gpu::{BackendChoice, Capabilities, DType, GpuContext};
+use weft::gpu::{BackendChoice, DType, GpuContext};
 use weft::ops::attention::{
     attention_rope_split, attention_split_masked, partials_shape, AttentionMask, AttentionShape, ATTENTION_TOLERANCE,
     DECODE_CHUNKS, SPLIT_CHUNK,
@@ -439,7 +439,7 @@ fn gemv_with_swiglu_epilogue_equals_gemv_then_swiglu() -> anyhow::Result<()> {
 fn attention_with_rope_folded_in_equals_rope_store_then_split_attention() -> anyhow::Result<()> {
     let mut own = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
     let base = own.capabilities().clone();
-    let mut settings = vec![Capabilities { subgroups: false, subgroup_min_size: 0, subgroup_emulation: 0, ..base.clone() }];
+    let mut settings = vec![base.clone().without_subgroups()];
     if base.subgroups {
         settings.insert(0, base.clone());
     }

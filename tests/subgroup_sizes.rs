@@ -61,7 +61,7 @@ fn bits(v: &[f32]) -> Vec<u32> {
 /// `base` with subgroups of `size` lanes emulated, or without subgroups for 0.
 fn with_size(base: &Capabilities, size: u32) -> Capabilities {
     match size {
-        0 => Capabilities { subgroups: false, subgroup_min_size: 0, subgroup_emulation: 0, ..base.clone() },
+        0 => base.clone().without_subgroups(),
         s => base.clone().with_emulated_subgroups(s),
     }
 }

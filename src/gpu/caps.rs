@@ -100,6 +100,14 @@ impl Capabilities {
         self
     }
 
+    /// No subgroups (tests): the kernels' shared-memory sums on an adapter that has subgroups.
+    pub fn without_subgroups(mut self) -> Self {
+        self.subgroups = false;
+        self.subgroup_min_size = 0;
+        self.subgroup_emulation = 0;
+        self
+    }
+
     /// Subgroups of `size` lanes emulated in workgroup memory (tests: see
     /// [`Capabilities::subgroup_emulation`]), as the smallest subgroup the kernels may count on.
     pub fn with_emulated_subgroups(mut self, size: u32) -> Self {
