@@ -10,7 +10,7 @@ Inputs:
   bench/results/local/      bench/local/run.sh: weft-native.json (weft bench --json on the native
                             Vulkan adapter), llama-cpp.json (bench/native/llama_cpp_bench.py),
                             browser.json (bench/browser/run.mjs), machine.json (CPU and protocol)
-  bench/results/h100/*/     bench/gpu/session.sh's dawn step: dawn.jsonl, a record a model file with
+  bench/results/h100/*/, h200/*/  bench/gpu/session.sh's dawn step: dawn.jsonl, a record a model file with
                             weft bench --json and bench/dawn/run.mjs's line, from one call
   bench/results/local/cpu-vs-llamacpp.jsonl  bench/native/cpu_vs_llamacpp.sh: weft's CPU backend and
                             llama.cpp on one GGUF, interleaved rounds (the native CPU table)
@@ -355,7 +355,7 @@ def dawn() -> list:
     right before it (bench/gpu/session.sh's dawn step, dawn.jsonl): a row per model file of every
     folder that has them, both figures from one call."""
     rows = []
-    for path in sorted(RESULTS.glob("h100/**/dawn.jsonl")):
+    for path in sorted(RESULTS.glob("h100/**/dawn.jsonl")) + sorted(RESULTS.glob("h200/**/dawn.jsonl")):
         for rec in load_jsonl(path):
             rows.append({"dir": str(path.parent.relative_to(ROOT.parent)), **rec})
     return rows
@@ -364,7 +364,7 @@ def dawn() -> list:
 def dawn_markdown(rows: list) -> str:
     if not rows:
         return ""
-    out = ["\n## H100: weft's JS API on Dawn beside native wgpu (bench/gpu/session.sh dawn step, one call)\n",
+    out = ["\n## H100 and H200: weft's JS API on Dawn beside native wgpu (bench/gpu/session.sh dawn step, one call)\n",
            "`bench/dawn/run.mjs`: js/direct.js's loadModel / generate over the wasm build in Node, Dawn from the npm "
            "package `webgpu` as navigator.gpu, the GGUF served over HTTP with Range; prompt 128 + 128 generated, greedy, "
            "median of 3 after one untimed run, timed around the async iterator. Native: `weft bench --prompt-len 128 "
@@ -456,9 +456,9 @@ def main() -> None:
     data = {"h100": h100(), "local": local(), "session": session("session26"),
             # The H200: llama.cpp from call a (which built it; its weft runs found no adapter),
             # weft from call b on the same machine (it was still held).
-            # Since: one call, llama.cpp built beside weft (session 32, after note 40); the
-            # copy rate from call b of that session.
-            "h200_session": session("session32/f", machine="h200", copy_from="session32/b"),
+            # Since: one call, llama.cpp built beside weft, the copy rate measured in it
+            # (session 35, call e).
+            "h200_session": session("session35/e", machine="h200"),
             "gemv_session": session("session26", "session27"),
             # Q4_K_M and Q4_1 files, and every GGUF block type on the repacked GEMV (one
             # session: calls b and c, each model's engines from one call).
