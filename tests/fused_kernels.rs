@@ -191,7 +191,6 @@ fn rope_store_from_stacked_qkv_equals_separate() -> anyhow::Result<()> {
 /// (32 lanes a row).
 #[test]
 fn gemv_with_norm_prologue_and_residual_epilogue() -> anyhow::Result<()> {
-    use weft::gpu::{BackendChoice, GpuContext};
     use weft::ops::norm::rms_norm_cpu;
     use weft::ops::qmatmul::{gemv_fused, GemvFusion};
     let mut ctx = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
@@ -256,7 +255,6 @@ fn gemv_with_norm_prologue_and_residual_epilogue() -> anyhow::Result<()> {
 /// GPU kernel's; a range past the buffer's end is refused.
 #[test]
 fn gemv_products_into_columns_of_one_buffer_equal_their_own() -> anyhow::Result<()> {
-    use weft::gpu::{BackendChoice, GpuContext};
     use weft::ops::qmatmul::{gemv_fused, GemvFusion};
     let mut ctx = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
     let caps = ctx.capabilities().clone();
@@ -365,7 +363,6 @@ fn gemv_with_swiglu_staging_equals_swiglu_then_gemv() -> anyhow::Result<()> {
 /// row a lane group is taken as two); odd rows, other epilogues and the block kernel are refused.
 #[test]
 fn gemv_with_swiglu_epilogue_equals_gemv_then_swiglu() -> anyhow::Result<()> {
-    use weft::gpu::{BackendChoice, GpuContext};
     use weft::ops::qmatmul::{gemv_fused_tuned, gemv_int8, gemv_swiglu, GemvConfig, GemvFusion};
     let mut ctx = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
     let mut caps = ctx.capabilities().clone();
