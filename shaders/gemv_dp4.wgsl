@@ -13,14 +13,6 @@
 // them), against activations staged in that order: eight dot4I8Packed a chunk, as at 4 bits.
 
 #ifdef DP4
-// A staged chunk: eight words of four int8 activations, in the order the weight fields meet
-// them, the chunk's scale, and the sums of its four quarters' integers: 13 words, an odd stride,
-// so lanes reading adjacent chunks hit different banks.
-const XQW: u32 = 13u;
-var<workgroup> xq: array<u32, TILE * XQW>;
-// The largest |value| of each quarter (8 values) of the tile's chunks.
-var<workgroup> quarter_max: array<f32, TILE * 4u>;
-
 struct XQ {
     a0: u32,
     a1: u32,
@@ -33,6 +25,25 @@ struct XQ {
     d: f32,
     sum: vec2<f32>, // Σ a of each half (16 values), exact
 }
+
+#ifdef XREC
+// Chunk c of token `tok` as its producer recorded it (shaders/xrecord.wgsl): the same words,
+// scale and sums the staging below would have made of the same values.
+fn xrec(tok: u32, c: u32) -> XQ {
+    let at = 3u * (tok * (p.k / 32u) + c);
+    let a = xr[at];
+    let b = xr[at + 1u];
+    let e = xr[at + 2u];
+    return XQ(a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w, bitcast<f32>(e.x), vec2<f32>(bitcast<f32>(e.y), bitcast<f32>(e.z)));
+}
+#else
+// A staged chunk: eight words of four int8 activations, in the order the weight fields meet
+// them, the chunk's scale, and the sums of its four quarters' integers: 13 words, an odd stride,
+// so lanes reading adjacent chunks hit different banks.
+const XQW: u32 = 13u;
+var<workgroup> xq: array<u32, TILE * XQW>;
+// The largest |value| of each quarter (8 values) of the tile's chunks.
+var<workgroup> quarter_max: array<f32, TILE * 4u>;
 
 fn xchunk(j: u32) -> XQ {
     let at = XQW * j;
@@ -127,6 +138,7 @@ fn stage(tok: u32, t0: u32, nb: u32, lid: u32) -> f32 {
     }
     return ss;
 }
+#endif
 
 #ifndef WB8
 // Σ q · a over the eight levels of weight word `w` (levels 8i .. 8i + 7 of a chunk): its even and

@@ -46,7 +46,12 @@
 // activations quantized to 8 bits while staged and integer dot products (shaders/gemv_dp4.wgsl),
 // at 4 and 8 bits and for the planes (KQ).
 
+#ifdef XREC
+// x as the 8-bit records its producer wrote (shaders/xrecord.wgsl): three vec4 a chunk.
+@group(0) @binding(1) var<storage, read> xr: array<vec4<u32>>;  // [t, k / 32, 3]
+#else
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;   // [t, k / 4]
+#endif
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;   // [t, ny]
 @group(0) @binding(3) var<storage, read> scales: array<u32>;    // f16 pairs, [n, gpr]; KQ: heads, [n, gpr, 4 or 1]
 #ifdef ASYM
@@ -246,6 +251,7 @@ fn fetch(row: u32, c: u32) -> W {
 #endif
 }
 
+#ifndef XREC
 // Values 4i .. 4i + 3 of chunk c of token `tok` before the norm, as both stagings read them:
 // x, or with GLU the SwiGLU of the stacked gate/up product [t, 2k] (gate then up), the
 // expression of shaders/silu_mul.wgsl, so the same bits as its output.
@@ -258,6 +264,7 @@ fn xraw(tok: u32, c: u32, i: u32) -> vec4<f32> {
     return x[tok * (p.k / 4u) + c * 8u + i];
 #endif
 }
+#endif
 
 #ifndef DP4
 // The 32 activations of chunk j of the tile.
@@ -444,11 +451,17 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         let w3 = fetch(r3, c);
         let v3 = fetch(r3, d);
 #endif
+#ifdef XREC
+        // The records are in device memory: nothing to stage, no barriers.
+        let xa = xrec(tok, c);
+        let xb = xrec(tok, d);
+#else
         workgroupBarrier(); // the previous tile's reads are done
         ss += stage(tok, t0, nb, lid.x);
         workgroupBarrier();
         let xa = xchunk(lane);
         let xb = xchunk(lane + LPR);
+#endif
         let has_c = t0 + lane < nb;
         let has_d = t0 + lane + LPR < nb;
         acc.x += select(0.0, term(w0, xa), has_c) + select(0.0, term(v0, xb), has_d);
@@ -466,11 +479,21 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
 #ifdef NORM
     acc *= inv_rms_of(wg_sum(ss, lid.x));
 #endif
+#ifdef SWIGLU
+    let h0 = acc.x / (1.0 + exp(-acc.x)) * acc.y;
+    let h1 = acc.z / (1.0 + exp(-acc.z)) * acc.w;
+#endif
     if (lane == 0u) {
 #ifdef SWIGLU
-        store(tok, row0, acc.x / (1.0 + exp(-acc.x)) * acc.y);
+        store(tok, row0, h0);
+#ifdef XOUT
+        xo_v[(lid.x / LPR) * (RPT / 2u)] = h0;
+#endif
 #ifdef R4
-        store(tok, row0 + 1u, acc.z / (1.0 + exp(-acc.z)) * acc.w);
+        store(tok, row0 + 1u, h1);
+#ifdef XOUT
+        xo_v[(lid.x / LPR) * (RPT / 2u) + 1u] = h1;
+#endif
 #endif
 #else
         store(tok, row0, acc.x);
@@ -483,4 +506,9 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
 #endif
 #endif
     }
+#ifdef XOUT
+    // The workgroup's outputs are whole chunks: their records for the next GEMV.
+    workgroupBarrier();
+    write_records(tok, (wid.x + wid.y * p.grid_x) * XO_ROWS, lid.x);
+#endif
 }

@@ -176,7 +176,7 @@ fn q4_1_repacked_at_load_keeps_the_greedy_ids() -> anyhow::Result<()> {
 /// that the GPU GEMV kernel runs: the SwiGLU folded into a GEMV (one dispatch a block fewer),
 /// either the down projection's staging or the gate/up GEMV's epilogue, steps queued one ahead
 /// and split attention with the RoPE + KV store folded in give the greedy ids of the step with
-/// none of them, and a generation stopped with a step still queued leaves nothing behind. The
+/// none of them (with 8-bit activations, with and without the epilogue's activation records), and a generation stopped with a step still queued leaves nothing behind. The
 /// tiny Qwen2 fixture (F32 weights, quantized at load; widths multiples of 32).
 #[test]
 fn swiglu_in_a_gemv_and_queued_steps_keep_the_ids() -> anyhow::Result<()> {
@@ -189,16 +189,17 @@ fn swiglu_in_a_gemv_and_queued_steps_keep_the_ids() -> anyhow::Result<()> {
     let config = std::fs::read_to_string(format!("{dir}/config.json"))?;
     let prompt = [5, 77, 301, 12, 650, 9, 42];
     let mut runs = Vec::new();
-    // (fuse_glu, glu_epilogue, pipeline, int8_activations, split)
+    // (fuse_glu, glu_epilogue, pipeline, int8_activations, split, activation_records)
     let configs = [
-        (false, false, false, false, true),
-        (true, false, false, false, true),
-        (true, true, false, false, true),
-        (true, true, true, false, true),
-        (true, true, true, true, true),
-        (false, false, false, false, false),
+        (false, false, false, false, true, true),
+        (true, false, false, false, true, true),
+        (true, true, false, false, true, true),
+        (true, true, true, false, true, true),
+        (true, true, true, true, true, true),
+        (false, false, false, false, false, true),
+        (true, true, true, true, true, false),
     ];
-    for (fuse_glu, glu_epilogue, pipeline, int8_activations, split) in configs {
+    for (fuse_glu, glu_epilogue, pipeline, int8_activations, split, activation_records) in configs {
         let engine = EngineOptions {
             max_seq: 64,
             max_batch: 16,
@@ -207,6 +208,7 @@ fn swiglu_in_a_gemv_and_queued_steps_keep_the_ids() -> anyhow::Result<()> {
             glu_epilogue,
             pipeline,
             int8_activations,
+            activation_records,
             split_attention: Some(split),
             tune: false,
             ..Default::default()
@@ -220,7 +222,7 @@ fn swiglu_in_a_gemv_and_queued_steps_keep_the_ids() -> anyhow::Result<()> {
         let short = greedy(&ctx, &mut llama, &prompt, 5)?;
         llama.reset();
         let again = greedy(&ctx, &mut llama, &prompt, 24)?;
-        let name = format!("glu {fuse_glu} epilogue {glu_epilogue} pipeline {pipeline} int8 {int8_activations}");
+        let name = format!("glu {fuse_glu} epilogue {glu_epilogue} pipeline {pipeline} int8 {int8_activations} records {activation_records}");
         println!("{name}: {} dispatches a step, ids {ids:?}", llama.decode_dispatches());
         assert_eq!(short, ids[..5], "{name}: a shorter run");
         assert_eq!(again, ids, "{name}: after a stop with a step queued");
@@ -230,6 +232,9 @@ fn swiglu_in_a_gemv_and_queued_steps_keep_the_ids() -> anyhow::Result<()> {
         assert_eq!(with("SWIGLU=1"), if fuse_glu && glu_epilogue { 2 } else { 0 }, "{kernels:?}");
         // Every GEMV of the step (Q/K/V, O, gate/up, down a block, and the head).
         assert_eq!(with("DP4=1"), if int8_activations { 4 * 2 + 1 } else { 0 }, "{kernels:?}");
+        // With 8-bit activations the epilogue writes records, which the down GEMV reads.
+        let recorded = int8_activations && glu_epilogue && activation_records;
+        assert_eq!((with("XOUT=1"), with("XREC=1")), if recorded { (2, 2) } else { (0, 0) }, "{kernels:?}");
         // Split attention takes the RoPE + KV store into it (one dispatch a block, not three).
         assert_eq!(with("attention_decode["), if split { 2 } else { 0 }, "{kernels:?}");
         runs.push((ids, llama.decode_dispatches()));
@@ -245,5 +250,7 @@ fn swiglu_in_a_gemv_and_queued_steps_keep_the_ids() -> anyhow::Result<()> {
     // 8-bit activations round every GEMV input once; on this model the ids stay the same.
     assert_eq!(runs[4].0, runs[3].0, "8-bit activations changed the ids");
     assert_eq!(runs[4].1, runs[3].1, "8-bit activations need no dispatch of their own");
+    // The records hold what the down GEMV's staging makes of the same values: the same ids.
+    assert_eq!(runs[6], runs[4], "activation records changed the ids or the dispatches");
     Ok(())
 }

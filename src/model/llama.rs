@@ -146,7 +146,7 @@ impl Llama {
                 mats.extend([&l.wo, &l.down]);
             }
             mats.push(weights.output.as_ref().unwrap_or(&weights.embedding));
-            tune_gemv(ctx, &mats, &swiglu, options.precision, options.int8_activations).await?
+            tune_gemv(ctx, &mats, &swiglu, options.precision, options.int8_activations, options.int8_activations && options.activation_records).await?
         } else {
             Vec::new()
         };

@@ -35,6 +35,7 @@ pub(crate) mod fragments {
     pub const ATTENTION_MERGE: &str = wgsl!("attention_merge.wgsl");
     pub const ATTENTION_PARTIAL: &str = wgsl!("attention_partial.wgsl");
     pub const GEMV_DP4: &str = wgsl!("gemv_dp4.wgsl");
+    pub const XRECORD: &str = wgsl!("xrecord.wgsl");
 }
 
 use crate::gpu::shader::{Defines, ShaderSource};

@@ -30,6 +30,7 @@ pub struct Args {
     pub flash_attention: bool,
     pub pipeline: bool,
     pub int8_activations: bool,
+    pub activation_records: bool,
     pub matrix_units: bool,
     pub backend: crate::backend::Backend,
     pub cpu: crate::backend::CpuFlags,
@@ -72,6 +73,8 @@ struct Report {
     flash_attention: bool,
     pipeline: bool,
     int8_activations: bool,
+    /// With 8-bit activations: the down GEMV reads the SwiGLU epilogue's activation records.
+    activation_records: bool,
     /// Prompt passes on the adapter's matrix units (asked for, and the adapter has them).
     matrix_units: bool,
     /// GEMV launch shapes timed at load: every candidate's median µs and the one chosen.
@@ -99,7 +102,7 @@ fn median(v: &[f64]) -> f64 {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let max_seq = a.max_seq.unwrap_or(a.prompt_len + a.gen + 1);
-    let engine = EngineOptions { max_seq, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, fuse_glu: a.fuse_glu, glu_epilogue: a.glu_epilogue, fuse_attention: a.fuse_attention, attention_chunk: a.attention_chunk, flash_attention: a.flash_attention, pipeline: a.pipeline, int8_activations: a.int8_activations, matrix_units: a.matrix_units, ..Default::default() };
+    let engine = EngineOptions { max_seq, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, fuse_glu: a.fuse_glu, glu_epilogue: a.glu_epilogue, fuse_attention: a.fuse_attention, attention_chunk: a.attention_chunk, flash_attention: a.flash_attention, pipeline: a.pipeline, int8_activations: a.int8_activations, activation_records: a.activation_records, matrix_units: a.matrix_units, ..Default::default() };
     let started = Instant::now();
     // The format asked for on every matrix, the embedding and head included (no default keep
     // rules): what the benchmark measures.
@@ -188,6 +191,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         flash_attention: a.flash_attention,
         pipeline: a.pipeline,
         int8_activations: a.int8_activations,
+        activation_records: a.activation_records,
         matrix_units,
         gemv_tuning,
         kv_bytes_per_token_by_format: KvFormat::ALL

@@ -243,6 +243,10 @@ mod cli {
             /// 8-bit activations and integer dot products.
             #[arg(long)]
             int8_activations: bool,
+            /// With --int8-activations: the down GEMV quantizes its input itself instead of
+            /// reading the activation records the SwiGLU epilogue writes.
+            #[arg(long)]
+            no_activation_records: bool,
             /// Prompt passes' matrix products in f32 on the shader cores even where the adapter
             /// has matrix units (to measure what the tensor cores buy).
             #[arg(long)]
@@ -377,10 +381,10 @@ mod cli {
                     gptq,
                 })
             }
-            Command::Bench { model, prompt_len, gen, reps, kv, json, profile, no_fuse, no_tune, no_fuse_glu, glu_in_down, no_fuse_attention, attention_chunk, max_seq, no_flash_attention, no_pipeline, int8_activations, no_matrix_units, backend, cpu, load } => {
+            Command::Bench { model, prompt_len, gen, reps, kv, json, profile, no_fuse, no_tune, no_fuse_glu, glu_in_down, no_fuse_attention, attention_chunk, max_seq, no_flash_attention, no_pipeline, int8_activations, no_activation_records, no_matrix_units, backend, cpu, load } => {
                 let (fuse, tune) = (!no_fuse, !no_tune);
                 let (fuse_glu, pipeline) = (!no_fuse_glu, !no_pipeline);
-                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, kv, json, profile, fuse, tune, fuse_glu, glu_epilogue: !glu_in_down, fuse_attention: !no_fuse_attention, attention_chunk, max_seq, flash_attention: !no_flash_attention, pipeline, int8_activations, matrix_units: !no_matrix_units, backend, cpu, load })
+                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, kv, json, profile, fuse, tune, fuse_glu, glu_epilogue: !glu_in_down, fuse_attention: !no_fuse_attention, attention_chunk, max_seq, flash_attention: !no_flash_attention, pipeline, int8_activations, activation_records: !no_activation_records, matrix_units: !no_matrix_units, backend, cpu, load })
             }
             Command::Generate {
                 model,

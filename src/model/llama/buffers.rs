@@ -4,6 +4,7 @@
 use crate::error::Result;
 use crate::gpu::{DType, GpuContext, GpuTensor};
 use crate::ops::attention::{partials_shape, AttentionShape, SPLIT_CHUNK};
+use crate::ops::qmatmul::records::records_shape;
 
 use super::super::config::LlamaConfig;
 use super::super::graph::Act;
@@ -39,6 +40,9 @@ pub(super) struct Buffers {
     /// [n_heads] u32: workgroups of each head done with decode attention fused with RoPE (zero
     /// between dispatches).
     pub arrivals: GpuTensor,
+    /// [1, ffn / 32, 12] u32: the decode step's SwiGLU output as 8-bit activation records
+    /// (`ops::qmatmul::records`), written by the gate/up GEMV's epilogue for the down GEMV.
+    pub records: GpuTensor,
 }
 
 fn zeros(ctx: &GpuContext, label: &str, shape: &[usize]) -> Result<GpuTensor> {
@@ -72,6 +76,7 @@ impl Buffers {
             ids: ctx.zeros("ids", &[b], DType::U32)?,
             partials: zeros(ctx, "attention partials", &partials_shape(decode, SPLIT_CHUNK))?,
             arrivals: ctx.zeros("attention arrivals", &[decode.n_heads], DType::U32)?,
+            records: ctx.zeros("activation records", &records_shape(1, c.ffn_dim), DType::U32)?,
         })
     }
 
@@ -107,7 +112,7 @@ impl Buffers {
     pub fn bytes(&self) -> u64 {
         [
             &self.x, &self.h, &self.q, &self.k, &self.v, &self.attn, &self.o, &self.qkv, &self.gate_up, &self.gate,
-            &self.up, &self.act, &self.down, &self.logits, &self.q_proj, &self.k_proj, &self.post,
+            &self.up, &self.act, &self.down, &self.logits, &self.q_proj, &self.k_proj, &self.post, &self.records,
         ]
         .iter()
         .map(|t| t.bytes())

@@ -35,6 +35,7 @@ use crate::ops::elementwise::{
 };
 use crate::ops::norm::{add_rms_norm, rms_norm};
 use crate::ops::prefill_attention::{prefill_attention, prefill_attention_fits, tiled_prefill_pays};
+use crate::ops::qmatmul::records::{records_shape, RecordOrder};
 use crate::ops::qmatmul::{embed, gemv_fused, gemv_fuses, gemv_glu, gemv_int8, gemv_swiglu, matmul, GemvFusion, Precision, QWeight};
 use crate::ops::rope::{rope_store, rope_store_qkv, RopeShape};
 use crate::ops::sample::sample;
@@ -414,8 +415,19 @@ impl<'a> Lower<'a> {
         let residual = GemvFusion { residual: true, ..Default::default() };
         if o.glu_epilogue && gemv_swiglu(self.ctx, w) && gemv_fuses(down) {
             let act = self.at(*act)?;
+            let down_fusion = self.int8(down, residual);
+            // The epilogue quantizes its output once for the down GEMV's integer products.
+            let order = RecordOrder::of(&down.format).filter(|_| o.activation_records && down_fusion.int8);
+            if let Some(order) = order.filter(|_| self.t == 1 && self.c().ffn_dim.is_multiple_of(32)) {
+                let records = self.m.buffers.records.view(&records_shape(1, self.c().ffn_dim))?;
+                let swiglu = GemvFusion { swiglu: true, records_out: Some((&records, order)), ..fusion };
+                d.push(self.product(w, &self.at(x)?, &act, Some(swiglu)).await?);
+                let down_fusion = GemvFusion { records_in: true, ..down_fusion };
+                d.push(gemv_fused(self.ctx, down, &records, &self.at(*acc)?, down_fusion).await?);
+                return Ok(Some(2));
+            }
             d.push(self.product(w, &self.at(x)?, &act, Some(GemvFusion { swiglu: true, ..fusion })).await?);
-            d.push(gemv_fused(self.ctx, down, &act, &self.at(*acc)?, self.int8(down, residual)).await?);
+            d.push(gemv_fused(self.ctx, down, &act, &self.at(*acc)?, down_fusion).await?);
             return Ok(Some(2));
         }
         if !gemv_glu(self.ctx, down) {

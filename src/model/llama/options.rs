@@ -67,6 +67,10 @@ pub struct EngineOptions {
     /// (shaders/gemv_dp4.wgsl): less float work per weight, one 8-bit rounding per activation.
     /// Prompt passes keep f32 activations.
     pub int8_activations: bool,
+    /// With `int8_activations` and the SwiGLU epilogue, the gate/up GEMV writes its output as
+    /// 8-bit activation records too (`ops::qmatmul::records`), and the down GEMV reads them
+    /// rather than quantizing all of its input in every workgroup. The same bits either way.
+    pub activation_records: bool,
     /// Prompt passes' matrix products on the adapter's matrix units (tensor cores: f16
     /// operands, f32 sums; shaders/qgemm_coop.wgsl) where it has them
     /// ([`Capabilities::matrix_f16`](crate::gpu::Capabilities)); elsewhere, and for decode
@@ -95,6 +99,7 @@ impl Default for EngineOptions {
             flash_attention: true,
             pipeline: true,
             int8_activations: false,
+            activation_records: true,
             matrix_units: true,
             tune: true,
         }

@@ -14,6 +14,7 @@
 mod gemm;
 mod selftest;
 mod int8;
+pub mod records;
 mod tune;
 mod weight;
 
@@ -72,6 +73,7 @@ pub const QGEMV_GPU_SHADER: ShaderSource = ShaderSource {
         crate::ops::fragments::GEMV_NORM,
         crate::ops::fragments::GEMV_ROWSUM,
         crate::ops::fragments::GEMV_DP4,
+        crate::ops::fragments::XRECORD,
     ],
 };
 
@@ -260,7 +262,17 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
                         all.push((QGEMV_GPU_SHADER, d.clone()));
                         all.push((QGEMV_GPU_SHADER, d.clone().set("NORM", 1).set("NB", pb).set("PB", pb + 1)));
                         all.push((QGEMV_GPU_SHADER, d.clone().set("RESIDUAL", 1).set("GLU", 1)));
+                        all.push((QGEMV_GPU_SHADER, d.clone().set("RESIDUAL", 1).set("XREC", 1)));
                         all.push((QGEMV_GPU_SHADER, d.set("RESIDUAL", 1)));
+                    }
+                }
+            }
+            if int8_format(f) {
+                // The SwiGLU epilogue writing records, in each order, at the shapes that may.
+                for (c, subgroup) in [(records::RECORD_SWIGLU_CANDIDATES[0], SG32), (records::RECORD_SWIGLU_CANDIDATES[4], Subgroups::NONE)] {
+                    let d = gpu_gemv_defines(f, c, subgroup).set("DP4", 1).set("NORM", 1).set("NB", pb).set("SWIGLU", 1);
+                    for order in 0..3 {
+                        all.push((QGEMV_GPU_SHADER, d.clone().set("XOUT", 1).set("XO_ORDER", order).set("XB", pb + 1).set("PB", pb + 2)));
                     }
                 }
             }
@@ -287,9 +299,14 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
 
 /// Checks x [t, k] against W and y [t, n], returning t.
 fn check_operands(op: &'static str, w: &QWeight, x: &GpuTensor, y: &GpuTensor, n_out: usize) -> Result<u32> {
+    check_shapes(op, w, (&x.shape, x.dtype), y, n_out)
+}
+
+/// [`check_operands`] for an x of this (shape, dtype): records' logical one.
+fn check_shapes(op: &'static str, w: &QWeight, (xs, xd): (&[usize], DType), y: &GpuTensor, n_out: usize) -> Result<u32> {
     let fail = |message: String| Error::Shape { op, message };
-    let (&[t, k], &[t2, n]) = (&x.shape[..], &y.shape[..]) else {
-        return Err(fail(format!("x and y must be 2-D, got {:?} and {:?}", x.shape, y.shape)));
+    let (&[t, k], &[t2, n]) = (xs, &y.shape[..]) else {
+        return Err(fail(format!("x and y must be 2-D, got {:?} and {:?}", xs, y.shape)));
     };
     if k != w.cols || n != n_out || t != t2 {
         return Err(fail(format!(
@@ -297,7 +314,7 @@ fn check_operands(op: &'static str, w: &QWeight, x: &GpuTensor, y: &GpuTensor, n
             w.cols, w.rows
         )));
     }
-    if x.dtype != DType::F32 || y.dtype != DType::F32 {
+    if xd != DType::F32 || y.dtype != DType::F32 {
         return Err(fail("x and y must be F32".into()));
     }
     if t == 0 {
@@ -392,6 +409,13 @@ pub struct GemvFusion<'a> {
     /// `silu(gate) * up`: each lane group takes gate rows and their up rows, so the SwiGLU is
     /// the product's epilogue (the GPU kernel, a weight of one part: see [`gemv_swiglu`]).
     pub swiglu: bool,
+    /// With `swiglu`: the output also as 8-bit activation records in this tensor (U32 [t, n / 32,
+    /// 12]), in the order the next GEMV reads ([`records`]): at launch shapes whose workgroups
+    /// own whole chunks ([`records::writes_records`]), n a multiple of 32.
+    pub records_out: Option<(&'a GpuTensor, records::RecordOrder)>,
+    /// x is 8-bit activation records (U32 [t, k / 32, 12]) written in this weight's
+    /// [`records::RecordOrder`], with `int8`: the GEMV stages nothing (no norm, no GLU).
+    pub records_in: bool,
 }
 
 /// Whether [`gemv_fused`] takes `w`: the block kernels and the repacked K-quants (the GPU
@@ -415,6 +439,11 @@ fn gemv_shape(format: &WeightFormat, k: usize, precision: Precision, c: GemvConf
 /// with `fusion.norm`, `y += W · x` with `fusion.residual`. Only for weights [`gemv_fuses`]
 /// takes, one token at a time.
 pub async fn gemv_fused(ctx: &GpuContext, w: &QWeight, x: &GpuTensor, y: &GpuTensor, fusion: GemvFusion<'_>) -> Result<Dispatch> {
+    if fusion.records_out.is_some() {
+        // Only the shapes whose workgroups own whole chunks write records.
+        let config = tune::measured_records(ctx, w).unwrap_or(records::RECORD_SWIGLU_CANDIDATES[0]);
+        return gemv_fused_tuned(ctx, w, x, y, fusion, config).await;
+    }
     // The shape tuned for 8-bit activations, else for the SwiGLU epilogue, where they were.
     let tuned = fusion
         .int8
@@ -480,6 +509,7 @@ pub async fn gemv_fused_tuned(
                 and no other epilogue", w.format.name(), w.rows, w.cols, w.parts.len())));
         }
     }
+    records::check_fusion(w, y, &fusion, config)?;
     if fusion.int8 && !(int8_format(&w.format) && gpu_gemv(&w.format, w.cols, Precision::F32, config)) {
         return Err(fail(format!("{} [{}, {}]: 8-bit activations need weft weights or repacked planes, and the GPU kernel",
             w.format.name(), w.rows, w.cols)));
@@ -529,7 +559,13 @@ async fn gemv_with(
         None => (y, 0, w.rows),
     };
     let n_out = if fusion.swiglu { w.rows / 2 } else { w.rows };
-    let t = check_operands("gemv", w, x, y_own, n_out)?;
+    let t = if fusion.records_in {
+        // The product's own checks see x's logical shape.
+        let t = records::check_records("gemv", x, w.cols)?;
+        check_shapes("gemv", w, (&[t, w.cols], DType::F32), y_own, n_out)?
+    } else {
+        check_operands("gemv", w, x, y_own, n_out)?
+    };
     check_precision(ctx, "gemv", precision)?;
     let (precision, config) = gemv_shape(&w.format, w.cols, precision, config);
     let GemvConfig { wg, rows, lanes } = config;
@@ -561,6 +597,14 @@ async fn gemv_with(
     if fusion.swiglu {
         defines = defines.set("SWIGLU", 1);
     }
+    if fusion.records_in {
+        defines = defines.set("XREC", 1);
+    }
+    if let Some((_, order)) = fusion.records_out {
+        // The records take the parameters' binding; they move one up.
+        let pb: u32 = defines.get("PB").and_then(|v| v.parse().ok()).unwrap_or(0);
+        defines = defines.set("XOUT", 1).set("XO_ORDER", order as u32).set("XB", pb).set("PB", pb + 1);
+    }
     let pipeline = ctx.pipeline(shader, &defines).await?;
     let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
     let per_group = config.rows_per_group(gpu || w.format.gemv_block().is_some());
@@ -576,6 +620,9 @@ async fn gemv_with(
         if let Some((norm, eps)) = fusion.norm {
             tensors.push(norm);
             p[9] = eps.to_bits();
+        }
+        if let Some((out, _)) = fusion.records_out {
+            tensors.push(out);
         }
         ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&p)), [gx, gy, t])
     })

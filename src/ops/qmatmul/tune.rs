@@ -7,6 +7,7 @@ use std::collections::HashSet;
 
 use serde::Serialize;
 
+use super::records::{records_shape, RecordOrder, RECORD_SWIGLU_CANDIDATES};
 use super::{gemv_fused_tuned, gemv_int8, gemv_tuned, gpu_gemv, GemvConfig, GemvFusion, Precision, QWeight, WeightFormat};
 use crate::error::Result;
 use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor};
@@ -42,6 +43,8 @@ pub struct GemvTuning {
     pub swiglu: bool,
     /// Timed with 8-bit activations ([`GemvFusion::int8`]).
     pub int8: bool,
+    /// Timed writing activation records ([`GemvFusion::records_out`]).
+    pub records: bool,
     /// (config, median µs) for every candidate.
     pub timings: Vec<(GemvConfig, f64)>,
     pub chosen: GemvConfig,
@@ -51,6 +54,15 @@ fn key(format: &WeightFormat, rows: usize, cols: usize, precision: Precision, sw
     let what = if swiglu { "gemv swiglu" } else { "gemv" };
     let x = if int8 { " int8" } else { "" };
     format!("{what}{x} {} {rows}x{cols} {precision:?}", format.name())
+}
+
+fn records_key(w: &QWeight) -> String {
+    key(&w.format, w.rows, w.cols, Precision::F32, true, true) + " records"
+}
+
+/// The launch shape tuning chose for `w`'s SwiGLU epilogue writing activation records, if tuned.
+pub(super) fn measured_records(ctx: &GpuContext, w: &QWeight) -> Option<GemvConfig> {
+    ctx.tuned(&records_key(w)).map(|[wg, rows, lanes]| GemvConfig { wg, rows, lanes })
 }
 
 /// The launch shape tuning chose for `w` (as the SwiGLU epilogue's product with `swiglu`, with
@@ -87,6 +99,7 @@ pub async fn tune_gemv(
     swiglu: &[&QWeight],
     precision: Precision,
     int8: bool,
+    records: bool,
 ) -> Result<Vec<GemvTuning>> {
     let caps = ctx.capabilities();
     if caps.is_software || !caps.timestamp_query {
@@ -94,25 +107,37 @@ pub async fn tune_gemv(
     }
     let mut seen = HashSet::new();
     let mut out = Vec::new();
-    let plain = weights.iter().map(|w| (*w, false));
-    let all: Vec<(&QWeight, bool)> = plain.chain(swiglu.iter().map(|w| (*w, true))).collect();
+    let plain = weights.iter().map(|w| (*w, false, false));
+    let mut all: Vec<(&QWeight, bool, bool)> = plain.chain(swiglu.iter().map(|w| (*w, true, false))).collect();
+    // The epilogues writing activation records, with 8-bit activations only.
+    if records {
+        all.extend(swiglu.iter().filter(|w| (w.rows / 2).is_multiple_of(32)).map(|w| (*w, true, true)));
+    }
     // The 8-bit pass after the f32 one, whose choice decides which weights take 8 bits.
     let passes = if int8 { &[false, true][..] } else { &[false][..] };
-    for (&eight, &(w, epilogue)) in passes.iter().flat_map(|e| std::iter::repeat(e).zip(&all)) {
+    for (&eight, &(w, epilogue, recorded)) in passes.iter().flat_map(|e| std::iter::repeat(e).zip(&all)) {
         // The epilogue's GEMV, and every 8-bit one, is at F32.
         let precision = if epilogue || eight { Precision::F32 } else { precision };
-        let k = key(&w.format, w.rows, w.cols, precision, epilogue, eight);
+        let k = if recorded { records_key(w) } else { key(&w.format, w.rows, w.cols, precision, epilogue, eight) };
         let gemv_kernel = w.format.gemv_block().is_some() || matches!(w.format, WeightFormat::Repacked(_));
-        if !gemv_kernel || (eight && !gemv_int8(ctx, w)) || ctx.tuned(&k).is_some() || !seen.insert(k.clone()) {
+        if (recorded && !eight) || !gemv_kernel || (eight && !gemv_int8(ctx, w)) || ctx.tuned(&k).is_some() || !seen.insert(k.clone()) {
             continue;
         }
-        let mut configs = if epilogue { swiglu_candidates() } else { GEMV_CANDIDATES.to_vec() };
+        let mut configs = match (epilogue, recorded) {
+            (true, true) => RECORD_SWIGLU_CANDIDATES.to_vec(),
+            (true, false) => swiglu_candidates(),
+            _ => GEMV_CANDIDATES.to_vec(),
+        };
         if eight {
             configs.retain(|&c| gpu_gemv(&w.format, w.cols, Precision::F32, c));
         }
         let x = ctx.upload_f32("tune x", &[1, w.cols], &random_f32(w.cols as u64, w.cols))?;
         let y = ctx.zeros("tune y", &[1, if epilogue { w.rows / 2 } else { w.rows }], DType::F32)?;
-        let candidates = candidates(ctx, w, &x, &y, precision, &configs, epilogue, eight).await?;
+        let rec = if recorded { Some(ctx.zeros("tune records", &records_shape(1, w.rows / 2), DType::U32)?) } else { None };
+        // The order only moves values between words: any times the same.
+        let rec = rec.as_ref().map(|r| (r, RecordOrder::Nibbles));
+        let fusion = GemvFusion { swiglu: epilogue, int8: eight, records_out: rec, ..Default::default() };
+        let candidates = candidates(ctx, w, &x, &y, precision, &configs, fusion).await?;
         // Each candidate once untimed (its first run pays for caches and clocks), then REPS
         // times, all in one submission: one wait for the whole sweep of a shape rather than
         // one per candidate. Every dispatch still has its own timed pass.
@@ -129,13 +154,13 @@ pub async fn tune_gemv(
             .collect();
         let chosen = timings.iter().min_by(|a, b| a.1.total_cmp(&b.1)).map_or(configs[0], |t| t.0);
         ctx.set_tuned(k, [chosen.wg, chosen.rows, chosen.lanes]);
-        out.push(GemvTuning { format: w.format.name(), rows: w.rows, cols: w.cols, swiglu: epilogue, int8: eight, timings, chosen });
+        out.push(GemvTuning { format: w.format.name(), rows: w.rows, cols: w.cols, swiglu: epilogue, int8: eight, records: recorded, timings, chosen });
     }
     Ok(out)
 }
 
-/// The dispatch of every candidate shape in `configs` for `w` (the SwiGLU epilogue's product
-/// with `swiglu`, 8-bit activations with `int8`). Each needs its own pipeline, a compile of its
+/// The dispatch of every candidate shape in `configs` for `w` (the fused GEMV where `fusion`
+/// asks for the SwiGLU epilogue or 8-bit activations, else the plain one at `precision`). Each needs its own pipeline, a compile of its
 /// own (naga, then the driver), so natively they are made side by side on their own threads
 /// (the caller is blocked on the load anyway); the browser build has none and makes them in
 /// turn.
@@ -146,12 +171,11 @@ async fn candidates(
     y: &GpuTensor,
     precision: Precision,
     configs: &[GemvConfig],
-    swiglu: bool,
-    int8: bool,
+    fusion: GemvFusion<'_>,
 ) -> Result<Vec<Dispatch>> {
     let one = move |config: GemvConfig| async move {
-        if swiglu || int8 {
-            gemv_fused_tuned(ctx, w, x, y, GemvFusion { swiglu, int8, ..Default::default() }, config).await
+        if fusion.swiglu || fusion.int8 {
+            gemv_fused_tuned(ctx, w, x, y, fusion, config).await
         } else {
             gemv_tuned(ctx, w, x, y, precision, config).await
         }
