@@ -141,22 +141,33 @@ fn records_are_refused_where_they_cannot_be_written_or_read() -> anyhow::Result<
 }
 
 /// Tuning with 8-bit activations and records times the SwiGLU epilogue writing records over the
-/// shapes whose workgroups own whole chunks, and the fused GEMV writing records runs at the one
-/// it chose.
+/// shapes whose workgroups own whole chunks and the down GEMV reading them over its own, decides
+/// by the two pairs' times whether records pay, and the fused GEMVs run at the shapes chosen.
 #[test]
 fn tuning_times_the_recording_epilogue_at_whole_chunk_shapes() -> anyhow::Result<()> {
     let ctx = &gpu_kernel_ctx()?;
     assert!(ctx.capabilities().timestamp_query, "this test needs timestamp queries");
-    let (h, k) = (64, 128);
-    let w = qmatmul::test_weight(WeightFormat::parse("q4_g32_sym").expect("q4"), 95, 2 * h, k)?.upload(ctx, "gate_up")?;
-    let tuned = pollster::block_on(qmatmul::tune_gemv(ctx, &[&w], &[&w], qmatmul::Precision::F32, true, true))?;
-    if !gemv_int8(ctx, &w) {
+    // k ≠ 2h, so the two GEMVs' timings are told apart by their rows.
+    let (h, k) = (64, 256);
+    let q4 = WeightFormat::parse("q4_g32_sym").expect("q4");
+    let w = qmatmul::test_weight(q4, 95, 2 * h, k)?.upload(ctx, "gate_up")?;
+    let down = qmatmul::test_weight(q4, 97, k, h)?.upload(ctx, "down")?;
+    let tuned = pollster::block_on(qmatmul::tune_gemv(ctx, &[&w, &down], &[&w], qmatmul::Precision::F32, true, &[(&w, &down)]))?;
+    if !gemv_int8(ctx, &w) || !gemv_int8(ctx, &down) {
         assert!(tuned.iter().all(|t| !t.records), "{tuned:?}");
         return Ok(());
     }
-    let recorded: Vec<_> = tuned.iter().filter(|t| t.records).collect();
-    assert_eq!(recorded.len(), 1, "{tuned:?}");
-    let t = recorded[0];
+    let best = |pick: &dyn Fn(&&qmatmul::GemvTuning) -> bool| {
+        let found: Vec<_> = tuned.iter().filter(pick).collect();
+        assert_eq!(found.len(), 1, "{tuned:?}");
+        found[0].timings.iter().map(|&(_, us)| us).fold(f64::INFINITY, f64::min)
+    };
+    let with = best(&|t| t.records) + best(&|t| t.reads_records);
+    let without = best(&|t| t.int8 && t.swiglu && !t.records) + best(&|t| t.int8 && !t.swiglu && !t.reads_records && t.rows == k);
+    assert_eq!(qmatmul::records_pay(ctx, &w, &down), with < without, "{with} µs with records, {without} without");
+    let reader = tuned.iter().find(|t| t.reads_records).expect("timed reading records");
+    assert!(reader.int8 && !reader.swiglu && reader.timings.iter().all(|(c, us)| c.lanes > 1 && *us > 0.0), "{reader:?}");
+    let t = tuned.iter().find(|t| t.records).expect("timed writing records");
     assert!(t.swiglu && t.int8, "{t:?}");
     assert!(t.timings.iter().all(|(c, us)| RECORD_SWIGLU_CANDIDATES.contains(c) && writes_records(*c) && *us > 0.0), "{t:?}");
     let x = ctx.upload_f32("x", &[1, k], &random_f32(96, k))?;
@@ -166,6 +177,14 @@ fn tuning_times_the_recording_epilogue_at_whole_chunk_shapes() -> anyhow::Result
     let d = pollster::block_on(qmatmul::gemv_fused(ctx, &w, &x, &act, fusion))?;
     let c = t.chosen;
     for part in [format!("LPR={},", c.lanes), format!("RPT={},", c.rows), "XOUT=1".into()] {
+        assert!(d.name().contains(&part), "{} for {c:?}", d.name());
+    }
+    // The reader runs at its own shape.
+    let y = ctx.zeros("y", &[1, k], DType::F32)?;
+    let read = GemvFusion { int8: true, records_in: true, residual: true, ..Default::default() };
+    let d = pollster::block_on(qmatmul::gemv_fused(ctx, &down, &rec, &y, read))?;
+    let c = reader.chosen;
+    for part in [format!("LPR={},", c.lanes), format!("WG={},", c.wg), "XREC=1".into()] {
         assert!(d.name().contains(&part), "{} for {c:?}", d.name());
     }
     Ok(())

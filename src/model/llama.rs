@@ -129,6 +129,9 @@ impl Llama {
         let gemv_tuning = if options.tune {
             let mut mats: Vec<&QWeight> = Vec::new();
             let mut swiglu: Vec<&QWeight> = Vec::new();
+            // The pairs whose decode step may pass activation records (`EngineOptions::activation_records`).
+            let mut records: Vec<(&QWeight, &QWeight)> = Vec::new();
+            let recording = options.int8_activations && options.activation_records;
             for l in &weights.layers {
                 match &l.qkv {
                     Qkv::Stacked { w, .. } => mats.push(w),
@@ -139,6 +142,9 @@ impl Llama {
                         mats.push(w);
                         if epilogue && gemv_swiglu(ctx, w) {
                             swiglu.push(w);
+                            if recording {
+                                records.push((w, &l.down));
+                            }
                         }
                     }
                     GateUp::Apart { gate, up } => mats.extend([gate, up]),
@@ -146,7 +152,7 @@ impl Llama {
                 mats.extend([&l.wo, &l.down]);
             }
             mats.push(weights.output.as_ref().unwrap_or(&weights.embedding));
-            tune_gemv(ctx, &mats, &swiglu, options.precision, options.int8_activations, options.int8_activations && options.activation_records).await?
+            tune_gemv(ctx, &mats, &swiglu, options.precision, options.int8_activations, &records).await?
         } else {
             Vec::new()
         };

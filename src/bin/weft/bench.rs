@@ -237,12 +237,19 @@ fn print_load(b: &LoadBreakdown, load_s: f64, tuning: &[weft::ops::qmatmul::Gemv
     for t in tuning {
         let c = t.chosen;
         let what = match (t.swiglu, t.int8) {
-            (true, true) => " (SwiGLU epilogue, 8-bit activations)",
-            (true, false) => " (SwiGLU epilogue)",
-            (false, true) => " (8-bit activations)",
+            (true, true) => " (SwiGLU epilogue, 8-bit activations",
+            (true, false) => " (SwiGLU epilogue",
+            (false, true) => " (8-bit activations",
             (false, false) => "",
         };
-        println!("  tuned      {} {}x{}{what}: wg {} rows {} lanes {}", t.format, t.rows, t.cols, c.wg, c.rows, c.lanes);
+        let records = match (t.records, t.reads_records) {
+            (true, _) => ", writing records",
+            (_, true) => ", reading records",
+            _ => "",
+        };
+        let close = if what.is_empty() { "" } else { ")" };
+        let us = t.timings.iter().map(|&(_, us)| us).fold(f64::INFINITY, f64::min);
+        println!("  tuned      {} {}x{}{what}{records}{close}: wg {} rows {} lanes {} ({us:.1} us)", t.format, t.rows, t.cols, c.wg, c.rows, c.lanes);
     }
 }
 

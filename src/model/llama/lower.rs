@@ -36,7 +36,7 @@ use crate::ops::elementwise::{
 use crate::ops::norm::{add_rms_norm, rms_norm};
 use crate::ops::prefill_attention::{prefill_attention, prefill_attention_fits, tiled_prefill_pays};
 use crate::ops::qmatmul::records::{records_shape, RecordOrder};
-use crate::ops::qmatmul::{embed, gemv_fused, gemv_fuses, gemv_glu, gemv_int8, gemv_swiglu, matmul, GemvFusion, Precision, QWeight};
+use crate::ops::qmatmul::{embed, gemv_fused, records_pay, gemv_fuses, gemv_glu, gemv_int8, gemv_swiglu, matmul, GemvFusion, Precision, QWeight};
 use crate::ops::rope::{rope_store, rope_store_qkv, RopeShape};
 use crate::ops::sample::sample;
 
@@ -418,7 +418,9 @@ impl<'a> Lower<'a> {
             let down_fusion = self.int8(down, residual);
             // The epilogue quantizes its output once for the down GEMV's integer products.
             let order = RecordOrder::of(&down.format).filter(|_| o.activation_records && down_fusion.int8);
-            if let Some(order) = order.filter(|_| self.t == 1 && self.c().ffn_dim.is_multiple_of(32)) {
+            // Where tuning timed the pair both ways, only if records took less time.
+            let pays = self.t == 1 && self.c().ffn_dim.is_multiple_of(32) && records_pay(self.ctx, w, down);
+            if let Some(order) = order.filter(|_| pays) {
                 let records = self.m.buffers.records.view(&records_shape(1, self.c().ffn_dim))?;
                 let swiglu = GemvFusion { swiglu: true, records_out: Some((&records, order)), ..fusion };
                 d.push(self.product(w, &self.at(x)?, &act, Some(swiglu)).await?);

@@ -16,6 +16,7 @@ mod selftest;
 mod int8;
 pub mod records;
 mod tune;
+mod variants;
 mod weight;
 
 pub use selftest::{
@@ -24,7 +25,8 @@ pub use selftest::{
 };
 pub use gemm::{gemm, gemm_tuned, GemmConfig, GemmKernel, GEMM_BLOCKS, GEMM_MATRIX, GEMM_OUTER, GEMM_TILED};
 pub use int8::{int8_activations, int8_tolerance};
-pub use tune::{tune_gemv, GemvTuning, GEMV_CANDIDATES};
+pub(crate) use variants::variants;
+pub use tune::{records_pay, tune_gemv, GemvTuning, GEMV_CANDIDATES};
 pub use weight::{QPart, QWeight, WeightFormat};
 pub(crate) use weight::{binding_limit, plane_tensors};
 
@@ -222,81 +224,6 @@ fn embed_defines(format: &WeightFormat) -> Defines {
     format.defines().set("PB", 3 + format.weight_bindings() - 1)
 }
 
-/// The subgroups of the hardware GPUs the variants are checked for.
-const SG32: Subgroups = Subgroups { size: 32, emulated: 0 };
-
-pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
-    let mut all = Vec::new();
-    let mut formats = WeightFormat::all();
-    formats.push(WeightFormat::F32);
-    for f in &formats {
-        // K = 4: vec4 activations; K = 3: one float at a time (ragged weft rows). The GPU
-        // shape with and without subgroups.
-        for precision in [Precision::F32, Precision::F16] {
-            for k in [4, 3] {
-                all.push((QGEMV_SHADER, gemv_defines(f, precision, GemvConfig::for_format(f), k, Subgroups::NONE)));
-            }
-            all.extend(gemm::variants(f, precision));
-            for subgroup in [Subgroups::NONE, SG32] {
-                all.push((QGEMV_SHADER, gemv_defines(f, precision, GEMV_BLOCKS_GPU, 4, subgroup)));
-            }
-        }
-        all.push((QEMBED_SHADER, embed_defines(f)));
-        if matches!(f, WeightFormat::Weft(_) | WeightFormat::Repacked(_)) {
-            let pb = 3 + f.weight_bindings() - 1;
-            for rows in [1, 2, 4] {
-                for subgroup in [Subgroups::NONE, SG32] {
-                    let d = gpu_gemv_defines(f, GemvConfig { wg: 256, rows, lanes: 32 }, subgroup);
-                    all.push((QGEMV_GPU_SHADER, d.clone()));
-                    all.push((QGEMV_GPU_SHADER, d.clone().set("NORM", 1).set("NB", pb).set("PB", pb + 1)));
-                    all.push((QGEMV_GPU_SHADER, d.clone().set("RESIDUAL", 1).set("GLU", 1)));
-                    all.push((QGEMV_GPU_SHADER, d.clone().set("RESIDUAL", 1)));
-                    if rows >= 2 {
-                        all.push((QGEMV_GPU_SHADER, d.clone().set("NORM", 1).set("NB", pb).set("PB", pb + 1).set("SWIGLU", 1)));
-                    }
-                    if int8_format(f) {
-                        let d = d.set("DP4", 1);
-                        if rows >= 2 {
-                            all.push((QGEMV_GPU_SHADER, d.clone().set("NORM", 1).set("NB", pb).set("PB", pb + 1).set("SWIGLU", 1)));
-                        }
-                        all.push((QGEMV_GPU_SHADER, d.clone()));
-                        all.push((QGEMV_GPU_SHADER, d.clone().set("NORM", 1).set("NB", pb).set("PB", pb + 1)));
-                        all.push((QGEMV_GPU_SHADER, d.clone().set("RESIDUAL", 1).set("GLU", 1)));
-                        all.push((QGEMV_GPU_SHADER, d.clone().set("RESIDUAL", 1).set("XREC", 1)));
-                        all.push((QGEMV_GPU_SHADER, d.set("RESIDUAL", 1)));
-                    }
-                }
-            }
-            if int8_format(f) {
-                // The SwiGLU epilogue writing records, in each order, at the shapes that may.
-                for (c, subgroup) in [(records::RECORD_SWIGLU_CANDIDATES[0], SG32), (records::RECORD_SWIGLU_CANDIDATES[4], Subgroups::NONE)] {
-                    let d = gpu_gemv_defines(f, c, subgroup).set("DP4", 1).set("NORM", 1).set("NB", pb).set("SWIGLU", 1);
-                    for order in 0..3 {
-                        all.push((QGEMV_GPU_SHADER, d.clone().set("XOUT", 1).set("XO_ORDER", order).set("XB", pb + 1).set("PB", pb + 2)));
-                    }
-                }
-            }
-        }
-        if f.gemv_block().is_some() {
-            // The decode step's fused forms (vec4 x, F32), on both launch shapes.
-            let pb = 3 + f.weight_bindings() - 1;
-            for (config, subgroup) in [(GemvConfig::for_format(f), Subgroups::NONE), (GEMV_BLOCKS_GPU, SG32)] {
-                let d = gemv_defines(f, Precision::F32, config, 4, subgroup);
-                all.push((QGEMV_SHADER, d.clone().set("NORM", 1).set("NB", pb).set("PB", pb + 1)));
-                all.push((QGEMV_SHADER, d.set("RESIDUAL", 1)));
-            }
-        }
-    }
-    // The emulated subgroups of the tests (tests/subgroup_sizes.rs), on both kernels.
-    let emulated = Subgroups { size: 32, emulated: 32 };
-    let q4 = WeightFormat::Weft(crate::quant::weft::WeftQuant { bits: 4, group: 32, scheme: crate::quant::weft::Scheme::Sym });
-    all.push((QGEMV_SHADER, gemv_defines(&q4, Precision::F32, GEMV_BLOCKS_GPU, 4, emulated)));
-    all.push((QGEMV_GPU_SHADER, gpu_gemv_defines(&q4, GemvConfig { wg: 256, rows: 4, lanes: 32 }, emulated)));
-    all.sort_by(|a, b| (a.0.name, &a.1).cmp(&(b.0.name, &b.1)));
-    all.dedup_by(|a, b| a.0.name == b.0.name && a.1 == b.1);
-    all
-}
-
 /// Checks x [t, k] against W and y [t, n], returning t.
 fn check_operands(op: &'static str, w: &QWeight, x: &GpuTensor, y: &GpuTensor, n_out: usize) -> Result<u32> {
     check_shapes(op, w, (&x.shape, x.dtype), y, n_out)
@@ -442,6 +369,10 @@ pub async fn gemv_fused(ctx: &GpuContext, w: &QWeight, x: &GpuTensor, y: &GpuTen
     if fusion.records_out.is_some() {
         // Only the shapes whose workgroups own whole chunks write records.
         let config = tune::measured_records(ctx, w).unwrap_or(records::RECORD_SWIGLU_CANDIDATES[0]);
+        return gemv_fused_tuned(ctx, w, x, y, fusion, config).await;
+    }
+    // Reading records stages nothing, which moves the best shape (fewer rows a workgroup).
+    if let Some(config) = fusion.records_in.then(|| tune::measured_reading_records(ctx, w)).flatten() {
         return gemv_fused_tuned(ctx, w, x, y, fusion, config).await;
     }
     // The shape tuned for 8-bit activations, else for the SwiGLU epilogue, where they were.

@@ -3,7 +3,7 @@
 //! won on every SmolLM2 layer, while the 49152-row output head ran twice as fast with 4 lanes
 //! per row and 8192 x 8192 about 1.25x faster with 4 rows per lane group (bench/NOTES.md).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -45,6 +45,8 @@ pub struct GemvTuning {
     pub int8: bool,
     /// Timed writing activation records ([`GemvFusion::records_out`]).
     pub records: bool,
+    /// Timed reading activation records ([`GemvFusion::records_in`]).
+    pub reads_records: bool,
     /// (config, median µs) for every candidate.
     pub timings: Vec<(GemvConfig, f64)>,
     pub chosen: GemvConfig,
@@ -58,6 +60,38 @@ fn key(format: &WeightFormat, rows: usize, cols: usize, precision: Precision, sw
 
 fn records_key(w: &QWeight) -> String {
     key(&w.format, w.rows, w.cols, Precision::F32, true, true) + " records"
+}
+
+fn reads_records_key(w: &QWeight) -> String {
+    key(&w.format, w.rows, w.cols, Precision::F32, false, true) + " records in"
+}
+
+fn pay_key(gate_up: &QWeight, down: &QWeight) -> String {
+    format!("records pay: {} / {}", records_key(gate_up), reads_records_key(down))
+}
+
+/// Whether the SwiGLU epilogue of `gate_up` writing records, and `down` reading them, took less
+/// time at load than the two without records (their shapes tuned each way); true where they were
+/// not timed.
+pub fn records_pay(ctx: &GpuContext, gate_up: &QWeight, down: &QWeight) -> bool {
+    ctx.tuned(&pay_key(gate_up, down)).is_none_or(|[pay, ..]| pay == 1)
+}
+
+/// The launch shape tuning chose for `w`'s GEMV reading activation records, if tuned.
+pub(super) fn measured_reading_records(ctx: &GpuContext, w: &QWeight) -> Option<GemvConfig> {
+    ctx.tuned(&reads_records_key(w)).map(|[wg, rows, lanes]| GemvConfig { wg, rows, lanes })
+}
+
+/// What a weight is timed as.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Plain,
+    /// The SwiGLU epilogue's product.
+    Swiglu,
+    /// The SwiGLU epilogue's product writing activation records (8-bit activations only).
+    SwigluRecords,
+    /// Reading activation records, added into y (8-bit activations only).
+    ReadsRecords,
 }
 
 /// The launch shape tuning chose for `w`'s SwiGLU epilogue writing activation records, if tuned.
@@ -91,7 +125,9 @@ fn swiglu_candidates() -> Vec<GemvConfig> {
 /// each weight whose decode GEMV then takes them ([`gemv_int8`], decided by the first timing) is
 /// timed again that way, over the shapes the GPU kernel runs: the integer products move the
 /// best shape (at 2 and 3 bits four rows a lane group win where two do with f32 activations).
-/// Needs timestamp queries; on software adapters (where the shapes were measured once, see
+/// Each (gate/up, down) pair of `records` is also timed as the epilogue writing activation
+/// records and the down GEMV reading them (shapes of their own), and [`records_pay`] then says
+/// whether the two took less time that way. Needs timestamp queries; on software adapters (where the shapes were measured once, see
 /// [`GemvConfig::for_format`]) or without timestamps it changes nothing and returns nothing.
 pub async fn tune_gemv(
     ctx: &GpuContext,
@@ -99,44 +135,62 @@ pub async fn tune_gemv(
     swiglu: &[&QWeight],
     precision: Precision,
     int8: bool,
-    records: bool,
+    records: &[(&QWeight, &QWeight)],
 ) -> Result<Vec<GemvTuning>> {
     let caps = ctx.capabilities();
     if caps.is_software || !caps.timestamp_query {
         return Ok(Vec::new());
     }
+    warm_up(ctx, weights.iter().chain(swiglu).max_by_key(|w| w.rows * w.cols)).await?;
     let mut seen = HashSet::new();
+    let mut best: HashMap<String, f64> = HashMap::new();
     let mut out = Vec::new();
-    let plain = weights.iter().map(|w| (*w, false, false));
-    let mut all: Vec<(&QWeight, bool, bool)> = plain.chain(swiglu.iter().map(|w| (*w, true, false))).collect();
-    // The epilogues writing activation records, with 8-bit activations only.
-    if records {
-        all.extend(swiglu.iter().filter(|w| (w.rows / 2).is_multiple_of(32)).map(|w| (*w, true, true)));
+    let plain = weights.iter().map(|w| (*w, Role::Plain));
+    let mut all: Vec<(&QWeight, Role)> = plain.chain(swiglu.iter().map(|w| (*w, Role::Swiglu))).collect();
+    // The epilogues writing activation records and the GEMVs reading them (8-bit activations).
+    for (g, d) in records {
+        all.extend([(*g, Role::SwigluRecords), (*d, Role::ReadsRecords)]);
     }
     // The 8-bit pass after the f32 one, whose choice decides which weights take 8 bits.
     let passes = if int8 { &[false, true][..] } else { &[false][..] };
-    for (&eight, &(w, epilogue, recorded)) in passes.iter().flat_map(|e| std::iter::repeat(e).zip(&all)) {
+    for (&eight, &(w, role)) in passes.iter().flat_map(|e| std::iter::repeat(e).zip(&all)) {
+        let epilogue = matches!(role, Role::Swiglu | Role::SwigluRecords);
+        let recorded = matches!(role, Role::SwigluRecords | Role::ReadsRecords);
         // The epilogue's GEMV, and every 8-bit one, is at F32.
         let precision = if epilogue || eight { Precision::F32 } else { precision };
-        let k = if recorded { records_key(w) } else { key(&w.format, w.rows, w.cols, precision, epilogue, eight) };
+        let k = match role {
+            Role::SwigluRecords => records_key(w),
+            Role::ReadsRecords => reads_records_key(w),
+            _ => key(&w.format, w.rows, w.cols, precision, epilogue, eight),
+        };
         let gemv_kernel = w.format.gemv_block().is_some() || matches!(w.format, WeightFormat::Repacked(_));
-        if (recorded && !eight) || !gemv_kernel || (eight && !gemv_int8(ctx, w)) || ctx.tuned(&k).is_some() || !seen.insert(k.clone()) {
+        let shapes_fit = match role {
+            Role::SwigluRecords => (w.rows / 2).is_multiple_of(32),
+            Role::ReadsRecords => w.cols.is_multiple_of(32) && RecordOrder::of(&w.format).is_some(),
+            _ => true,
+        };
+        if (recorded && !eight) || !shapes_fit || !gemv_kernel || (eight && !gemv_int8(ctx, w)) || ctx.tuned(&k).is_some() || !seen.insert(k.clone()) {
             continue;
         }
-        let mut configs = match (epilogue, recorded) {
-            (true, true) => RECORD_SWIGLU_CANDIDATES.to_vec(),
-            (true, false) => swiglu_candidates(),
+        let mut configs = match role {
+            Role::SwigluRecords => RECORD_SWIGLU_CANDIDATES.to_vec(),
+            Role::Swiglu => swiglu_candidates(),
             _ => GEMV_CANDIDATES.to_vec(),
         };
         if eight {
             configs.retain(|&c| gpu_gemv(&w.format, w.cols, Precision::F32, c));
         }
-        let x = ctx.upload_f32("tune x", &[1, w.cols], &random_f32(w.cols as u64, w.cols))?;
+        let x = if role == Role::ReadsRecords {
+            ctx.zeros("tune records", &records_shape(1, w.cols), DType::U32)?
+        } else {
+            ctx.upload_f32("tune x", &[1, w.cols], &random_f32(w.cols as u64, w.cols))?
+        };
         let y = ctx.zeros("tune y", &[1, if epilogue { w.rows / 2 } else { w.rows }], DType::F32)?;
-        let rec = if recorded { Some(ctx.zeros("tune records", &records_shape(1, w.rows / 2), DType::U32)?) } else { None };
+        let rec = if role == Role::SwigluRecords { Some(ctx.zeros("tune records", &records_shape(1, w.rows / 2), DType::U32)?) } else { None };
         // The order only moves values between words: any times the same.
         let rec = rec.as_ref().map(|r| (r, RecordOrder::Nibbles));
-        let fusion = GemvFusion { swiglu: epilogue, int8: eight, records_out: rec, ..Default::default() };
+        let reads = role == Role::ReadsRecords;
+        let fusion = GemvFusion { swiglu: epilogue, int8: eight, records_out: rec, records_in: reads, residual: reads, ..Default::default() };
         let candidates = candidates(ctx, w, &x, &y, precision, &configs, fusion).await?;
         // Each candidate once untimed (its first run pays for caches and clocks), then REPS
         // times, all in one submission: one wait for the whole sweep of a shape rather than
@@ -152,11 +206,47 @@ pub async fn tune_gemv(
                 (config, timed[timed.len() / 2] / 1e3)
             })
             .collect();
-        let chosen = timings.iter().min_by(|a, b| a.1.total_cmp(&b.1)).map_or(configs[0], |t| t.0);
-        ctx.set_tuned(k, [chosen.wg, chosen.rows, chosen.lanes]);
-        out.push(GemvTuning { format: w.format.name(), rows: w.rows, cols: w.cols, swiglu: epilogue, int8: eight, records: recorded, timings, chosen });
+        let Some(&(chosen, us)) = timings.iter().min_by(|a, b| a.1.total_cmp(&b.1)) else { continue };
+        ctx.set_tuned(k.clone(), [chosen.wg, chosen.rows, chosen.lanes]);
+        best.insert(k, us);
+        let (records, reads_records) = (role == Role::SwigluRecords, reads);
+        out.push(GemvTuning { format: w.format.name(), rows: w.rows, cols: w.cols, swiglu: epilogue, int8: eight, records, reads_records, timings, chosen });
+    }
+    // Records where the pair's two GEMVs took less time with them than without.
+    for (g, d) in records {
+        let f32_key = |w: &QWeight, swiglu| key(&w.format, w.rows, w.cols, Precision::F32, swiglu, true);
+        let times = [records_key(g), reads_records_key(d), f32_key(g, true), f32_key(d, false)].map(|k| best.get(&k).copied());
+        if let [Some(a), Some(b), Some(c), Some(e)] = times {
+            ctx.set_tuned(pay_key(g, d), [u32::from(a + b < c + e), 0, 0]);
+        }
     }
     Ok(out)
+}
+
+/// GPU time spent before the first sweep, and how many dispatches a round of it takes.
+const WARM_NS: f64 = 250e6;
+const WARM_ROUND: usize = 256;
+
+/// Keeps the GPU busy with `w`'s GEMV for [`WARM_NS`] of its time (at most 128 rounds) before
+/// anything is timed. A GPU left idle while the weights were read lowers its clocks and raises
+/// them only under load: on an H200 the first sweeps after a load timed 2-3x slower than the
+/// same shapes later, so the order of the sweeps, not the shapes, decided comparisons between
+/// them (bench/NOTES.md, note 56).
+async fn warm_up(ctx: &GpuContext, w: Option<&&QWeight>) -> Result<()> {
+    let Some(w) = w else { return Ok(()) };
+    let x = ctx.zeros("warm x", &[1, w.cols], DType::F32)?;
+    let y = ctx.zeros("warm y", &[1, w.rows], DType::F32)?;
+    let d = gemv_tuned(ctx, w, &x, &y, Precision::F32, super::gemv_config(ctx, w, Precision::F32)).await?;
+    let round = vec![&d; WARM_ROUND];
+    let mut spent = 0.0;
+    for _ in 0..128 {
+        let Some(ns) = ctx.time_dispatches(&round).await? else { return Ok(()) };
+        spent += ns.iter().sum::<f64>();
+        if spent >= WARM_NS {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// The dispatch of every candidate shape in `configs` for `w` (the fused GEMV where `fusion`
