@@ -481,7 +481,9 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
 #endif
 #ifdef SWIGLU
     let h0 = acc.x / (1.0 + exp(-acc.x)) * acc.y;
+#ifdef R4
     let h1 = acc.z / (1.0 + exp(-acc.z)) * acc.w;
+#endif
 #endif
     if (lane == 0u) {
 #ifdef SWIGLU

@@ -4,23 +4,16 @@
 //! same values, so the down projection's sums are the same bits either way; the epilogue's f32
 //! output is unchanged; and the records decode to the values within half a step.
 
-use weft::gpu::{BackendChoice, DType, GpuContext, GpuTensor};
+use weft::gpu::{DType, GpuContext, GpuTensor};
 use weft::ops::qmatmul::records::{records_shape, writes_records, RecordOrder, RECORD_SWIGLU_CANDIDATES, RECORD_WORDS};
 use weft::ops::qmatmul::{self, gemv_fused_tuned, gemv_int8, GemvConfig, GemvFusion, WeightFormat};
 use weft::selftest::random_f32;
 
+mod gpu_context;
+use gpu_context::gpu_kernel_ctx;
+
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|f| f.to_bits()).collect()
-}
-
-/// A context whose adapter counts as a hardware GPU, so the GPU GEMV kernel (the one with DP4
-/// and the epilogues) runs on the software adapters of CI.
-fn gpu_kernel_ctx() -> anyhow::Result<GpuContext> {
-    let mut ctx = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
-    let mut caps = ctx.capabilities().clone();
-    caps.is_software = false;
-    ctx.set_capabilities(caps);
-    Ok(ctx)
 }
 
 /// Checks the records of `values` (one token) against the values: each integer within half a

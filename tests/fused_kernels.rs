@@ -364,11 +364,7 @@ fn gemv_with_swiglu_staging_equals_swiglu_then_gemv() -> anyhow::Result<()> {
 #[test]
 fn gemv_with_swiglu_epilogue_equals_gemv_then_swiglu() -> anyhow::Result<()> {
     use weft::ops::qmatmul::{gemv_fused_tuned, gemv_int8, gemv_swiglu, GemvConfig, GemvFusion};
-    let mut ctx = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
-    let mut caps = ctx.capabilities().clone();
-    caps.is_software = false;
-    ctx.set_capabilities(caps);
-    let ctx = &ctx;
+    let ctx = &gpu_context::gpu_kernel_ctx()?;
     let configs = [GemvConfig { wg: 256, rows: 2, lanes: 32 }, GemvConfig { wg: 64, rows: 1, lanes: 16 }, GemvConfig { wg: 128, rows: 4, lanes: 8 }];
     for (i, name) in ["q4_g32_asym", "q8_g32_sym", "q3_g32_asym", "Q4_K_R", "Q6_K_R", "Q5_0_R"].into_iter().enumerate() {
         let format = WeightFormat::parse(name).expect("known format");

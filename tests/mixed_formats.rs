@@ -7,10 +7,12 @@
 //! RoPE + store + split attention as a stacked one; the greedy ids are those of the step with
 //! separate norm, add, RoPE + store and attention dispatches, in fewer dispatches.
 
-use weft::gpu::{BackendChoice, GpuContext};
 use weft::loader::native::FileReader;
 use weft::model::llama::Qkv;
 use weft::model::{self, EngineOptions, WeightOptions};
+
+mod gpu_context;
+use gpu_context::gpu_kernel_ctx;
 
 const MODEL: &str = "tests/fixtures/quant-tiny/model-q4_k_m.gguf";
 
@@ -22,10 +24,7 @@ struct Run {
 
 #[test]
 fn norms_fold_into_the_products_a_mixed_layer_keeps_apart() -> anyhow::Result<()> {
-    let mut ctx = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
-    let mut caps = ctx.capabilities().clone();
-    caps.is_software = false;
-    ctx.set_capabilities(caps);
+    let ctx = gpu_kernel_ctx()?;
     let prompt = [1u32, 7, 42, 300, 5, 64, 128];
     let mut runs = Vec::new();
     // Separate dispatches; norms folded with the RoPE + store and split attention of their own;
@@ -91,10 +90,7 @@ fn int8_activations_take_every_product_of_a_mixed_layer() -> anyhow::Result<()> 
     // Q4_K and Q6_K planes (a GPU's upload) with 8-bit activations: every GEMV of the step takes
     // the DP4 path, in the same dispatches, and the logits of the decode path (one token a pass)
     // stay near those of f32 activations.
-    let mut ctx = pollster::block_on(GpuContext::new(BackendChoice::from_env()?))?;
-    let mut caps = ctx.capabilities().clone();
-    caps.is_software = false;
-    ctx.set_capabilities(caps);
+    let ctx = gpu_kernel_ctx()?;
     let prompt = [1u32, 7, 42, 300, 5, 64, 128];
     let tokens = [1u32, 7, 42, 300, 5, 64, 128, 488, 50, 240, 390, 455, 12, 99];
     let open = |int8_activations: bool, max_batch: usize| -> anyhow::Result<model::Llama> {

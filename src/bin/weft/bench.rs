@@ -236,20 +236,11 @@ fn print_load(b: &LoadBreakdown, load_s: f64, tuning: &[weft::ops::qmatmul::Gemv
     println!("  load by phase: {}", crate::backend::phase_line(&phases, load_s));
     for t in tuning {
         let c = t.chosen;
-        let what = match (t.swiglu, t.int8) {
-            (true, true) => " (SwiGLU epilogue, 8-bit activations",
-            (true, false) => " (SwiGLU epilogue",
-            (false, true) => " (8-bit activations",
-            (false, false) => "",
-        };
-        let records = match (t.records, t.reads_records) {
-            (true, _) => ", writing records",
-            (_, true) => ", reading records",
-            _ => "",
-        };
-        let close = if what.is_empty() { "" } else { ")" };
+        let kinds = [(t.swiglu, "SwiGLU epilogue"), (t.int8, "8-bit activations"), (t.records, "writing records"), (t.reads_records, "reading records")];
+        let parts: Vec<&str> = kinds.iter().filter(|k| k.0).map(|k| k.1).collect();
+        let what = if parts.is_empty() { String::new() } else { format!(" ({})", parts.join(", ")) };
         let us = t.timings.iter().map(|&(_, us)| us).fold(f64::INFINITY, f64::min);
-        println!("  tuned      {} {}x{}{what}{records}{close}: wg {} rows {} lanes {} ({us:.1} us)", t.format, t.rows, t.cols, c.wg, c.rows, c.lanes);
+        println!("  tuned      {} {}x{}{what}: wg {} rows {} lanes {} ({us:.1} us)", t.format, t.rows, t.cols, c.wg, c.rows, c.lanes);
     }
 }
 

@@ -417,10 +417,10 @@ impl<'a> Lower<'a> {
             let act = self.at(*act)?;
             let down_fusion = self.int8(down, residual);
             // The epilogue quantizes its output once for the down GEMV's integer products.
-            let order = RecordOrder::of(&down.format).filter(|_| o.activation_records && down_fusion.int8);
             // Where tuning timed the pair both ways, only if records took less time.
-            let pays = self.t == 1 && self.c().ffn_dim.is_multiple_of(32) && records_pay(self.ctx, w, down);
-            if let Some(order) = order.filter(|_| pays) {
+            let recorded = o.activation_records && down_fusion.int8 && self.t == 1 && self.c().ffn_dim.is_multiple_of(32)
+                && records_pay(self.ctx, w, down);
+            if let Some(order) = RecordOrder::of(&down.format).filter(|_| recorded) {
                 let records = self.m.buffers.records.view(&records_shape(1, self.c().ffn_dim))?;
                 let swiglu = GemvFusion { swiglu: true, records_out: Some((&records, order)), ..fusion };
                 d.push(self.product(w, &self.at(x)?, &act, Some(swiglu)).await?);

@@ -511,10 +511,11 @@ async fn gemv_with(
     } else {
         (&QGEMV_SHADER, gemv_defines(&w.format, precision, config, w.cols, subgroup))
     };
+    // The norm weight and the records out take the parameters' binding in turn; they move up.
+    let mut pb = 3 + w.format.weight_bindings() - 1;
     if fusion.norm.is_some() {
-        // The norm weight takes the parameters' binding; they move one up.
-        let pb = 3 + w.format.weight_bindings() - 1;
         defines = defines.set("NORM", 1).set("NB", pb).set("PB", pb + 1);
+        pb += 1;
     }
     if fusion.residual {
         defines = defines.set("RESIDUAL", 1);
@@ -532,8 +533,6 @@ async fn gemv_with(
         defines = defines.set("XREC", 1);
     }
     if let Some((_, order)) = fusion.records_out {
-        // The records take the parameters' binding; they move one up.
-        let pb: u32 = defines.get("PB").and_then(|v| v.parse().ok()).unwrap_or(0);
         defines = defines.set("XOUT", 1).set("XO_ORDER", order as u32).set("XB", pb).set("PB", pb + 1);
     }
     let pipeline = ctx.pipeline(shader, &defines).await?;

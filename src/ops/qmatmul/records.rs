@@ -89,7 +89,8 @@ pub(super) fn check_fusion(w: &QWeight, y: &GpuTensor, f: &GemvFusion<'_>, confi
 /// Output rows of a SwiGLU epilogue's workgroup at `config` (paired), which must be whole
 /// chunks for it to write records.
 pub fn swiglu_rows_per_group(config: GemvConfig) -> u32 {
-    config.wg / config.lanes * (config.rows / 2)
+    // A lane group's rows are gate rows and their up rows: half of them are outputs.
+    config.rows_per_group(true) / 2
 }
 
 /// Whether a SwiGLU epilogue at `config` (as it runs: paired) can write records: its
