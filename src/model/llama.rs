@@ -26,7 +26,6 @@ use crate::ops::qmatmul::{gemv_swiglu, tune_gemv, GemvTuning, QWeight};
 use crate::ops::sample::{params_bytes, SampleParams};
 
 use super::config::LlamaConfig;
-use super::graph::Pass;
 use super::load_times::{LoadClock, LoadPhase, LoadTimes};
 
 mod buffers;
@@ -69,10 +68,12 @@ pub struct Llama {
     /// Token readback, one slot for each of the two decode steps that may be in flight.
     slots: [ReadSlot; 2],
     buffers: Buffers,
-    /// The decode step's dispatches, prepared at load.
-    decode: Vec<Dispatch>,
-    /// Decode steps recorded while earlier ones ran, by readback slot.
-    recorded: [Option<StepCommands>; 2],
+    /// The decode step's dispatches, prepared at load, for each range of context lengths that
+    /// takes its own decode attention chunk: (largest context, dispatches), increasing.
+    decode: Vec<(usize, Vec<Dispatch>)>,
+    /// Decode steps recorded while earlier ones ran, by readback slot, with the index of the
+    /// `decode` range they were recorded from.
+    recorded: [Option<(usize, StepCommands)>; 2],
     /// The decode step submitted ahead of its turn (`EngineOptions::pipeline`).
     ahead: Option<Ahead>,
     /// Prompt passes' dispatches by token count, prepared on first use.
@@ -207,7 +208,7 @@ impl Llama {
             last: 0,
         };
         let start = LoadClock::start();
-        model.decode = model.lower(ctx, Pass::decode(), None).await?;
+        model.decode = model.lower_decode(ctx).await?;
         clock.add(LoadPhase::Compile, start);
         model.set_sampling(ctx, &SampleParams::default());
         // What the load queued (uploads, stacking copies) done, so that its time is the load's
@@ -221,12 +222,20 @@ impl Llama {
 
     /// Dispatches one decode step records.
     pub fn decode_dispatches(&self) -> usize {
-        self.decode.len()
+        self.decode_at(self.pos).1.len()
     }
 
-    /// The kernel (name and defines) of each dispatch of the decode step.
+    /// The kernel (name and defines) of each dispatch of the decode step at the current position.
     pub fn decode_kernels(&self) -> Vec<&str> {
-        self.decode.iter().map(|d| d.name()).collect()
+        self.decode_at(self.pos).1.iter().map(|d| d.name()).collect()
+    }
+
+    /// The decode step for the token at `pos` (its context is pos + 1 positions, at most
+    /// max_seq): the index of its range in `decode` and its dispatches.
+    fn decode_at(&self, pos: usize) -> (usize, &[Dispatch]) {
+        let context = (pos + 1).min(self.options.max_seq);
+        let i = self.decode.iter().position(|(upto, _)| context <= *upto).unwrap_or(self.decode.len() - 1);
+        (i, &self.decode[i].1)
     }
 
     /// Tokens in the KV cache.

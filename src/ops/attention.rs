@@ -54,6 +54,26 @@ pub fn decode_chunk(head_dim: usize) -> usize {
     if head_dim <= 64 { 256 } else { 64 }
 }
 
+/// The decode kernel's chunk by context length, as (largest context, chunk) in increasing
+/// order, the last covering every context up to `max_seq`: the chunk of [`decode_chunk`] up to
+/// 256 positions; past that, heads wider than 64 dimensions take chunks of 128 up to 512
+/// positions and of 256 beyond. Measured on an H200 (bench/NOTES.md, note 57): a 7B's heads of
+/// 128 in chunks of 64 run 4 chunks a head in one wave of workgroups at 256 positions, but
+/// each further wave adds the kernel's whole latency (16-17 µs a call at 320-512 positions
+/// against 11.4-11.9 in chunks of 128, 30.5 against 15.8 in chunks of 256 at 1024). Heads of
+/// 64 keep chunks of 256 at every length (within 1.5 µs of the best).
+pub fn decode_chunk_plan(head_dim: usize, max_seq: usize) -> Vec<(usize, usize)> {
+    let steps: &[(usize, usize)] = if head_dim <= 64 { &[(usize::MAX, 256)] } else { &[(256, 64), (512, 128), (usize::MAX, 256)] };
+    let mut plan = Vec::new();
+    for &(upto, chunk) in steps {
+        plan.push((upto.min(max_seq), chunk));
+        if upto >= max_seq {
+            break;
+        }
+    }
+    plan
+}
+
 /// Dot products of head_dim terms, an online softmax and a weighted sum over the context.
 pub const ATTENTION_TOLERANCE: Tolerance = Tolerance { abs: 2e-6, rel: 1e-4 };
 

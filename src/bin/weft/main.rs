@@ -224,7 +224,7 @@ mod cli {
             #[arg(long)]
             no_fuse_attention: bool,
             /// Context positions one workgroup of the decode attention kernel covers (64, 128
-            /// or 256; default: by head size).
+            /// or 256; default: by head size and context length).
             #[arg(long)]
             attention_chunk: Option<usize>,
             /// KV-cache capacity in tokens (default: the prompt and the generated tokens);

@@ -50,7 +50,9 @@ pub struct EngineOptions {
     /// Context positions one workgroup of the decode attention kernel covers (one of
     /// [`DECODE_CHUNKS`](crate::ops::attention::DECODE_CHUNKS)): smaller chunks spread a head
     /// over more workgroups, a context of at most one chunk needs no merge. `None` decides by
-    /// head size ([`decode_chunk`](crate::ops::attention::decode_chunk)).
+    /// head size and context length
+    /// ([`decode_chunk_plan`](crate::ops::attention::decode_chunk_plan)): the decode step is
+    /// prepared at load for each range of lengths that takes its own chunk.
     pub attention_chunk: Option<usize>,
     /// Prompt passes' attention by tiles of queries against tiles of cached positions
     /// (`ops::prefill_attention`) where the adapter gains from it (`tiled_prefill_pays`) and the

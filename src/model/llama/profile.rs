@@ -25,7 +25,7 @@ impl Llama {
     pub async fn profile_decode(&self, ctx: &GpuContext, reps: usize) -> Result<Vec<(String, f64, usize)>> {
         let mut by_name: Vec<(String, f64, usize)> = Vec::new();
         ctx.write_uniform(&self.step, &step_bytes(self.pos as u32, 1));
-        for d in &self.decode {
+        for d in self.decode_at(self.pos).1 {
             let started = web_time_now();
             for _ in 0..reps {
                 ctx.run(&[d]);
@@ -48,7 +48,8 @@ impl Llama {
     /// and (with timestamp queries) each kernel's GPU time summed by pipeline.
     pub async fn profile_step(&self, ctx: &GpuContext, reps: usize) -> Result<StepProfile> {
         ctx.write_uniform(&self.step, &step_bytes(self.pos as u32, 1));
-        let refs: Vec<&Dispatch> = self.decode.iter().collect();
+        let decode = self.decode_at(self.pos).1;
+        let refs: Vec<&Dispatch> = decode.iter().collect();
         let (mut record, mut wait) = (Vec::new(), Vec::new());
         for _ in 0..reps.max(1) {
             let t0 = web_time_now();
@@ -60,7 +61,7 @@ impl Llama {
         }
         let mut kernels: Vec<(String, f64, usize)> = Vec::new();
         if let Some(ns) = ctx.time_dispatches(&refs).await? {
-            for (d, ns) in self.decode.iter().zip(ns) {
+            for (d, ns) in decode.iter().zip(ns) {
                 match kernels.iter_mut().find(|(n, _, _)| n == d.name()) {
                     Some(e) => {
                         e.1 += ns / 1e3;

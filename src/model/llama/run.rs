@@ -109,7 +109,8 @@ impl Llama {
         // the GPU runs (recording costs about as much as a small model's step).
         let slot = current.slot;
         if self.recorded[slot].is_none() {
-            self.recorded[slot] = Some(ctx.encode_step(&self.decode, &self.chosen, &self.slots[slot]));
+            let (i, decode) = self.decode_at(self.pos + 2);
+            self.recorded[slot] = Some((i, ctx.encode_step(decode, &self.chosen, &self.slots[slot])));
         }
         let next = match ctx.read_step(&self.slots[slot], current.submitted).await {
             Ok(words) => words[0],
@@ -130,9 +131,11 @@ impl Llama {
         ctx.write_uniform(&self.step, &step_bytes(pos as u32, 1));
         self.prepare_rope(ctx, pos, 1)?;
         let slot = pos % 2;
+        let i = self.decode_at(pos).0;
+        // Commands recorded for another context range (another attention chunk) are dropped.
         let commands = match self.recorded[slot].take() {
-            Some(c) => c,
-            None => ctx.encode_step(&self.decode, &self.chosen, &self.slots[slot]),
+            Some((at, c)) if at == i => c,
+            _ => ctx.encode_step(&self.decode[i].1, &self.chosen, &self.slots[slot]),
         };
         Ok(Ahead { pos, slot, submitted: ctx.submit_step(commands) })
     }
