@@ -385,6 +385,40 @@ def dawn_markdown(rows: list) -> str:
     return "\n".join(out + [""] + [f"- {a}" for a in adapters]) + "\n"
 
 
+def long_prompts(folder: str) -> list:
+    """`weft bench` runs of one call at several prompt lengths, two builds interleaved (the call's
+    `weft` and the build before it, `weft_old`): a row per build, model and prompt length with
+    every run's decode tok/s and the time to first token."""
+    log = RESULTS / folder / "session.log"
+    if not log.exists():
+        return []
+    rows, cur = {}, None
+    for line in log.read_text().splitlines():
+        m = re.match(r"== \[\d+ s\] (\S+) bench (\S+) (\S+) .*--prompt-len (\d+)", line)
+        if m:
+            cur = rows.setdefault((m[1], m[2], m[3], int(m[4])), {"decode": [], "ttft": []})
+            continue
+        m = re.match(r"(decode|ttft)\s+([\d.]+)", line)
+        if m and cur is not None:
+            cur[m[1]].append(float(m[2]))
+    return [{"build": k[0], "model": f"{k[1]} {k[2]}", "prompt": k[3], **v} for k, v in rows.items()]
+
+
+def long_prompts_markdown(folder: str, rows: list) -> str:
+    if not rows:
+        return ""
+    out = [f"\n## H200: decode at long prompts (bench/results/{folder})\n",
+           "`weft bench --prompt-len P --gen 128 --reps 3 --int8-activations` on the random-weight 7B Q4_0 GGUF, "
+           "the decode attention's chunk chosen by context length (`weft`: chunks of 64 up to 256 positions, 128 up "
+           "to 512, 256 beyond) against the build before it (`weft_old`: chunks of 64 at every length), the two "
+           "interleaved in one call; every run's median of 3.\n",
+           "| model | prompt | build | decode tok/s (runs) | ttft ms |", "|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (r["model"], -r["prompt"], r["build"])):
+        out.append(f"| {r['model']} | {r['prompt']} | {r['build']} | {', '.join(f'{v:.1f}' for v in r['decode'])} "
+                   f"| {', '.join(f'{v:.0f}' for v in r['ttft'])} |")
+    return "\n".join(out) + "\n"
+
+
 def embed_table() -> str:
     """Best and median sentences/s per engine, weights and device of each machine's interleaved
     runs (bench/embed_compare.py; on the GPU machine, bench/gpu/session.sh's embed step), with the
@@ -463,9 +497,11 @@ def main() -> None:
             # Q4_K_M and Q4_1 files, and every GGUF block type on the repacked GEMV (one
             # session: calls b and c, each model's engines from one call).
             "kquant_session": session("session29/b", "session29/c"), "kquant_gemv": session("session29/c"), "gemm_session": session("session9", "session17", "session19"), "dawn": dawn()}
+    # The decode attention's chunk by context length (session 37, call f).
+    data["h200_long_prompts"] = long_prompts("h200/session37/f")
     (ROOT / "results.json").write_text(json.dumps(data, indent=2) + "\n")
     chart(data, ROOT / "chart.svg")
-    table = markdown(data) + dawn_markdown(data["dawn"])
+    table = markdown(data) + dawn_markdown(data["dawn"]) + long_prompts_markdown("h200/session37/f", data["h200_long_prompts"])
     # Sentence-embedding figures are measured by hand (their commands are in the file).
     embed = ROOT / "results" / "embed.md"
     if embed.exists():
