@@ -1,6 +1,7 @@
 // Decode attention (one token) with the RoPE + KV store folded in: q is the stacked Q/K/V
 // projection's row [n_heads + 2 * n_kv_heads, head_dim], rotated here as
-// shaders/rope_store.wgsl rotates, and the caches take the new K/V row. f32 cache, head_dim a
+// shaders/rope_store.wgsl rotates, and the caches take the new K/V row. f32 cache, or f16
+// (KV_F16: pack2x16float pairs, read back as the unfolded kernels read them); head_dim a
 // multiple of 16 (<= 256).
 //
 // Written for latency: at the contexts of a chat (a few hundred positions) a decode step's
@@ -20,8 +21,14 @@
 // Parameters and masks: shaders/attention_common.wgsl.
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;
-@group(0) @binding(1) var<storage, read_write> k_cache: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> v_cache: array<vec4<f32>>;
+// Four values of a cache row: f32, or with KV_F16 two pack2x16float words (src/ops/kv.rs).
+#ifdef KV_F16
+alias Kv4 = vec2<u32>;
+#else
+alias Kv4 = vec4<f32>;
+#endif
+@group(0) @binding(1) var<storage, read_write> k_cache: array<Kv4>;
+@group(0) @binding(2) var<storage, read_write> v_cache: array<Kv4>;
 @group(0) @binding(3) var<storage, read_write> partials: array<f32>; // [n_heads, chunks, head_dim + 2]
 @group(0) @binding(4) var<storage, read> cos_sin: array<f32>;          // [max_seq, rot_dims / 2, 2]
 // Workgroups of each head that have written their chunk; the last one sets it back to 0.
@@ -51,6 +58,28 @@ var<workgroup> arrived: u32;
 var<workgroup> sg_stats: array<vec2<f32>, WG>;
 #endif
 
+fn kv_load(w: Kv4) -> vec4<f32> {
+#ifdef KV_F16
+    return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
+#else
+    return w;
+#endif
+}
+
+fn kv_store(v: vec4<f32>) -> Kv4 {
+#ifdef KV_F16
+    return vec2<u32>(pack2x16float(v.xy), pack2x16float(v.zw));
+#else
+    return v;
+#endif
+}
+
+// What the cache gives back for `v` once stored: the fresh slot's K/V row is used as the other
+// slots' rows are read, so that the result does not depend on whether a row was just written.
+fn kv_stored(v: vec4<f32>) -> vec4<f32> {
+    return kv_load(kv_store(v));
+}
+
 // Dimension d of the head starting at `src` in the projection, rotated with table row `slot`
 // by rope_pair.wgsl's `rotate`; dimensions past rot_dims pass through.
 fn rotated(src: u32, d: u32, slot: u32) -> f32 {
@@ -71,7 +100,7 @@ fn key4(j: u32, row: u32, k: u32, fresh: u32) -> vec4<f32> {
     if (j == fresh) {
         return k_new[k];
     }
-    return k_cache[row + k];
+    return kv_load(k_cache[row + k]);
 }
 
 // This lane's share of slot j's score: words sub, sub + LPP, ... of its K row dotted with the
@@ -145,9 +174,9 @@ fn value4(l: VLane, jj: u32) -> vec4<f32> {
     let j = l.first + jj;
     if (j == l.fresh) {
         let at = l.v_at + 4u * l.c;
-        return vec4<f32>(q[at], q[at + 1u], q[at + 2u], q[at + 3u]);
+        return kv_stored(vec4<f32>(q[at], q[at + 1u], q[at + 2u], q[at + 3u]));
     }
-    return v_cache[l.kv_base + j * l.n4 + l.c];
+    return kv_load(v_cache[l.kv_base + j * l.n4 + l.c]);
 }
 
 // Eight of a lane's V rows, positions jj, jj + groups, ..., jj + 7 groups.
@@ -241,14 +270,14 @@ fn main(
     }
     if (lane < n4) {
         qs4[lane] = rotated4(h * p.head_dim, lane, fresh) * p.scale;
-        k_new[lane] = rotated4((p.n_heads + kvh) * p.head_dim, lane, fresh);
+        k_new[lane] = kv_stored(rotated4((p.n_heads + kvh) * p.head_dim, lane, fresh));
         let v_at = (p.n_heads + p.n_kv_heads + kvh) * p.head_dim + 4u * lane;
-        v_new[lane] = vec4<f32>(q[v_at], q[v_at + 1u], q[v_at + 2u], q[v_at + 3u]);
+        v_new[lane] = kv_stored(vec4<f32>(q[v_at], q[v_at + 1u], q[v_at + 2u], q[v_at + 3u]));
         // The first workgroup of the KV head stores its row; the others read it from k_new /
         // v_new, so no workgroup reads the slot while it is written.
         if (chunk == 0u && h % group == 0u) {
-            k_cache[kv_base + fresh * n4 + lane] = k_new[lane];
-            v_cache[kv_base + fresh * n4 + lane] = v_new[lane];
+            k_cache[kv_base + fresh * n4 + lane] = kv_store(k_new[lane]);
+            v_cache[kv_base + fresh * n4 + lane] = kv_store(v_new[lane]);
         }
     }
     workgroupBarrier();

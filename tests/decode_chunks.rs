@@ -1,7 +1,9 @@
 //! The decode step's attention chunk follows the context length (`decode_chunk_plan`): a model
 //! with heads of 128 dimensions decodes across 256 and 512 positions, its step switching from
 //! chunks of 64 to 128 to 256, with queued steps recorded across each switch; the ids it
-//! samples (seeded) equal those of the same model with the chunk fixed at 64.
+//! samples (seeded) equal those of the same model with the chunk fixed at 64. With an f16 cache
+//! the folded kernel takes the same chunks and samples the ids of the separate RoPE + store,
+//! split attention and combine.
 
 mod common;
 mod gpu_context;
@@ -9,7 +11,7 @@ mod gpu_context;
 use common::{ty, GgufWriter};
 use weft::format::GgmlType;
 use weft::loader::native::NativeSource;
-use weft::model::{self, EngineOptions, Llama, WeightOptions};
+use weft::model::{self, EngineOptions, KvFormat, Llama, WeightOptions};
 use weft::ops::attention::decode_chunk_plan;
 use weft::ops::sample::SampleParams;
 
@@ -95,19 +97,32 @@ fn byte_char(b: u8) -> String {
     char::from_u32(256 + index as u32).unwrap().to_string()
 }
 
-fn load(path: &std::path::Path, attention_chunk: Option<usize>) -> anyhow::Result<Llama> {
+fn load(path: &std::path::Path, attention_chunk: Option<usize>, kv: KvFormat, fuse_attention: bool) -> anyhow::Result<Llama> {
     let ctx = gpu_context::ctx();
-    // Split attention with the RoPE + store folded in, as on GPUs, on any adapter.
-    let engine = EngineOptions { max_seq: MAX_SEQ, max_batch: 64, split_attention: Some(true), attention_chunk, ..Default::default() };
-    let (llama, _) = pollster::block_on(model::open(ctx, &NativeSource::open(path.to_str().expect("a UTF-8 temp path"))?, engine, WeightOptions::default(), &mut |_| {}))?;
+    // Split attention (with the RoPE + store folded in where `fuse_attention`), as on GPUs, on
+    // any adapter.
+    let engine = EngineOptions {
+        max_seq: MAX_SEQ,
+        max_batch: 64,
+        split_attention: Some(true),
+        attention_chunk,
+        kv,
+        fuse_attention,
+        ..Default::default()
+    };
+    let (llama, _) =
+        pollster::block_on(model::open(ctx, &NativeSource::open(path.to_str().expect("a UTF-8 temp path"))?, engine, WeightOptions::default(), &mut |_| {}))?;
     Ok(llama)
 }
 
-/// The attention kernel's chunk in the decode step at the current position.
+/// The folded attention kernel's chunk in the decode step at the current position, or
+/// "separate" where the step has no folded kernel.
 fn step_chunk(llama: &Llama) -> String {
     let kernels = llama.decode_kernels();
-    let attention = kernels.iter().find(|k| k.starts_with("attention_decode")).expect("the folded decode attention");
-    attention.split([',', '[', ']']).find(|d| d.starts_with("CHUNK=")).expect("CHUNK define").to_string()
+    match kernels.iter().find(|k| k.starts_with("attention_decode")) {
+        Some(k) => k.split([',', '[', ']']).find(|d| d.starts_with("CHUNK=")).expect("CHUNK define").to_string(),
+        None => "separate".into(),
+    }
 }
 
 #[test]
@@ -128,8 +143,10 @@ fn the_decode_chunk_follows_the_context_and_keeps_the_ids() -> anyhow::Result<()
     let text = |n: usize, at: u32| -> Vec<u32> { (0..n as u32).map(|i| ((at + i) * 7 % VOCAB as u32) + 1).collect() };
     let phases = [(text(190, 0), 310), (text(230, 500), 570)];
     let mut runs = Vec::new();
-    for chunk in [None, Some(64)] {
-        let mut llama = load(&path, chunk)?;
+    // The planned chunks and chunks of 64 with the f32 cache; with the f16 cache the folded
+    // kernel (planned chunks) and the separate RoPE + store, split attention and combine.
+    for (chunk, kv, folded) in [(None, KvFormat::F32, true), (Some(64), KvFormat::F32, true), (None, KvFormat::F16, true), (None, KvFormat::F16, false)] {
+        let mut llama = load(&path, chunk, kv, folded)?;
         // Sampled at temperature 1 with a seed: every step's choice depends on the whole
         // distribution, where greedy choices on random weights settle into a loop.
         llama.set_sampling(ctx, &SampleParams { temperature: 1.0, seed: 7, ..Default::default() });
@@ -148,14 +165,19 @@ fn the_decode_chunk_follows_the_context_and_keeps_the_ids() -> anyhow::Result<()
         runs.push((ids, chunks));
     }
     std::fs::remove_file(&path).ok();
-    let (planned, fixed) = (&runs[0], &runs[1]);
+    let (planned, fixed, half, apart) = (&runs[0], &runs[1], &runs[2], &runs[3]);
     let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    assert_eq!(planned.1.iter().map(|c| c.1.clone()).collect::<Vec<_>>(), names(&["CHUNK=64", "CHUNK=128", "CHUNK=256"]), "{:?}", planned.1);
-    assert_eq!(fixed.1.iter().map(|c| c.1.clone()).collect::<Vec<_>>(), names(&["CHUNK=64"; 3]), "{:?}", fixed.1);
+    let chunks_of = |r: &(Vec<u32>, Vec<(usize, String)>)| r.1.iter().map(|c| c.1.clone()).collect::<Vec<_>>();
+    assert_eq!(chunks_of(planned), names(&["CHUNK=64", "CHUNK=128", "CHUNK=256"]), "{:?}", planned.1);
+    assert_eq!(chunks_of(fixed), names(&["CHUNK=64"; 3]), "{:?}", fixed.1);
+    assert_eq!(chunks_of(half), names(&["CHUNK=64", "CHUNK=128", "CHUNK=256"]), "{:?}", half.1);
+    assert_eq!(chunks_of(apart), names(&["separate"; 3]), "{:?}", apart.1);
     // The two runs differ only in how the context is split between workgroups, so their sums
     // round differently; no draw of these lands that close to a boundary between two ids.
     let distinct = planned.0.iter().collect::<std::collections::HashSet<_>>().len();
     assert!(distinct > 10, "a degenerate model: {distinct} distinct ids");
     assert_eq!(planned.0, fixed.0, "sampled ids with the planned chunks against chunks of 64");
+    // The f16 cache holds the same rounded rows either way.
+    assert_eq!(half.0, apart.0, "f16 cache: sampled ids of the folded kernel against the separate dispatches");
     Ok(())
 }

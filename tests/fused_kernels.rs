@@ -5,7 +5,7 @@
 //! Each must give what its unfused form gives: the same bits where the arithmetic is the same,
 //! else its CPU reference's tolerance.
 
-use weft::gpu::{BackendChoice, DType, GpuContext};
+use weft::gpu::{BackendChoice, DType, GpuContext, GpuTensor};
 use weft::ops::attention::{
     attention_rope_split, attention_split_masked, partials_shape, AttentionMask, AttentionShape, ATTENTION_TOLERANCE,
     DECODE_CHUNKS, SPLIT_CHUNK,
@@ -446,7 +446,7 @@ fn attention_with_rope_folded_in_equals_rope_store_then_split_attention() -> any
 fn attention_rope_cases(ctx: &GpuContext) -> anyhow::Result<()> {
     let sg = ctx.capabilities().subgroups;
     let none = AttentionMask::default();
-    for (case, (style, n_heads, n_kv_heads, head_dim, rot_dims, max_seq, sinks, pos, mask)) in [
+    for ((case, (style, n_heads, n_kv_heads, head_dim, rot_dims, max_seq, sinks, pos, mask)), kv) in [
         (RopeStyle::Norm, 6, 2, 64, 64, 200, 0, 130, none),
         (RopeStyle::Neox, 4, 4, 64, 32, 128, 0, 5, none),
         (RopeStyle::Neox, 8, 2, 128, 128, 128, 4, 300, none),
@@ -458,23 +458,37 @@ fn attention_rope_cases(ctx: &GpuContext) -> anyhow::Result<()> {
     ]
     .into_iter()
     .enumerate()
+    // Both cache formats the folded kernel takes.
+    .flat_map(|c| [KvFormat::F32, KvFormat::F16].map(|kv| (c, kv)))
     {
         let seed = 900 + 10 * case as u64;
-        let rs = RopeShape { n_tokens: 1, n_heads, n_kv_heads, head_dim, max_seq, rot_dims, style, kv: KvFormat::F32, sinks };
-        let s = AttentionShape { n_tokens: 1, n_heads, n_kv_heads, head_dim, max_seq, kv: KvFormat::F32 };
+        let rs = RopeShape { n_tokens: 1, n_heads, n_kv_heads, head_dim, max_seq, rot_dims, style, kv, sinks };
+        let s = AttentionShape { n_tokens: 1, n_heads, n_kv_heads, head_dim, max_seq, kv };
         let qkv = random_f32(seed, (n_heads + 2 * n_kv_heads) * head_dim);
         let tqkv = ctx.upload_f32("qkv", &[1, n_heads + 2 * n_kv_heads, head_dim], &qkv)?;
         let table = ctx.upload_f32("rope", &[max_seq, rot_dims / 2, 2], &rope_table(max_seq, rot_dims, 10000.0, &RopeScaling::None))?;
         let step = ctx.uniform_block("step", 16);
         ctx.write_uniform(&step, &step_bytes(pos as u32, 1));
-        let cache = [n_kv_heads, max_seq, head_dim];
-        let fill = random_f32(seed + 1, n_kv_heads * max_seq * head_dim);
-        let fill_v = random_f32(seed + 2, n_kv_heads * max_seq * head_dim);
+        let cache = [n_kv_heads, max_seq, kv.row_words(head_dim)];
+        let fill = kv.encode_cache(&random_f32(seed + 1, n_kv_heads * max_seq * head_dim), head_dim);
+        let fill_v = kv.encode_cache(&random_f32(seed + 2, n_kv_heads * max_seq * head_dim), head_dim);
+        // The caches as their format stores them (f32 values, or f16 pairs in u32 words).
+        let upload = |name: &str, words: &[u32]| -> anyhow::Result<GpuTensor> {
+            let mut t = ctx.upload_u32(name, &cache, words)?;
+            t.dtype = kv.dtype();
+            Ok(t)
+        };
+        let cache_bits = |t: &GpuTensor| -> anyhow::Result<Vec<u32>> {
+            Ok(match kv {
+                KvFormat::F32 => bits(&pollster::block_on(ctx.read_f32(t))?),
+                _ => pollster::block_on(ctx.read_u32(t))?,
+            })
+        };
         let heads = [1, n_heads, head_dim];
         let scale = 1.0 / (head_dim as f32).sqrt();
 
         // Unfused: rotate and store, attend in chunks, combine.
-        let (kc1, vc1) = (ctx.upload_f32("kc", &cache, &fill)?, ctx.upload_f32("vc", &cache, &fill_v)?);
+        let (kc1, vc1) = (upload("kc", &fill)?, upload("vc", &fill_v)?);
         let q = ctx.zeros("q", &heads, DType::F32)?;
         let partials1 = ctx.zeros("partials", &partials_shape(&s, SPLIT_CHUNK), DType::F32)?;
         let out1 = ctx.zeros("out", &heads, DType::F32)?;
@@ -484,7 +498,7 @@ fn attention_rope_cases(ctx: &GpuContext) -> anyhow::Result<()> {
         ctx.run(&[&store, &split, &combine]);
 
         // Fused, twice: the counters must be ready for the next step.
-        let (kc2, vc2) = (ctx.upload_f32("kc", &cache, &fill)?, ctx.upload_f32("vc", &cache, &fill_v)?);
+        let (kc2, vc2) = (upload("kc", &fill)?, upload("vc", &fill_v)?);
         let partials2 = ctx.zeros("partials", &partials_shape(&s, SPLIT_CHUNK), DType::F32)?;
         let arrivals = ctx.zeros("arrivals", &[n_heads], DType::U32)?;
         let want: Vec<f64> = pollster::block_on(ctx.read_f32(&out1))?.iter().map(|&w| w as f64).collect();
@@ -503,13 +517,13 @@ fn attention_rope_cases(ctx: &GpuContext) -> anyhow::Result<()> {
                 &step,
                 chunk,
             ))?;
-            let what = format!("case {case}: {style:?} heads {n_heads}/{n_kv_heads} dim {head_dim} rot {rot_dims} pos {pos}, chunks of {chunk}, subgroups {sg}");
+            let what = format!("case {case}: {style:?} {kv} cache, heads {n_heads}/{n_kv_heads} dim {head_dim} rot {rot_dims} pos {pos}, chunks of {chunk}, subgroups {sg}");
             assert_eq!(fused.name().contains("SG=1"), sg, "{what}: {}", fused.name());
             let mut first: Option<Vec<u32>> = None;
             for run in 0..2 {
                 ctx.run(&[&fused]);
-                assert_eq!(bits(&pollster::block_on(ctx.read_f32(&kc2))?), bits(&pollster::block_on(ctx.read_f32(&kc1))?), "{what}: k cache");
-                assert_eq!(bits(&pollster::block_on(ctx.read_f32(&vc2))?), bits(&pollster::block_on(ctx.read_f32(&vc1))?), "{what}: v cache");
+                assert_eq!(cache_bits(&kc2)?, cache_bits(&kc1)?, "{what}: k cache");
+                assert_eq!(cache_bits(&vc2)?, cache_bits(&vc1)?, "{what}: v cache");
                 assert_eq!(pollster::block_on(ctx.read_u32(&arrivals))?, vec![0; n_heads], "{what}: arrivals after run {run}");
                 let got = pollster::block_on(ctx.read_f32(&out2))?;
                 let dev = ATTENTION_TOLERANCE.compare(&got, &want);

@@ -5,7 +5,7 @@
 //! - Q/K/V stacked at load: the three projections and the RoPE + KV store become one matrix
 //!   product into `qkv` and the store reading from it; gate/up stacked: the two projections and
 //!   the SwiGLU become one product into `gate_up` and the pairwise SwiGLU.
-//! - With `fuse`, in one-token passes with split attention and an f32 cache, the RoPE + KV
+//! - With `fuse`, in one-token passes with split attention and an f32 or f16 cache, the RoPE + KV
 //!   store of a stacked Q/K/V product and the attention after it are one kernel that rotates
 //!   and stores as it attends and merges its chunks in the last workgroup (`attention_rope_split`).
 //!   Q/K/V kept apart take it too in the decode step with `fuse_norms`: their GEMVs write the
@@ -179,7 +179,7 @@ impl Llama {
     pub(super) async fn lower_decode(&self, ctx: &GpuContext) -> Result<Vec<(usize, Vec<Dispatch>)>> {
         let max_seq = self.options.max_seq;
         let o = &self.options;
-        let folded = o.split_attention == Some(true) && o.fuse && o.fuse_attention && o.kv == KvFormat::F32;
+        let folded = o.split_attention == Some(true) && o.fuse && o.fuse_attention && matches!(o.kv, KvFormat::F32 | KvFormat::F16);
         if o.attention_chunk.is_some() || !folded {
             return Ok(vec![(max_seq, self.lower(ctx, Pass::decode(), None).await?)]);
         }
