@@ -21,11 +21,13 @@ use std::collections::HashMap;
 
 use crate::error::Result;
 use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor, ReadSlot, StepCommands, Uniform};
-use crate::ops::attention::split_pays;
+use crate::ops::attention::{decode_chunk_plan, split_pays};
+use crate::ops::kv::KvFormat;
 use crate::ops::qmatmul::{gemv_swiglu, tune_gemv, GemvTuning, QWeight};
 use crate::ops::sample::{params_bytes, SampleParams};
 
 use super::config::LlamaConfig;
+use super::graph::Pass;
 use super::load_times::{LoadClock, LoadPhase, LoadTimes};
 
 mod buffers;
@@ -218,6 +220,23 @@ impl Llama {
         clock.add(LoadPhase::Finish, start);
         model.load_times = clock.times();
         Ok(model)
+    }
+
+    /// The decode step's dispatches for each range of context lengths whose decode attention
+    /// takes a chunk of its own (`decode_chunk_plan`; one range where the options fix the chunk
+    /// or the step does not split its attention), as (largest context, dispatches).
+    async fn lower_decode(&self, ctx: &GpuContext) -> Result<Vec<(usize, Vec<Dispatch>)>> {
+        let max_seq = self.options.max_seq;
+        let o = &self.options;
+        let folded = o.split_attention == Some(true) && o.fuse && o.fuse_attention && matches!(o.kv, KvFormat::F32 | KvFormat::F16);
+        if o.attention_chunk.is_some() || !folded {
+            return Ok(vec![(max_seq, self.lower(ctx, Pass::decode(), None).await?)]);
+        }
+        let mut steps = Vec::new();
+        for (upto, chunk) in decode_chunk_plan(self.config.head_dim, max_seq) {
+            steps.push((upto, self.lower_with(ctx, Pass::decode(), None, Some(chunk)).await?));
+        }
+        Ok(steps)
     }
 
     /// Dispatches one decode step records.

@@ -28,7 +28,7 @@
 use crate::error::{Error, Result};
 use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor};
 use crate::ops::attention::{
-    attention_masked, attention_rope_split, attention_split_masked, decode_chunk, decode_chunk_plan, rope_fuses, AttentionMask, AttentionShape, SPLIT_CHUNK,
+    attention_masked, attention_rope_split, attention_split_masked, decode_chunk, rope_fuses, AttentionMask, AttentionShape, SPLIT_CHUNK,
 };
 use crate::ops::elementwise::{
     add_inplace, bias_add, copy, copy_row, gelu_mul, glu_pairs, scale_inplace, silu_mul, softcap_inplace,
@@ -37,7 +37,6 @@ use crate::ops::norm::{add_rms_norm, rms_norm};
 use crate::ops::prefill_attention::{prefill_attention, prefill_attention_fits, tiled_prefill_pays};
 use crate::ops::qmatmul::records::{records_shape, RecordOrder};
 use crate::ops::qmatmul::{embed, gemv_fused, records_pay, gemv_fuses, gemv_glu, gemv_int8, gemv_swiglu, matmul, GemvFusion, Precision, QWeight};
-use crate::ops::kv::KvFormat;
 use crate::ops::rope::{rope_store, rope_store_qkv, RopeShape};
 use crate::ops::sample::sample;
 
@@ -173,24 +172,7 @@ impl Llama {
         self.lower_with(ctx, pass, capture, None).await
     }
 
-    /// The decode step's dispatches for each range of context lengths whose decode attention
-    /// takes a chunk of its own (`decode_chunk_plan`; one range where the options fix the chunk
-    /// or the step does not split its attention), as (largest context, dispatches).
-    pub(super) async fn lower_decode(&self, ctx: &GpuContext) -> Result<Vec<(usize, Vec<Dispatch>)>> {
-        let max_seq = self.options.max_seq;
-        let o = &self.options;
-        let folded = o.split_attention == Some(true) && o.fuse && o.fuse_attention && matches!(o.kv, KvFormat::F32 | KvFormat::F16);
-        if o.attention_chunk.is_some() || !folded {
-            return Ok(vec![(max_seq, self.lower(ctx, Pass::decode(), None).await?)]);
-        }
-        let mut steps = Vec::new();
-        for (upto, chunk) in decode_chunk_plan(self.config.head_dim, max_seq) {
-            steps.push((upto, self.lower_with(ctx, Pass::decode(), None, Some(chunk)).await?));
-        }
-        Ok(steps)
-    }
-
-    async fn lower_with(&self, ctx: &GpuContext, pass: Pass, mut capture: Option<&mut Checkpoints>, chunk: Option<usize>) -> Result<Vec<Dispatch>> {
+    pub(super) async fn lower_with(&self, ctx: &GpuContext, pass: Pass, mut capture: Option<&mut Checkpoints>, chunk: Option<usize>) -> Result<Vec<Dispatch>> {
         if self.options.precision == Precision::F16 && !ctx.capabilities().shader_f16 {
             return Err(Error::Model("f16 precision needs shader-f16, which this adapter lacks".into()));
         }
