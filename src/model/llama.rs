@@ -21,8 +21,7 @@ use std::collections::HashMap;
 
 use crate::error::Result;
 use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor, ReadSlot, StepCommands, Uniform};
-use crate::ops::attention::{decode_chunk_plan, split_pays};
-use crate::ops::kv::KvFormat;
+use crate::ops::attention::{decode_chunk_plan, rope_fuses, split_pays};
 use crate::ops::qmatmul::{gemv_swiglu, tune_gemv, GemvTuning, QWeight};
 use crate::ops::sample::{params_bytes, SampleParams};
 
@@ -40,7 +39,7 @@ mod run;
 mod weights;
 
 use buffers::Buffers;
-use lower::attention_shape;
+use lower::{attention_shape, rope_shape};
 use ring::RopeRing;
 use run::Ahead;
 pub use lower::Checkpoints;
@@ -226,14 +225,14 @@ impl Llama {
     /// takes a chunk of its own (`decode_chunk_plan`; one range where the options fix the chunk
     /// or the step does not split its attention), as (largest context, dispatches).
     async fn lower_decode(&self, ctx: &GpuContext) -> Result<Vec<(usize, Vec<Dispatch>)>> {
-        let max_seq = self.options.max_seq;
         let o = &self.options;
-        let folded = o.split_attention == Some(true) && o.fuse && o.fuse_attention && matches!(o.kv, KvFormat::F32 | KvFormat::F16);
+        // The conditions under which the lowering folds the step's attention into one kernel.
+        let folded = o.split_attention == Some(true) && o.fuse && o.fuse_attention && rope_fuses(&rope_shape(&self.config, o, 1));
         if o.attention_chunk.is_some() || !folded {
-            return Ok(vec![(max_seq, self.lower(ctx, Pass::decode(), None).await?)]);
+            return Ok(vec![(o.max_seq, self.lower(ctx, Pass::decode(), None).await?)]);
         }
         let mut steps = Vec::new();
-        for (upto, chunk) in decode_chunk_plan(self.config.head_dim, max_seq) {
+        for (upto, chunk) in decode_chunk_plan(self.config.head_dim, o.max_seq) {
             steps.push((upto, self.lower_with(ctx, Pass::decode(), None, Some(chunk)).await?));
         }
         Ok(steps)

@@ -135,7 +135,7 @@ struct Lower<'a> {
     fuse: bool,
     /// Norms and residual adds into the GEMVs (the decode step).
     norm_gemv: bool,
-    /// The decode attention's chunk where the options leave it open (`Llama::decode_steps`).
+    /// The decode attention's chunk where the options leave it open (`Llama::lower_decode`).
     chunk: Option<usize>,
 }
 
