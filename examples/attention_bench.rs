@@ -26,13 +26,9 @@ use weft::ops::kv::KvFormat;
 use weft::ops::rope::{rope_table, step_bytes, RopeScaling, RopeShape, RopeStyle};
 use weft::selftest::random_f32;
 
-fn arg(args: &[String], name: &str, default: &str) -> String {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .cloned()
-        .unwrap_or_else(|| default.to_string())
-}
+#[path = "common/args.rs"]
+mod args;
+use args::arg;
 
 fn list(s: &str) -> anyhow::Result<Vec<usize>> {
     s.split(',').map(|v| v.trim().parse::<usize>().with_context(|| format!("not a number: {v}"))).collect()

@@ -39,17 +39,13 @@ use serde::Serialize;
 use weft::gpu::{BackendChoice, DType, GpuContext, GpuTensor};
 use weft::ops::qmatmul::{self, GemmConfig, GemvConfig, Precision, WeightFormat};
 
+#[path = "common/args.rs"]
+mod args;
+use args::arg;
+
 const DEFAULT_FORMATS: &str = "F32,F16,Q4_0,Q4_1,Q8_0,Q4_K,Q5_K,Q6_K,q4_g32_sym,q4_g128_asym,q8_g32_sym,q3_g64_sym,\
                                q2_g64_asym";
 const DEFAULT_SHAPES: &str = "4096x4096,8192x8192,1536x576,576x1536,49152x576";
-
-fn arg(args: &[String], name: &str, default: &str) -> String {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .cloned()
-        .unwrap_or_else(|| default.to_string())
-}
 
 #[derive(Clone, Copy, Debug, Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -15,13 +15,9 @@ use weft::quant::decode_to_f32;
 use weft::quant::weft::{quantize, WeftQuant};
 use weft::selftest::random_f32;
 
-fn arg(args: &[String], name: &str, default: &str) -> String {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .cloned()
-        .unwrap_or_else(|| default.to_string())
-}
+#[path = "common/args.rs"]
+mod args;
+use args::arg;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
