@@ -1,8 +1,9 @@
 // Decode attention (one token) with the RoPE + KV store folded in: q is the stacked Q/K/V
 // projection's row [n_heads + 2 * n_kv_heads, head_dim], rotated here as
-// shaders/rope_store.wgsl rotates, and the caches take the new K/V row. f32 cache, or f16
-// (KV_F16: pack2x16float pairs, read back as the unfolded kernels read them); head_dim a
-// multiple of 16 (<= 256).
+// shaders/rope_store.wgsl rotates, and the caches take the new K/V row. f32 cache, f16 (KV_F16:
+// pack2x16float pairs) or q8 (KV_Q8: the row's scale word, then four signed bytes a word),
+// stored and read back as the unfolded kernels store and read them; head_dim a multiple of 16
+// (<= 256).
 //
 // Written for latency: at the contexts of a chat (a few hundred positions) a decode step's
 // attention reads a few hundred KB a layer, so its time is the chain of dependent memory
@@ -21,11 +22,16 @@
 // Parameters and masks: shaders/attention_common.wgsl.
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;
-// Four values of a cache row: f32, or with KV_F16 two pack2x16float words (src/ops/kv.rs).
+// Four values of a cache row: f32, with KV_F16 two pack2x16float words, with KV_Q8 one word of
+// four bytes after the row's scale word (src/ops/kv.rs).
 #ifdef KV_F16
 alias Kv4 = vec2<u32>;
 #else
+#ifdef KV_Q8
+alias Kv4 = u32;
+#else
 alias Kv4 = vec4<f32>;
+#endif
 #endif
 @group(0) @binding(1) var<storage, read_write> k_cache: array<Kv4>;
 @group(0) @binding(2) var<storage, read_write> v_cache: array<Kv4>;
@@ -57,14 +63,45 @@ var<workgroup> arrived: u32;
 // Each subgroup's (maximum score, sum of exp(score - maximum)), subgroup i at i.
 var<workgroup> sg_stats: array<vec2<f32>, WG>;
 #endif
+#ifdef KV_Q8
+// The new K/V row's largest magnitudes, a lane's four values at its index, and the row's two
+// scales once known: a q8 row is rounded to its scale, which needs the whole row.
+var<workgroup> kv_max: array<vec2<f32>, MAX_HEAD_DIM / 4u>;
+var<workgroup> fresh_scale: vec2<f32>;
+#endif
 
+// A cache row's length in Kv4 units, and where its values start (past Q8's scale word).
+fn row_len(n4: u32) -> u32 {
+#ifdef KV_Q8
+    return n4 + 1u;
+#else
+    return n4;
+#endif
+}
+
+fn row_values(row: u32) -> u32 {
+#ifdef KV_Q8
+    return row + 1u;
+#else
+    return row;
+#endif
+}
+
+// Four values of a row; Q8's before its scale (the byte values).
 fn kv_load(w: Kv4) -> vec4<f32> {
 #ifdef KV_F16
     return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
 #else
+#ifdef KV_Q8
+    let b = bitcast<i32>(w);
+    return vec4<f32>(f32(extractBits(b, 0u, 8u)), f32(extractBits(b, 8u, 8u)), f32(extractBits(b, 16u, 8u)), f32(extractBits(b, 24u, 8u)));
+#else
     return w;
 #endif
+#endif
 }
+
+#ifndef KV_Q8
 
 fn kv_store(v: vec4<f32>) -> Kv4 {
 #ifdef KV_F16
@@ -79,6 +116,7 @@ fn kv_store(v: vec4<f32>) -> Kv4 {
 fn kv_stored(v: vec4<f32>) -> vec4<f32> {
     return kv_load(kv_store(v));
 }
+#endif
 
 // Dimension d of the head starting at `src` in the projection, rotated with table row `slot`
 // by rope_pair.wgsl's `rotate`; dimensions past rot_dims pass through.
@@ -95,12 +133,26 @@ fn rotated4(src: u32, w: u32, slot: u32) -> vec4<f32> {
     return vec4<f32>(rotated(src, d, slot), rotated(src, d + 1u, slot), rotated(src, d + 2u, slot), rotated(src, d + 3u, slot));
 }
 
-// Word k of the K row of context slot j (starting at `row`); the fresh slot's from k_new.
+// Word k of the K row of context slot j (values starting at `row`), before the row's Q8 scale;
+// the fresh slot's from k_new.
 fn key4(j: u32, row: u32, k: u32, fresh: u32) -> vec4<f32> {
     if (j == fresh) {
         return k_new[k];
     }
     return kv_load(k_cache[row + k]);
+}
+
+// What multiplies slot j's score: its K row's Q8 scale (the fresh slot's from fresh_scale, so
+// that the slot being written is never read), else 1.
+fn key_scale(j: u32, row: u32, fresh: u32) -> f32 {
+#ifdef KV_Q8
+    if (j == fresh) {
+        return fresh_scale.x;
+    }
+    return bitcast<f32>(k_cache[row - 1u]);
+#else
+    return 1.0;
+#endif
 }
 
 // This lane's share of slot j's score: words sub, sub + LPP, ... of its K row dotted with the
@@ -166,17 +218,26 @@ struct VLane {
 
 // Column group c of chunk position jj's V row, zero past the live ones. The fresh slot's comes
 // from the projection (the bits v_new holds), since its cache row is written in this same
-// dispatch and the loads are issued before v_new is.
+// dispatch and the loads are issued before v_new is; with KV_Q8 it is zero here (its scale is
+// not known yet) and added after the softmax.
 fn value4(l: VLane, jj: u32) -> vec4<f32> {
     if (jj >= l.count) {
         return vec4<f32>(0.0);
     }
     let j = l.first + jj;
+    let row = l.kv_base + j * row_len(l.n4);
+#ifdef KV_Q8
+    if (j == l.fresh) {
+        return vec4<f32>(0.0);
+    }
+    return kv_load(v_cache[row + 1u + l.c]) * bitcast<f32>(v_cache[row]);
+#else
     if (j == l.fresh) {
         let at = l.v_at + 4u * l.c;
         return kv_stored(vec4<f32>(q[at], q[at + 1u], q[at + 2u], q[at + 3u]));
     }
-    return kv_load(v_cache[l.kv_base + j * l.n4 + l.c]);
+    return kv_load(v_cache[row + l.c]);
+#endif
 }
 
 // Eight of a lane's V rows, positions jj, jj + groups, ..., jj + 7 groups.
@@ -251,7 +312,7 @@ fn main(
     let n4 = p.head_dim / 4u;
     let group = p.n_heads / p.n_kv_heads;
     let kvh = h / group;
-    let kv_base = kvh * p.max_seq * n4;
+    let kv_base = kvh * p.max_seq * row_len(n4);
     // The slot the new position takes; no other slot is read from the projection.
     let fresh = ring_slot(step.pos);
     let first = chunk * CHUNK;
@@ -268,25 +329,71 @@ fn main(
         va = v_round(vl, vl.g);
         vb = v_round(vl, vl.g + 8u * groups);
     }
+    // The first workgroup of the KV head stores the new row; the others read it from k_new /
+    // v_new, so no workgroup reads the slot while it is written.
+    let stores = chunk == 0u && h % group == 0u;
+    let fresh_row = kv_base + fresh * row_len(n4);
     if (lane < n4) {
         qs4[lane] = rotated4(h * p.head_dim, lane, fresh) * p.scale;
-        k_new[lane] = kv_stored(rotated4((p.n_heads + kvh) * p.head_dim, lane, fresh));
         let v_at = (p.n_heads + p.n_kv_heads + kvh) * p.head_dim + 4u * lane;
-        v_new[lane] = kv_stored(vec4<f32>(q[v_at], q[v_at + 1u], q[v_at + 2u], q[v_at + 3u]));
-        // The first workgroup of the KV head stores its row; the others read it from k_new /
-        // v_new, so no workgroup reads the slot while it is written.
-        if (chunk == 0u && h % group == 0u) {
-            k_cache[kv_base + fresh * n4 + lane] = kv_store(k_new[lane]);
-            v_cache[kv_base + fresh * n4 + lane] = kv_store(v_new[lane]);
+        let kr = rotated4((p.n_heads + kvh) * p.head_dim, lane, fresh);
+        let vr = vec4<f32>(q[v_at], q[v_at + 1u], q[v_at + 2u], q[v_at + 3u]);
+#ifdef KV_Q8
+        k_new[lane] = kr;
+        v_new[lane] = vr;
+        let ka = abs(kr);
+        let va4 = abs(vr);
+        kv_max[lane] = vec2<f32>(max(max(ka.x, ka.y), max(ka.z, ka.w)), max(max(va4.x, va4.y), max(va4.z, va4.w)));
+#else
+        k_new[lane] = kv_stored(kr);
+        v_new[lane] = kv_stored(vr);
+        if (stores) {
+            k_cache[fresh_row + lane] = kv_store(k_new[lane]);
+            v_cache[fresh_row + lane] = kv_store(v_new[lane]);
         }
+#endif
     }
     workgroupBarrier();
+#ifdef KV_Q8
+    // The row's scales as shaders/rope_store.wgsl takes them (absmax / 127); k_new and v_new
+    // become the byte values, which the cache's rows are read as.
+    if (lane < n4) {
+        var m = vec2<f32>(0.0);
+        for (var i = 0u; i < n4; i++) {
+            m = max(m, kv_max[i]);
+        }
+        let sc = m / 127.0;
+        let kr = k_new[lane];
+        let vr = v_new[lane];
+        var kw = 0u;
+        var vw = 0u;
+        for (var b = 0u; b < 4u; b++) {
+            kw = kw | (quant_byte(kr[b], sc.x) << (8u * b));
+            vw = vw | (quant_byte(vr[b], sc.y) << (8u * b));
+        }
+        if (lane == 0u) {
+            fresh_scale = sc;
+        }
+        if (stores) {
+            if (lane == 0u) {
+                k_cache[fresh_row] = bitcast<u32>(sc.x);
+                v_cache[fresh_row] = bitcast<u32>(sc.y);
+            }
+            k_cache[fresh_row + 1u + lane] = kw;
+            v_cache[fresh_row + 1u + lane] = vw;
+        }
+        k_new[lane] = kv_load(kw);
+        v_new[lane] = kv_load(vw);
+    }
+    workgroupBarrier();
+#endif
 
     // Scores: lanes LPP * i .. LPP * i + LPP - 1 share position first + i.
     let jp = first + lane / LPP;
     var part = 0.0;
     if (lane / LPP < count) {
-        part = k_part(jp, kv_base + jp * n4, lane % LPP, n4, fresh);
+        let row = row_values(kv_base + jp * row_len(n4));
+        part = k_part(jp, row, lane % LPP, n4, fresh) * key_scale(jp, row, fresh);
     }
     // With one lane a position (chunks of WG positions) a lane's part is its position's dot;
     // otherwise the LPP parts are added through workgroup memory.
@@ -356,6 +463,13 @@ fn main(
         for (var jj = vl.g + 16u * groups; jj < count; jj += 8u * groups) {
             a0 += v_sum(vl, v_round(vl, jj), jj);
         }
+#ifdef KV_Q8
+        // The fresh row, which value4 left out: its lane adds it as the others were added.
+        let jf = fresh - first;
+        if (fresh >= first && jf < count && jf % groups == vl.g) {
+            a0 += prob(jf) * (v_new[vl.c] * fresh_scale.y);
+        }
+#endif
     }
     merged[lane] = a0 + a1;
     workgroupBarrier();

@@ -1,5 +1,6 @@
-// The rotation and cache slots shaders/rope_store.wgsl and shaders/attention_decode.wgsl both
-// apply, so that the key a decode step stores is the same either way. The including shader
+// The rotation, cache slots and q8 rounding shaders/rope_store.wgsl and
+// shaders/attention_decode.wgsl both apply, so that the row a decode step stores is the same
+// either way. The including shader
 // declares `p` (with rot_dims, max_seq and sinks) and `cos_sin` ([slots, rot_dims / 2, 2]: cos,
 // sin).
 // Pair layout: NORM rotates (2i, 2i+1) (GGUF llama); NEOX rotates (i, i + rot/2) (HF, Qwen2).
@@ -41,4 +42,14 @@ fn rotate(d: u32, slot: u32, x0: f32, x1: f32) -> f32 {
         return x0 * c - x1 * s;
     }
     return x0 * s + x1 * c;
+}
+
+// One signed byte of round(x / scale), in the low 8 bits: a q8 cache row's value at its scale
+// (absmax / 127).
+fn quant_byte(x: f32, scale: f32) -> u32 {
+    if (scale <= 0.0) {
+        return 0u;
+    }
+    let qv = clamp(round(x / scale), -127.0, 127.0);
+    return bitcast<u32>(i32(qv)) & 0xffu;
 }

@@ -91,15 +91,6 @@ fn rotated_k(src: u32, d: u32, slot: u32) -> f32 {
     return rotate(d, slot, k[src + dims.x], k[src + dims.y]);
 }
 
-// One signed byte of round(x / scale), in the low 8 bits.
-fn quant_byte(x: f32, scale: f32) -> u32 {
-    if (scale <= 0.0) {
-        return 0u;
-    }
-    let qv = clamp(round(x / scale), -127.0, 127.0);
-    return bitcast<u32>(i32(qv)) & 0xffu;
-}
-
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let half_dim = p.head_dim / 2u;

@@ -143,9 +143,17 @@ fn the_decode_chunk_follows_the_context_and_keeps_the_ids() -> anyhow::Result<()
     let text = |n: usize, at: u32| -> Vec<u32> { (0..n as u32).map(|i| ((at + i) * 7 % VOCAB as u32) + 1).collect() };
     let phases = [(text(190, 0), 310), (text(230, 500), 570)];
     let mut runs = Vec::new();
-    // The planned chunks and chunks of 64 with the f32 cache; with the f16 cache the folded
-    // kernel (planned chunks) and the separate RoPE + store, split attention and combine.
-    for (chunk, kv, folded) in [(None, KvFormat::F32, true), (Some(64), KvFormat::F32, true), (None, KvFormat::F16, true), (None, KvFormat::F16, false)] {
+    // The planned chunks and chunks of 64 with the f32 cache; with the f16 and q8 caches the
+    // folded kernel (planned chunks) and the separate RoPE + store, split attention and combine.
+    let runs_of = [
+        (None, KvFormat::F32, true),
+        (Some(64), KvFormat::F32, true),
+        (None, KvFormat::F16, true),
+        (None, KvFormat::F16, false),
+        (None, KvFormat::Q8, true),
+        (None, KvFormat::Q8, false),
+    ];
+    for (chunk, kv, folded) in runs_of {
         let mut llama = load(&path, chunk, kv, folded)?;
         // Sampled at temperature 1 with a seed: every step's choice depends on the whole
         // distribution, where greedy choices on random weights settle into a loop.
@@ -165,13 +173,15 @@ fn the_decode_chunk_follows_the_context_and_keeps_the_ids() -> anyhow::Result<()
         runs.push((ids, chunks));
     }
     std::fs::remove_file(&path).ok();
-    let (planned, fixed, half, apart) = (&runs[0], &runs[1], &runs[2], &runs[3]);
+    let [planned, fixed, half, apart, q8, q8_apart] = &runs[..] else { unreachable!() };
     let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let chunks_of = |r: &(Vec<u32>, Vec<(usize, String)>)| r.1.iter().map(|c| c.1.clone()).collect::<Vec<_>>();
     assert_eq!(chunks_of(planned), names(&["CHUNK=64", "CHUNK=128", "CHUNK=256"]), "{:?}", planned.1);
     assert_eq!(chunks_of(fixed), names(&["CHUNK=64"; 3]), "{:?}", fixed.1);
     assert_eq!(chunks_of(half), names(&["CHUNK=64", "CHUNK=128", "CHUNK=256"]), "{:?}", half.1);
     assert_eq!(chunks_of(apart), names(&["separate"; 3]), "{:?}", apart.1);
+    assert_eq!(chunks_of(q8), names(&["CHUNK=64", "CHUNK=128", "CHUNK=256"]), "{:?}", q8.1);
+    assert_eq!(chunks_of(q8_apart), names(&["separate"; 3]), "{:?}", q8_apart.1);
     // The two runs differ only in how the context is split between workgroups, so their sums
     // round differently; no draw of these lands that close to a boundary between two ids.
     let distinct = planned.0.iter().collect::<std::collections::HashSet<_>>().len();
@@ -179,5 +189,6 @@ fn the_decode_chunk_follows_the_context_and_keeps_the_ids() -> anyhow::Result<()
     assert_eq!(planned.0, fixed.0, "sampled ids with the planned chunks against chunks of 64");
     // The f16 cache holds the same rounded rows either way.
     assert_eq!(half.0, apart.0, "f16 cache: sampled ids of the folded kernel against the separate dispatches");
+    assert_eq!(q8.0, q8_apart.0, "q8 cache: sampled ids of the folded kernel against the separate dispatches");
     Ok(())
 }

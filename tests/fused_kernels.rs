@@ -458,8 +458,8 @@ fn attention_rope_cases(ctx: &GpuContext) -> anyhow::Result<()> {
     ]
     .into_iter()
     .enumerate()
-    // Both cache formats the folded kernel takes.
-    .flat_map(|c| [KvFormat::F32, KvFormat::F16].map(|kv| (c, kv)))
+    // Every cache format.
+    .flat_map(|c| KvFormat::ALL.map(|kv| (c, kv)))
     {
         let seed = 900 + 10 * case as u64;
         let rs = RopeShape { n_tokens: 1, n_heads, n_kv_heads, head_dim, max_seq, rot_dims, style, kv, sinks };
@@ -472,7 +472,7 @@ fn attention_rope_cases(ctx: &GpuContext) -> anyhow::Result<()> {
         let cache = [n_kv_heads, max_seq, kv.row_words(head_dim)];
         let fill = kv.encode_cache(&random_f32(seed + 1, n_kv_heads * max_seq * head_dim), head_dim);
         let fill_v = kv.encode_cache(&random_f32(seed + 2, n_kv_heads * max_seq * head_dim), head_dim);
-        // The caches as their format stores them (f32 values, or f16 pairs in u32 words).
+        // The caches as their format stores them (f32 values, or f16 pairs / q8 rows in u32 words).
         let upload = |name: &str, words: &[u32]| -> anyhow::Result<GpuTensor> {
             let mut t = ctx.upload_u32(name, &cache, words)?;
             t.dtype = kv.dtype();
@@ -502,7 +502,15 @@ fn attention_rope_cases(ctx: &GpuContext) -> anyhow::Result<()> {
         let partials2 = ctx.zeros("partials", &partials_shape(&s, SPLIT_CHUNK), DType::F32)?;
         let arrivals = ctx.zeros("arrivals", &[n_heads], DType::U32)?;
         let want: Vec<f64> = pollster::block_on(ctx.read_f32(&out1))?.iter().map(|&w| w as f64).collect();
-        for chunk in DECODE_CHUNKS {
+        // Every chunk size with the f32 cache; one each for the others, since a variant takes
+        // lavapipe most of a minute to compile and the format's loads and stores are the same
+        // code at every chunk size.
+        let chunks: &[usize] = match kv {
+            KvFormat::F32 => &DECODE_CHUNKS,
+            KvFormat::F16 => &DECODE_CHUNKS[1..2],
+            KvFormat::Q8 => &DECODE_CHUNKS[..1],
+        };
+        for &chunk in chunks {
             let out2 = ctx.zeros("out", &heads, DType::F32)?;
             let fused = pollster::block_on(attention_rope_split(
                 ctx,

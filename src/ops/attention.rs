@@ -85,7 +85,7 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
     v.push((ATTENTION_SHADER, KvFormat::F32.defines(Defines::new().set("VEC4", 1))));
     v.push((ATTENTION_SHADER, KvFormat::F32.defines(Defines::new().set("VEC4", 1).set("SPLIT", 1))));
     for style in RopeStyle::ALL.map(RopeStyle::defines) {
-        for kv in [KvFormat::F32, KvFormat::F16] {
+        for kv in KvFormat::ALL {
             for chunk in DECODE_CHUNKS {
                 for sg in [false, true] {
                     v.push((ATTENTION_DECODE_SHADER, decode_defines(kv.defines(style.clone()), chunk, sg)));
@@ -252,13 +252,13 @@ pub async fn attention_split_masked(
     Ok([split, merge])
 }
 
-/// Whether [`attention_rope_split`] runs this step: one token, an f32 or f16 cache and
-/// head_dim a multiple of 16 (the VEC4 path).
+/// Whether [`attention_rope_split`] runs this step: one token and head_dim a multiple of 16
+/// (every cache format folds).
 pub fn rope_fuses(r: &RopeShape) -> bool {
-    r.n_tokens == 1 && matches!(r.kv, KvFormat::F32 | KvFormat::F16) && r.head_dim.is_multiple_of(16)
+    r.n_tokens == 1 && r.head_dim.is_multiple_of(16)
 }
 
-/// Decode attention with the RoPE + KV store folded in (f32 or f16 caches), one dispatch for what
+/// Decode attention with the RoPE + KV store folded in (every cache format), one dispatch for what
 /// `rope_store_qkv` + [`attention_split_masked`] do in three (shaders/attention_decode.wgsl).
 /// `qkv` is the stacked projection [1, n_heads + 2 * n_kv_heads, head_dim]: every workgroup
 /// rotates its query and the new key with `table` (as `rope_store` does), and the first
@@ -308,7 +308,7 @@ pub async fn attention_rope_split(
         return Err(Error::Shape {
             op: "attention_rope_split",
             message: format!(
-                "{r:?} (one token, f32 or f16 cache, head_dim a multiple of 16, chunks of {DECODE_CHUNKS:?} positions, got {chunk}) does not fit qkv {:?}, table {:?}, partials {:?}, arrivals {:?}",
+                "{r:?} (one token, head_dim a multiple of 16, chunks of {DECODE_CHUNKS:?} positions, got {chunk}) does not fit qkv {:?}, table {:?}, partials {:?}, arrivals {:?}",
                 qkv.shape, table.shape, partials.shape, arrivals.shape
             ),
         });
