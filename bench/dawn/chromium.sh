@@ -7,7 +7,8 @@
 #
 #   bash bench/dawn/chromium.sh CHROMIUM OUT MODEL.gguf...   (the models in one folder)
 #
-# Environment: PROMPT_LEN, GEN, REPS (128, 128, 3), CHECK (greedy ids to report, 16), PORT
+# Environment: PROMPT_LEN, GEN, REPS (128, 128, 3), CHECK (greedy ids to report, 16), PROFILE
+# (1: the step's profile too, from a wasm build with WEFT_WASM_FEATURES=web-profile), PORT
 # (4392), TIMEOUT (seconds for all models, 900), CHROMIUM_FLAGS (default: WebGPU on the
 # GPU's Vulkan driver without a display; VK_DRIVER_FILES names the driver).
 set -euo pipefail
@@ -24,7 +25,7 @@ python3 bench/dawn/serve.py "$port" "$out" /=www /js=js /bench=bench/dawn "/m=$m
 server=$!
 profile=$(mktemp -d)
 trap 'kill $server ${browser:-} 2>/dev/null; wait 2>/dev/null; rm -rf "$profile"' EXIT
-url="http://127.0.0.1:$port/bench/page.html?models=${models%,}&promptLen=${PROMPT_LEN:-128}&gen=${GEN:-128}&reps=${REPS:-3}&check=${CHECK:-16}"
+url="http://127.0.0.1:$port/bench/page.html?models=${models%,}&promptLen=${PROMPT_LEN:-128}&gen=${GEN:-128}&reps=${REPS:-3}&check=${CHECK:-16}&profile=${PROFILE:-0}"
 # shellcheck disable=SC2086
 "$chromium" --headless=new --no-sandbox --user-data-dir="$profile" --no-first-run --disable-sync --disable-dev-shm-usage \
   --disable-background-networking --disable-component-update --enable-logging=stderr --v=0 $flags "$url" \

@@ -2,8 +2,11 @@
 // the JS API a page imports (js/index.js, its worker and the wasm build) on the browser's own
 // WebGPU. Options come from the query string: `models` (URLs, comma-separated), `promptLen`,
 // `gen`, `reps`, `check` (greedy ids of `checkPrompt` to report, for comparison with native
-// `weft generate --ids`). Each model's figures (bench/dawn/protocol.js's protocol and keys) are
-// POSTed to /result as one JSON object, then /done; a failure posts its code and message.
+// `weft generate --ids`), `profile` (1: after the timed runs, `profileStep(20)` of a wasm build
+// with the web-profile feature: the step's recording and submission, its wait and each kernel's
+// GPU time, as run.mjs --profile). Each model's figures (bench/dawn/protocol.js's protocol and
+// keys) are POSTed to /result as one JSON object, then /done; a failure posts its code and
+// message.
 import * as api from '/js/index.js';
 import { jsIds, round, timeModel } from '/bench/protocol.js';
 
@@ -15,6 +18,7 @@ const o = {
   reps: Number(q.get('reps') || 3),
   check: Number(q.get('check') || 16),
   checkPrompt: q.get('checkPrompt') || 'The capital of France is',
+  profile: q.get('profile') === '1',
 };
 const log = (line) => { document.getElementById('log').textContent += `\n${line}`; };
 const post = (path, body) => fetch(path, { method: 'POST', body: JSON.stringify(body) });
@@ -28,6 +32,7 @@ async function bench(url, adapter) {
   try {
     if (o.check > 0) out.ids_browser = await jsIds(m, o.checkPrompt, o.check);
     Object.assign(out, await timeModel(m, o, problems));
+    if (o.profile) out.profile = await m.profileStep(20);
   } finally {
     await m.dispose();
   }

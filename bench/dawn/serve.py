@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A static server for bench/dawn/chromium.sh on a machine without Node (the GPU machine): single
 HTTP Range requests (206 + Content-Range) and strong ETags as scripts/serve.mjs serves them, so the
-loader reads models as a page does; POST /result appends the body as one line to RESULTS and
+loader reads models as a page does (not cross-origin isolated: the page takes the JS API's
+single-thread build, as run.mjs does); POST /result appends the body as one line to RESULTS and
 prints it, POST /done writes RESULTS + ".done".
 
     python3 bench/dawn/serve.py PORT RESULTS /=www /js=js /bench=bench/dawn /m=MODELS_DIR
