@@ -28,6 +28,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from collect_chromium import chromium, chromium_markdown  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
 RESULTS = ROOT / "results"
@@ -496,12 +497,13 @@ def main() -> None:
             "gemv_session": session("session26", "session27"),
             # Q4_K_M and Q4_1 files, and every GGUF block type on the repacked GEMV (one
             # session: calls b and c, each model's engines from one call).
-            "kquant_session": session("session29/b", "session29/c"), "kquant_gemv": session("session29/c"), "gemm_session": session("session9", "session17", "session19"), "dawn": dawn()}
+            "kquant_session": session("session29/b", "session29/c"), "kquant_gemv": session("session29/c"), "gemm_session": session("session9", "session17", "session19"), "dawn": dawn(),
+            "chromium": chromium()}
     # The decode attention's chunk by context length (session 37, call f).
     data["h200_long_prompts"] = long_prompts("h200/session37/f")
     (ROOT / "results.json").write_text(json.dumps(data, indent=2) + "\n")
     chart(data, ROOT / "chart.svg")
-    table = markdown(data) + dawn_markdown(data["dawn"]) + long_prompts_markdown("h200/session37/f", data["h200_long_prompts"])
+    table = markdown(data) + dawn_markdown(data["dawn"]) + chromium_markdown(data["chromium"]) + long_prompts_markdown("h200/session37/f", data["h200_long_prompts"])
     # Sentence-embedding figures are measured by hand (their commands are in the file).
     embed = ROOT / "results" / "embed.md"
     if embed.exists():
