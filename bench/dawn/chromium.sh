@@ -37,4 +37,5 @@ for _ in $(seq $(( ${TIMEOUT:-900} * 2 ))); do
   sleep 0.5
 done
 [ -e "$out.done" ] || echo "no result within ${TIMEOUT:-900} s" >&2
+rm -f "$out.done"
 [ -s "$out" ] && ! grep -q '"error"' "$out"
