@@ -12,6 +12,15 @@ cargo build --release --bin weft
 mkdir -p "$WORK"
 WEFT=$(realpath target/release/weft)
 "$WEFT" tokenize "$MODEL" --text "$TEXT" --json > "$WORK/ids.json"
+# The tuned rows' texts (tune.py): the calibration text, then 48 sequences of 512 tokens sampled
+# from the source model itself (seeded), whose last two are held out.
+"$WEFT" tokenize "$MODEL" --text data/calibration.txt --json > "$WORK/cal-ids.json"
+[ -f "$WORK/gen-ids.json" ] || (cd scripts/quality && "$PYTHON" tune.py generate --source "$MODEL" \
+  --ids "$WORK/cal-ids.json" --out "$WORK/gen-ids.json" --count 48)
+# 48 more (another seed) for the rows that continue tuning a tuned file (rows.sh).
+[ -f "$WORK/gen2-ids.json" ] || (cd scripts/quality && "$PYTHON" tune.py generate --source "$MODEL" \
+  --ids "$WORK/cal-ids.json" --out "$WORK/gen2-ids.json" --count 48 --seed 1)
+export WORK
 # Calibration statistics for the --calibration rows, from the default calibration text (not the
 # evaluation text), made once, with the Hessians the --gptq rows need.
 export CAL=${CAL:-$WORK/calibration.safetensors}
@@ -19,7 +28,8 @@ export CAL=${CAL:-$WORK/calibration.safetensors}
 if [ $# -gt 0 ]; then printf '%s\n' "$@"; else bash scripts/quality/rows.sh; fi | awk '!seen[$0]++' > "$WORK/rows.txt"
 mapfile -t ROWS < "$WORK/rows.txt"
 (cd scripts/quality && nice -n 10 "$PYTHON" run_table.py --source "$MODEL" --ids "$WORK/ids.json" \
-  --work "$WORK" --results "$WORK/results.jsonl" --weft "$WEFT" "${ROWS[@]}")
+  --work "$WORK" --results "$WORK/results.jsonl" --weft "$WEFT" \
+  --cal-ids "$WORK/cal-ids.json,$WORK/gen-ids.json" "${ROWS[@]}")
 # Rows carried from docs/QUALITY.md (scripts/quality/carry.py) are merged first, so a row measured
 # here replaces its carried figures.
 RESULTS=$WORK/results.jsonl

@@ -9,6 +9,9 @@ Rows:
                                 (bench/llama_cpp/quantize.sh): TYPE with an importance matrix
   role:ROLE:NAME                the base with only tensors whose name contains ROLE taken from the
                                 weft row NAME (its .st file must exist)
+  tuned:NAME:FROM:ARGS          the weft row FROM's file (which must exist) with its group scales,
+                                zero points and norms tuned by distillation on the calibration text
+                                (`tune.py ARGS`), written as NAME.st
 
 usage: run_table.py --source GGUF --ids IDS.json --work DIR --results FILE [--weft BIN] ROW...
 """
@@ -17,6 +20,7 @@ import argparse
 import json
 import os
 import subprocess
+import sys
 import time
 
 from harness import Runner, evaluate, gguf_tensors_f32, matrix_weights, safetensors_f32
@@ -56,6 +60,22 @@ def weft_tensors(args, st):
         os.remove(f32)
 
 
+def tuned_file(args, name, source_row, flags):
+    """NAME.st: FROM.st tuned by tune.py on the calibration text's ids (its log beside it)."""
+    st = os.path.join(args.work, f"{name}.st")
+    if not os.path.exists(st):
+        start = os.path.join(args.work, f"{source_row}.st")
+        if not os.path.exists(start):
+            raise SystemExit(f"tuned:{name}: measure the row {source_row} first")
+        tune = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tune.py")
+        with open(os.path.join(args.work, f"{name}.log"), "w") as out:
+            ids = [arg for path in args.cal_ids.split(",") for arg in ("--ids", path)]
+            subprocess.run([sys.executable, tune, "--source", args.source, "--file", start, *ids,
+                            "--out", st + ".tmp", *flags.split()], check=True, stdout=out, stderr=subprocess.STDOUT)
+        os.replace(st + ".tmp", st)
+    return st
+
+
 def llama_file(args, ftype):
     import llama_cpp
 
@@ -88,6 +108,7 @@ def main():
     p.add_argument("--work", required=True)
     p.add_argument("--results", required=True)
     p.add_argument("--weft", default="target/release/weft")
+    p.add_argument("--cal-ids", help="token ids of the tuning texts (comma-separated JSON files), for tuned: rows")
     p.add_argument("rows", nargs="+")
     args = p.parse_args()
     os.makedirs(args.work, exist_ok=True)
@@ -117,6 +138,12 @@ def main():
             st = weft_file(args, name, flags)
             tensors = weft_tensors(args, st)
             record.update(name=name, flags=flags, file_bytes=os.path.getsize(st))
+        elif kind == "tuned":
+            name, _, rest2 = rest.partition(":")
+            source_row, _, flags = rest2.partition(":")
+            st = tuned_file(args, name, source_row, flags)
+            tensors = weft_tensors(args, st)
+            record.update(kind="weft", tuned_from=source_row, name=name, flags=flags, file_bytes=os.path.getsize(st))
         elif kind == "llama":
             try:
                 path = llama_file(args, rest)
