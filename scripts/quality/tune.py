@@ -10,7 +10,9 @@ parameters of the epoch with the lowest held-out KL are written. The file writte
 tensors, shapes, dtypes and metadata as the one read, so every weft decoder and kernel reads it
 unchanged.
 
-usage: tune.py --source GGUF --file IN.st --ids IDS.json --out OUT.st [--epochs N] [--lr LR]
+usage: tune.py --source GGUF --file IN.st --ids IDS.json [--ids MORE.json] --out OUT.st [--epochs N] [--levels]
+       tune.py generate --source GGUF --ids IDS.json --out SAMPLED.json [--count N --seed S]
+       tune.py check --file FILE.st [--weft BIN]     (this script's decoding against weft's)
 """
 
 import argparse
@@ -184,7 +186,44 @@ def generate(a):
     json.dump([t for s in out for t in s], open(a.out, "w"))
 
 
+def check(a):
+    """This script's reading of a weft file against weft's own: every quantized matrix decoded
+    here must equal `weft dequantize`'s f32 tensor bit for bit, and its levels packed again must
+    give the stored words."""
+    import subprocess
+    import tempfile
+
+    tensors = load_file(a.file)
+    with safe_open(a.file, "np") as f:
+        meta = f.metadata()
+    with tempfile.TemporaryDirectory() as tmp:
+        f32 = f"{tmp}/f32.safetensors"
+        subprocess.run([a.weft, "dequantize", a.file, f32], check=True, stdout=subprocess.DEVNULL)
+        ref = load_file(f32)
+    bad, seen = 0, {}
+    for key, value in meta.items():
+        if not key.startswith("weft.q."):
+            continue
+        name, info = key[len("weft.q."):], json.loads(value)
+        m = Matrix(name, info, tensors, None)
+        seen[info["format"]] = seen.get(info["format"], 0) + 1
+        if not np.array_equal(m.weight().detach().numpy(), ref[name]):
+            bad += 1
+            print(f"{name} ({info['format']}): decoded values differ from weft dequantize")
+        if not np.array_equal(pack_levels(m.q.numpy(), m.bits), tensors[name + ".weft_q"]):
+            bad += 1
+            print(f"{name} ({info['format']}): levels packed again differ")
+    print(f"{sum(seen.values())} matrices ({', '.join(f'{k}: {v}' for k, v in sorted(seen.items()))}), {bad} differences")
+    return 1 if bad else 0
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "check":
+        c = argparse.ArgumentParser()
+        c.add_argument("check")
+        c.add_argument("--file", required=True)
+        c.add_argument("--weft", default="../../target/release/weft")
+        return check(c.parse_args())
     if len(sys.argv) > 1 and sys.argv[1] == "generate":
         g = argparse.ArgumentParser()
         g.add_argument("generate")
@@ -314,4 +353,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
