@@ -53,6 +53,20 @@ HF_NAMES = {
 }
 
 
+def hf_name(name):
+    """transformers' parameter name for a GGUF tensor name."""
+    parts = name.split(".")
+    if name == "token_embd.weight":
+        return "model.embed_tokens.weight"
+    if name == "output_norm.weight":
+        return "model.norm.weight"
+    if name == "output.weight":
+        return "lm_head.weight"
+    if parts[0] == "blk":
+        return f"model.layers.{parts[1]}.{HF_NAMES[parts[2]]}.{parts[3]}"
+    raise SystemExit(f"no transformers name for {name}")
+
+
 def unpermute(w, heads):
     """GGUF stores Q and K rows of each head interleaved for its RoPE; transformers' GGUF loader
     puts them back in halves."""
@@ -82,21 +96,13 @@ class Runner:
                 raise SystemExit(f"the GGUF name mapping does not reproduce transformers' loader at {k}")
 
     def hf_name(self, name, w):
-        parts = name.split(".")
-        if name == "token_embd.weight":
-            return "model.embed_tokens.weight", w
-        if name == "output_norm.weight":
-            return "model.norm.weight", w
-        if name == "output.weight":
-            return "lm_head.weight", w
-        if parts[0] == "blk":
-            role = parts[2]
-            if role == "attn_q":
-                w = unpermute(w, self.heads)
-            elif role == "attn_k":
-                w = unpermute(w, self.kv_heads)
-            return f"model.layers.{parts[1]}.{HF_NAMES[role]}.{parts[3]}", w
-        raise SystemExit(f"no transformers name for {name}")
+        """transformers' parameter for a GGUF tensor, and the tensor in that parameter's row order."""
+        role = name.split(".")[2] if name.startswith("blk.") else ""
+        if role == "attn_q":
+            w = unpermute(w, self.heads)
+        elif role == "attn_k":
+            w = unpermute(w, self.kv_heads)
+        return hf_name(name), w
 
     def load(self, tensors):
         import torch

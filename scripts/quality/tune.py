@@ -27,7 +27,7 @@ import torch
 from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
 
-from harness import Runner, unpermute
+from harness import Runner, hf_name, unpermute
 
 FORMAT = re.compile(r"q(\d)_g(\d+)_(sym|asym|k)$")
 HF_NORMS = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}
@@ -149,20 +149,6 @@ class Matrix:
             if self.v is not None:
                 out[".weft_q"] = pack_levels(self.levels().numpy().astype(np.uint8), self.bits)
         return {self.name + k: v for k, v in out.items()}
-
-
-def hf_name(name):
-    """transformers' parameter for a GGUF tensor name (the harness's mapping)."""
-    parts = name.split(".")
-    if name == "token_embd.weight":
-        return "model.embed_tokens.weight"
-    if name == "output_norm.weight":
-        return "model.norm.weight"
-    if name == "output.weight":
-        return "lm_head.weight"
-    from harness import HF_NAMES
-
-    return f"model.layers.{parts[1]}.{HF_NAMES[parts[2]]}.{parts[3]}"
 
 
 def generate(a):
