@@ -27,10 +27,10 @@ import torch
 from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
 
-from harness import Runner, hf_name, unpermute
+from harness import Runner, hf_name
 
 FORMAT = re.compile(r"q(\d)_g(\d+)_(sym|asym|k)$")
-HF_NORMS = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}
+NORMS = ("attn_norm", "ffn_norm", "output_norm")
 K_EXP_MIN = -24
 
 
@@ -176,16 +176,12 @@ def check(a):
     """This script's reading of a weft file against weft's own: every quantized matrix decoded
     here must equal `weft dequantize`'s f32 tensor bit for bit, and its levels packed again must
     give the stored words."""
-    import subprocess
-    import tempfile
+    from run_table import weft_tensors
 
     tensors = load_file(a.file)
     with safe_open(a.file, "np") as f:
         meta = f.metadata()
-    with tempfile.TemporaryDirectory() as tmp:
-        f32 = f"{tmp}/f32.safetensors"
-        subprocess.run([a.weft, "dequantize", a.file, f32], check=True, stdout=subprocess.DEVNULL)
-        ref = load_file(f32)
+    ref = weft_tensors(a, a.file)
     bad, seen = 0, {}
     for key, value in meta.items():
         if not key.startswith("weft.q."):
@@ -264,17 +260,16 @@ def main():
     for key, value in meta.items():
         if not key.startswith("weft.q."):
             continue
-        name = key[len("weft.q."):]
-        role = name.split(".")[2] if name.startswith("blk.") else ""
-        rows = json.loads(value)["shape"][0]
-        heads = {"attn_q": runner.heads, "attn_k": runner.kv_heads}.get(role)
-        perm = None if heads is None else unpermute(np.arange(rows), heads)
-        mats.append(Matrix(name, json.loads(value), tensors, perm))
+        name, info = key[len("weft.q."):], json.loads(value)
+        # The harness's own row reordering (Q and K), applied to the row indices.
+        rows = np.arange(info["shape"][0])
+        perm = runner.hf_name(name, rows)[1]
+        mats.append(Matrix(name, info, tensors, None if np.array_equal(perm, rows) else perm))
     norms = {}
     if not a.no_norms:
         for name, t in tensors.items():
             role = name.split(".")[2] if name.startswith("blk.") else name.split(".")[0]
-            if role in HF_NORMS or role == "output_norm":
+            if role in NORMS:
                 norms[name] = (torch.from_numpy(t.astype(np.float32)), torch.zeros(t.shape, requires_grad=True))
     for m in mats:
         if a.no_zeros:
