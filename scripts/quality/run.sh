@@ -17,9 +17,11 @@ WEFT=$(realpath target/release/weft)
 "$WEFT" tokenize "$MODEL" --text data/calibration.txt --json > "$WORK/cal-ids.json"
 [ -f "$WORK/gen-ids.json" ] || (cd scripts/quality && "$PYTHON" tune.py generate --source "$MODEL" \
   --ids "$WORK/cal-ids.json" --out "$WORK/gen-ids.json" --count 48)
-# 48 more (another seed) for the rows that continue tuning a tuned file (rows.sh).
+# 48 more a seed for the rows that continue tuning a tuned file (rows.sh).
 [ -f "$WORK/gen2-ids.json" ] || (cd scripts/quality && "$PYTHON" tune.py generate --source "$MODEL" \
   --ids "$WORK/cal-ids.json" --out "$WORK/gen2-ids.json" --count 48 --seed 1)
+[ -f "$WORK/gen3-ids.json" ] || (cd scripts/quality && "$PYTHON" tune.py generate --source "$MODEL" \
+  --ids "$WORK/cal-ids.json" --out "$WORK/gen3-ids.json" --count 48 --seed 3)
 export WORK
 # Calibration statistics for the --calibration rows, from the default calibration text (not the
 # evaluation text), made once, with the Hessians the --gptq rows need.
