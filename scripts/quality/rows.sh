@@ -48,7 +48,8 @@ echo "weft:mix3_k_qkog_cal:$m3 --keep blk.2.ffn_up=q3_g32_k"
 echo "weft:mix3_k_qkog6u_cal:$m3$(for l in 10 11 12 13 14 15; do printf ' --keep blk.%s.ffn_up=q3_g32_k' $l; done)"
 # Tuned by distillation (tune.py; run.sh passes the calibration text and 48 sequences sampled from
 # the source): the two plans above with their group parameters and norms tuned, the 52.3 MB
-# plan's levels too, and that file tuned further, an epoch at a time, each on 48 more sampled sequences.
+# plan's levels too, and that file tuned further, an epoch at a time, each on 48 more sampled
+# sequences.
 echo "tuned:mix3_k_qkog6u_cal_g:mix3_k_qkog6u_cal:--epochs 3 --threads 1"
 echo "tuned:mixed_k_52mb_cal_gl:mixed_k_52mb_cal:--epochs 3 --levels --threads 1"
 echo "tuned:mixed_k_52mb_cal_gl2:mixed_k_52mb_cal_gl:--epochs 1 --levels --level-lr 0.01 --threads 1 --ids ${WORK:?}/gen2-ids.json"

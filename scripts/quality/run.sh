@@ -17,7 +17,7 @@ WEFT=$(realpath target/release/weft)
 "$WEFT" tokenize "$MODEL" --text data/calibration.txt --json > "$WORK/cal-ids.json"
 [ -f "$WORK/gen-ids.json" ] || (cd scripts/quality && "$PYTHON" tune.py generate --source "$MODEL" \
   --ids "$WORK/cal-ids.json" --out "$WORK/gen-ids.json" --count 48)
-# 48 more a seed for the rows that continue tuning a tuned file (rows.sh).
+# Two more sets of 48 (seeds 1 and 3) for the rows that continue tuning a tuned file (rows.sh).
 [ -f "$WORK/gen2-ids.json" ] || (cd scripts/quality && "$PYTHON" tune.py generate --source "$MODEL" \
   --ids "$WORK/cal-ids.json" --out "$WORK/gen2-ids.json" --count 48 --seed 1)
 [ -f "$WORK/gen3-ids.json" ] || (cd scripts/quality && "$PYTHON" tune.py generate --source "$MODEL" \
