@@ -17,11 +17,13 @@ WEFT=$(realpath target/release/weft)
 "$WEFT" tokenize "$MODEL" --text data/calibration.txt --json > "$WORK/cal-ids.json"
 [ -f "$WORK/gen-ids.json" ] || (cd scripts/quality && "$PYTHON" tune.py generate --source "$MODEL" \
   --ids "$WORK/cal-ids.json" --out "$WORK/gen-ids.json" --count 48)
-# Two more sets of 48 (seeds 1 and 3) for the rows that continue tuning a tuned file (rows.sh).
+# Three more sets of 48 (seeds 1, 3 and 4) for the rows that continue tuning a tuned file (rows.sh).
 [ -f "$WORK/gen2-ids.json" ] || (cd scripts/quality && "$PYTHON" tune.py generate --source "$MODEL" \
   --ids "$WORK/cal-ids.json" --out "$WORK/gen2-ids.json" --count 48 --seed 1)
 [ -f "$WORK/gen3-ids.json" ] || (cd scripts/quality && "$PYTHON" tune.py generate --source "$MODEL" \
   --ids "$WORK/cal-ids.json" --out "$WORK/gen3-ids.json" --count 48 --seed 3)
+[ -f "$WORK/gen4-ids.json" ] || (cd scripts/quality && "$PYTHON" tune.py generate --source "$MODEL" \
+  --ids "$WORK/cal-ids.json" --out "$WORK/gen4-ids.json" --count 48 --seed 4)
 export WORK
 # Calibration statistics for the --calibration rows, from the default calibration text (not the
 # evaluation text), made once, with the Hessians the --gptq rows need.
