@@ -15,15 +15,12 @@ WEFT=$(realpath target/release/weft)
 # The tuned rows' texts (tune.py): the calibration text, then 48 sequences of 512 tokens sampled
 # from the source model itself (seeded), whose last two are held out.
 "$WEFT" tokenize "$MODEL" --text data/calibration.txt --json > "$WORK/cal-ids.json"
-[ -f "$WORK/gen-ids.json" ] || (cd scripts/quality && "$PYTHON" tune.py generate --source "$MODEL" \
-  --ids "$WORK/cal-ids.json" --out "$WORK/gen-ids.json" --count 48)
-# Three more sets of 48 (seeds 1, 3 and 4) for the rows that continue tuning a tuned file (rows.sh).
-[ -f "$WORK/gen2-ids.json" ] || (cd scripts/quality && "$PYTHON" tune.py generate --source "$MODEL" \
-  --ids "$WORK/cal-ids.json" --out "$WORK/gen2-ids.json" --count 48 --seed 1)
-[ -f "$WORK/gen3-ids.json" ] || (cd scripts/quality && "$PYTHON" tune.py generate --source "$MODEL" \
-  --ids "$WORK/cal-ids.json" --out "$WORK/gen3-ids.json" --count 48 --seed 3)
-[ -f "$WORK/gen4-ids.json" ] || (cd scripts/quality && "$PYTHON" tune.py generate --source "$MODEL" \
-  --ids "$WORK/cal-ids.json" --out "$WORK/gen4-ids.json" --count 48 --seed 4)
+# gen (seed 0) for every tuned row; gen2-gen4 (seeds 1, 3, 4) for the rows that continue tuning a
+# tuned file (rows.sh).
+for set in gen:0 gen2:1 gen3:3 gen4:4; do
+  [ -f "$WORK/${set%:*}-ids.json" ] || (cd scripts/quality && "$PYTHON" tune.py generate --source "$MODEL" \
+    --ids "$WORK/cal-ids.json" --out "$WORK/${set%:*}-ids.json" --count 48 --seed "${set#*:}")
+done
 export WORK
 # Calibration statistics for the --calibration rows, from the default calibration text (not the
 # evaluation text), made once, with the Hessians the --gptq rows need.

@@ -10,8 +10,8 @@ Rows:
   role:ROLE:NAME                the base with only tensors whose name contains ROLE taken from the
                                 weft row NAME (its .st file must exist)
   tuned:NAME:FROM:ARGS          the weft row FROM's file (which must exist) with its group scales,
-                                zero points and norms tuned by distillation on the calibration text
-                                (`tune.py ARGS`), written as NAME.st
+                                zero points and norms (with --levels its levels too) tuned by
+                                distillation on the --cal-ids texts (`tune.py ARGS`), written as NAME.st
 
 usage: run_table.py --source GGUF --ids IDS.json --work DIR --results FILE [--weft BIN] ROW...
 """
@@ -61,7 +61,7 @@ def weft_tensors(args, st):
 
 
 def tuned_file(args, name, source_row, flags):
-    """NAME.st: FROM.st tuned by tune.py on the calibration text's ids (its log beside it)."""
+    """NAME.st: FROM.st tuned by tune.py on the --cal-ids texts (its log beside it)."""
     st = os.path.join(args.work, f"{name}.st")
     if not os.path.exists(st):
         start = os.path.join(args.work, f"{source_row}.st")

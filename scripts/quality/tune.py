@@ -1,9 +1,9 @@
 """Tunes the group scales, zero points and norms of a weft file against its source by distillation.
 
-The levels of every quantized matrix stay as `weft quantize` chose them; what moves is each
-group's scale and zero point (on the grid the format stores: f16, or the `k` scheme's byte codes
-on the row's unit, rounded in the forward pass with a straight-through gradient) and the f32
-norm weights. The loss is KL(source || tuned) of the next-token distributions over windows of a
+What moves is each group's scale and zero point (on the grid the format stores: f16, or the `k`
+scheme's byte codes on the row's unit, rounded in the forward pass with a straight-through
+gradient) and the f32 norm weights; with --levels the stored levels too, else they stay as
+`weft quantize` chose them. The loss is KL(source || tuned) of the next-token distributions over windows of a
 calibration text, the source being the GGUF the file was quantized from, run by the same
 transformers model and name mapping as the quality harness. A few windows are held out: the
 parameters of the epoch with the lowest held-out KL are written. The file written has the same
@@ -105,8 +105,9 @@ class Matrix:
         clamped to the format's range) in the forward pass with a straight-through gradient."""
         self.v = self.q.float().requires_grad_(True)
 
-    def params(self):
-        return [self.log_ds] + ([self.dz] if self.scheme != "sym" else []) + ([self.v] if self.v is not None else [])
+    def group_params(self):
+        """The scale's and zero point's tunables that move (not the levels)."""
+        return [q for q in (self.log_ds, self.dz) if q.requires_grad]
 
     def levels(self):
         if self.v is None:
@@ -151,6 +152,13 @@ class Matrix:
         return {self.name + k: v for k, v in out.items()}
 
 
+def quantized(meta):
+    """(name, info) of every quantized matrix a weft file's metadata lists."""
+    for key, value in meta.items():
+        if key.startswith("weft.q."):
+            yield key[len("weft.q."):], json.loads(value)
+
+
 def generate(a):
     """Token ids sampled from the source model itself (temperature 1), each sequence started from
     a token drawn from the given texts: tuning data from the model's own distribution, which
@@ -183,10 +191,7 @@ def check(a):
         meta = f.metadata()
     ref = weft_tensors(a, a.file)
     bad, seen = 0, {}
-    for key, value in meta.items():
-        if not key.startswith("weft.q."):
-            continue
-        name, info = key[len("weft.q."):], json.loads(value)
+    for name, info in quantized(meta):
         m = Matrix(name, info, tensors, None)
         seen[info["format"]] = seen.get(info["format"], 0) + 1
         if not np.array_equal(m.weight().detach().numpy(), ref[name]):
@@ -257,10 +262,7 @@ def main():
     with safe_open(a.file, "np") as f:
         meta = f.metadata()
     mats = []
-    for key, value in meta.items():
-        if not key.startswith("weft.q."):
-            continue
-        name, info = key[len("weft.q."):], json.loads(value)
+    for name, info in quantized(meta):
         # The harness's own row reordering (Q and K), applied to the row indices.
         rows = np.arange(info["shape"][0])
         perm = runner.hf_name(name, rows)[1]
@@ -276,8 +278,7 @@ def main():
             m.dz.requires_grad_(False)
         if a.levels:
             m.free_levels()
-    groups = [{"params": [q for m in mats for q in m.params() if q.requires_grad and q is not m.v]
-               + [d for _, d in norms.values()], "base": a.lr}]
+    groups = [{"params": [q for m in mats for q in m.group_params()] + [d for _, d in norms.values()], "base": a.lr}]
     if a.levels:
         groups.append({"params": [m.v for m in mats], "base": a.level_lr})
     opt = torch.optim.Adam(groups, lr=a.lr)
