@@ -114,7 +114,15 @@ fn kv_store(v: vec4<f32>) -> Kv4 {
 // What the cache gives back for `v` once stored: the fresh slot's K/V row is used as the other
 // slots' rows are read, so that the result does not depend on whether a row was just written.
 fn kv_stored(v: vec4<f32>) -> vec4<f32> {
+#ifdef KV_F16
+    // Packing to f16 pairs and unpacking rounds, but a driver may fold the two away (NVIDIA's
+    // does: on an H200 the fresh row kept its f32 bits and the output left the unfused
+    // kernels' by up to 6e-5); the words pass through an operand it cannot know, 0 at run time.
+    let unknown = vec2<u32>(select(0u, 1u, p.n_heads == 0u));
+    return kv_load(kv_store(v) ^ unknown);
+#else
     return kv_load(kv_store(v));
+#endif
 }
 #endif
 
@@ -333,23 +341,35 @@ fn main(
     // v_new, so no workgroup reads the slot while it is written.
     let stores = chunk == 0u && h % group == 0u;
     let fresh_row = kv_base + fresh * row_len(n4);
-    if (lane < n4) {
-        qs4[lane] = rotated4(h * p.head_dim, lane, fresh) * p.scale;
-        let v_at = (p.n_heads + p.n_kv_heads + kvh) * p.head_dim + 4u * lane;
-        let kr = rotated4((p.n_heads + kvh) * p.head_dim, lane, fresh);
+    // The query's word w on lane w, the new K row's on lane n4 + w, V's on lane 2 n4 + w: each
+    // lane rotates one word, so the rotations' loads are issued by three times the lanes.
+    let role = lane / n4;
+    let w = lane % n4;
+    if (role == 0u) {
+        qs4[w] = rotated4(h * p.head_dim, w, fresh) * p.scale;
+    } else if (role == 1u) {
+        let kr = rotated4((p.n_heads + kvh) * p.head_dim, w, fresh);
+#ifdef KV_Q8
+        k_new[w] = kr;
+        let ka = abs(kr);
+        kv_max[w].x = max(max(ka.x, ka.y), max(ka.z, ka.w));
+#else
+        k_new[w] = kv_stored(kr);
+        if (stores) {
+            k_cache[fresh_row + w] = kv_store(k_new[w]);
+        }
+#endif
+    } else if (role == 2u) {
+        let v_at = (p.n_heads + p.n_kv_heads + kvh) * p.head_dim + 4u * w;
         let vr = vec4<f32>(q[v_at], q[v_at + 1u], q[v_at + 2u], q[v_at + 3u]);
 #ifdef KV_Q8
-        k_new[lane] = kr;
-        v_new[lane] = vr;
-        let ka = abs(kr);
+        v_new[w] = vr;
         let va4 = abs(vr);
-        kv_max[lane] = vec2<f32>(max(max(ka.x, ka.y), max(ka.z, ka.w)), max(max(va4.x, va4.y), max(va4.z, va4.w)));
+        kv_max[w].y = max(max(va4.x, va4.y), max(va4.z, va4.w));
 #else
-        k_new[lane] = kv_stored(kr);
-        v_new[lane] = kv_stored(vr);
+        v_new[w] = kv_stored(vr);
         if (stores) {
-            k_cache[fresh_row + lane] = kv_store(k_new[lane]);
-            v_cache[fresh_row + lane] = kv_store(v_new[lane]);
+            v_cache[fresh_row + w] = kv_store(v_new[w]);
         }
 #endif
     }
@@ -414,10 +434,12 @@ fn main(
     }
 #ifdef SG
     // Both statistics behind one barrier: each subgroup's maximum and its sum of exp(s - that
-    // maximum), then every lane combines the subgroups' pairs (m = the largest, l = the sums
-    // rescaled to it) in the subgroups' order, so the sum is the same on every run. Subgroup i
-    // is lanes i * S .. i * S + S - 1, as adapters lay out a one-dimensional workgroup (the
-    // assumption of shaders/gemv_rowsum.wgsl's shuffles too).
+    // maximum), then the subgroups' pairs combined (m = the largest, l = the sums rescaled to
+    // it) on every lane, the same inputs in the same order everywhere, so the sum is the same on
+    // every run: where a subgroup has a lane for each subgroup's pair, by two subgroup
+    // reductions of one load a lane; else by a loop over the pairs in the subgroups' order.
+    // Subgroup i is lanes i * S .. i * S + S - 1, as adapters lay out a one-dimensional
+    // workgroup (the assumption of shaders/gemv_rowsum.wgsl's shuffles too).
     let ms = subgroupMax(s);
     let ls = subgroupAdd(select(0.0, exp(s - ms), seen));
     if (sg_lane == 0u) {
@@ -426,12 +448,22 @@ fn main(
     workgroupBarrier();
     let n_sg = WG / sg_size;
     var m = LOWEST;
-    for (var i = 0u; i < n_sg; i++) {
-        m = max(m, sg_stats[i].x);
-    }
     var l = 0.0;
-    for (var i = 0u; i < n_sg; i++) {
-        l += sg_stats[i].y * exp(sg_stats[i].x - m);
+    if (n_sg <= sg_size) {
+        let mine = sg_lane < n_sg;
+        var st = vec2<f32>(LOWEST, 0.0);
+        if (mine) {
+            st = sg_stats[sg_lane];
+        }
+        m = subgroupMax(st.x);
+        l = subgroupAdd(select(0.0, st.y * exp(st.x - m), mine));
+    } else {
+        for (var i = 0u; i < n_sg; i++) {
+            m = max(m, sg_stats[i].x);
+        }
+        for (var i = 0u; i < n_sg; i++) {
+            l += sg_stats[i].y * exp(sg_stats[i].x - m);
+        }
     }
     if (lane < CHUNK) {
         probs[lane] = select(0.0, exp(s - m), seen);
@@ -475,10 +507,22 @@ fn main(
     workgroupBarrier();
     var sum = vec4<f32>(0.0);
     if (lane < n4) {
-        sum = merged[lane];
-        for (var gg = 1u; gg < groups; gg++) {
-            sum += merged[gg * n4 + lane];
+        // Four running sums, so that four loads are in flight rather than one.
+        var s0 = vec4<f32>(0.0);
+        var s1 = vec4<f32>(0.0);
+        var s2 = vec4<f32>(0.0);
+        var s3 = vec4<f32>(0.0);
+        var gg = 0u;
+        for (; gg + 3u < groups; gg += 4u) {
+            s0 += merged[gg * n4 + lane];
+            s1 += merged[(gg + 1u) * n4 + lane];
+            s2 += merged[(gg + 2u) * n4 + lane];
+            s3 += merged[(gg + 3u) * n4 + lane];
         }
+        for (; gg < groups; gg++) {
+            s0 += merged[gg * n4 + lane];
+        }
+        sum = (s0 + s1) + (s2 + s3);
     }
     let q_base = h * p.head_dim;
     if (live == 1u) {
