@@ -42,6 +42,38 @@ impl CpuFlags {
     }
 }
 
+/// How a command picks each next token (greedy unless --temperature is above 0).
+#[derive(Clone, Debug, clap::Args)]
+pub struct SamplingFlags {
+    /// 0 is greedy.
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    /// Keep the k most likely tokens (0: all).
+    #[arg(long, default_value_t = 0)]
+    pub top_k: u32,
+    /// Keep the most likely tokens whose probability adds up to this (1: all).
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f32,
+    /// Divides positive (multiplies negative) logits of recently seen tokens (1: off).
+    #[arg(long, default_value_t = 1.0)]
+    pub repeat_penalty: f32,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u32,
+}
+
+impl SamplingFlags {
+    pub fn params(&self) -> SampleParams {
+        SampleParams {
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            repeat_penalty: self.repeat_penalty,
+            seed: self.seed,
+            ..Default::default()
+        }
+    }
+}
+
 /// How a command loads its model's float matrices.
 #[derive(Clone, Debug, clap::Args)]
 pub struct LoadFlags {

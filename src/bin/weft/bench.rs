@@ -32,6 +32,7 @@ pub struct Args {
     pub int8_activations: bool,
     pub activation_records: bool,
     pub matrix_units: bool,
+    pub sampling: weft::ops::sample::SampleParams,
     pub backend: crate::backend::Backend,
     pub cpu: crate::backend::CpuFlags,
     pub load: crate::backend::LoadFlags,
@@ -77,6 +78,8 @@ struct Report {
     activation_records: bool,
     /// Prompt passes on the adapter's matrix units (asked for, and the adapter has them).
     matrix_units: bool,
+    /// How each decoded token was picked.
+    sampling: weft::ops::sample::SampleParams,
     /// GEMV launch shapes timed at load: every candidate's median µs and the one chosen.
     gemv_tuning: Vec<weft::ops::qmatmul::GemvTuning>,
     /// KV bytes per token of this model under every format, from the engine's layout.
@@ -134,6 +137,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         }
         Engine::Cpu(_) => None,
     };
+    llama.set_sampling(&a.sampling);
     let vocab = llama.config().vocab as u32;
     let mut rng = SmallRng::seed_from_u64(1);
     let (mut prefill, mut decode, mut ttft) = (Vec::new(), Vec::new(), Vec::new());
@@ -193,6 +197,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         int8_activations: a.int8_activations,
         activation_records: a.activation_records,
         matrix_units,
+        sampling: a.sampling,
         gemv_tuning,
         kv_bytes_per_token_by_format: KvFormat::ALL
             .iter()
@@ -212,6 +217,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         println!("prefill    {:.1} tok/s (median of {}; prompt {} tokens)", report.prefill_tok_s_median, a.reps, a.prompt_len);
         println!("decode     {:.1} tok/s (median of {}; {} tokens)", report.decode_tok_s_median, a.reps, a.gen);
         println!("ttft       {:.1} ms", report.ttft_ms_median);
+        let s = &report.sampling;
+        if s.temperature > 0.0 || s.repeat_penalty != 1.0 {
+            println!("sampling   temperature {} top-k {} top-p {} repeat penalty {}", s.temperature, s.top_k, s.top_p, s.repeat_penalty);
+        }
         if report.matrix_units {
             println!("prompt     matrix products on the matrix units (f16 products, f32 sums)");
         }

@@ -93,17 +93,8 @@ mod cli {
             prompt: String,
             #[arg(long, default_value_t = 128)]
             max_tokens: usize,
-            /// 0 is greedy.
-            #[arg(long, default_value_t = 0.0)]
-            temperature: f32,
-            #[arg(long, default_value_t = 0)]
-            top_k: u32,
-            #[arg(long, default_value_t = 1.0)]
-            top_p: f32,
-            #[arg(long, default_value_t = 1.0)]
-            repeat_penalty: f32,
-            #[arg(long, default_value_t = 0)]
-            seed: u32,
+            #[command(flatten)]
+            sampling: crate::backend::SamplingFlags,
             /// Wrap the prompt in the model's chat template.
             #[arg(long)]
             chat: bool,
@@ -251,6 +242,9 @@ mod cli {
             /// has matrix units (to measure what the tensor cores buy).
             #[arg(long)]
             no_matrix_units: bool,
+            /// How each decoded token is picked (default greedy; a page's chat samples).
+            #[command(flatten)]
+            sampling: crate::backend::SamplingFlags,
             /// gpu (wgpu: Vulkan or GL) or cpu (no GPU needed).
             #[arg(long, value_enum, default_value = "gpu")]
             backend: crate::backend::Backend,
@@ -381,20 +375,16 @@ mod cli {
                     gptq,
                 })
             }
-            Command::Bench { model, prompt_len, gen, reps, kv, json, profile, no_fuse, no_tune, no_fuse_glu, glu_in_down, no_fuse_attention, attention_chunk, max_seq, no_flash_attention, no_pipeline, int8_activations, no_activation_records, no_matrix_units, backend, cpu, load } => {
+            Command::Bench { model, prompt_len, gen, reps, kv, json, profile, no_fuse, no_tune, no_fuse_glu, glu_in_down, no_fuse_attention, attention_chunk, max_seq, no_flash_attention, no_pipeline, int8_activations, no_activation_records, no_matrix_units, sampling, backend, cpu, load } => {
                 let (fuse, tune) = (!no_fuse, !no_tune);
                 let (fuse_glu, pipeline) = (!no_fuse_glu, !no_pipeline);
-                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, kv, json, profile, fuse, tune, fuse_glu, glu_epilogue: !glu_in_down, fuse_attention: !no_fuse_attention, attention_chunk, max_seq, flash_attention: !no_flash_attention, pipeline, int8_activations, activation_records: !no_activation_records, matrix_units: !no_matrix_units, backend, cpu, load })
+                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, kv, json, profile, fuse, tune, fuse_glu, glu_epilogue: !glu_in_down, fuse_attention: !no_fuse_attention, attention_chunk, max_seq, flash_attention: !no_flash_attention, pipeline, int8_activations, activation_records: !no_activation_records, matrix_units: !no_matrix_units, sampling: sampling.params(), backend, cpu, load })
             }
             Command::Generate {
                 model,
                 prompt,
                 max_tokens,
-                temperature,
-                top_k,
-                top_p,
-                repeat_penalty,
-                seed,
+                sampling,
                 chat,
                 verbose,
                 ids,
@@ -408,14 +398,7 @@ mod cli {
                 model,
                 prompt,
                 max_tokens,
-                sampling: weft::ops::sample::SampleParams {
-                    temperature,
-                    top_k,
-                    top_p,
-                    repeat_penalty,
-                    seed,
-                    ..Default::default()
-                },
+                sampling: sampling.params(),
                 chat,
                 verbose,
                 ids,
