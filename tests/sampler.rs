@@ -2,7 +2,7 @@
 
 use weft::gpu::DType;
 use weft::ops::rope::step_bytes;
-use weft::ops::sample::{params_bytes, sample, sample_cpu, SampleParams};
+use weft::ops::sample::{params_bytes, sample, sample_cpu, sample_route, SampleParams, SampleRoute};
 use weft::selftest::random_f32;
 
 mod gpu_context;
@@ -49,15 +49,18 @@ fn greedy_picks_the_argmax_and_records_it() -> anyhow::Result<()> {
     let (id, _) = gpu_sample(&[0.0, 5.0, 1.0, 5.0], &[0], &SampleParams::default())?;
     assert_eq!(id, 1);
     // Also when one lane of the workgroup meets several of them, a workgroup's width apart.
-    // In 5000 logits a lane takes eight at a time: ties inside one such round (3 + 6 · 256 and
-    // 3 + 2 · 256), across rounds and in the tail past the last whole round.
+    // A lane loads 32 logits a run (tokens lane + k * 256, k < 32 in the first run): in 20000
+    // logits, ties inside one run (3 + 6 * 256 and 3 + 2 * 256), a lane's ties in different
+    // runs (3 + 20 * 256 and 3 + 70 * 256), and in the last run, which reaches past the
+    // vocabulary (5 + 66 * 256 and 5 + 77 * 256).
     let cases = [
         (1000, [260, 4, 900], 4),
         (1000, [700, 444, 300], 300),
         (1000, [999, 743, 487], 487),
-        (5000, [1539, 515, 4000], 515),
-        (5000, [4099, 2051, 4865], 2051),
-        (5000, [4999, 4865, 4610], 4610),
+        (20000, [1539, 515, 4000], 515),
+        (20000, [17923, 5123, 19000], 5123),
+        (20000, [19717, 16901, 19990], 16901),
+        (20000, [19999, 17923, 19843], 17923),
     ];
     for (vocab, tied, lowest) in cases {
         let mut l = vec![0.0f32; vocab];
@@ -85,34 +88,68 @@ fn repetition_penalty_changes_the_greedy_choice() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Logits of `vocab` tokens: `kind` 0 flat (uniform in [-6, 6]), 1 peaked (in [-40, 40]), 2
+/// whole numbers in [-6, 6] (so that many tie), 3 flat with one token in 1638 lifted to about 30
+/// (as a model's few likely tokens stand above the bulk, a gap between them), 4 nearly equal
+/// (within 0.01).
+fn shaped(seed: u64, vocab: usize, kind: u32) -> Vec<f32> {
+    let l = logits(seed, vocab);
+    match kind {
+        0 => l,
+        1 => l.iter().map(|v| v * 40.0 / 6.0).collect(),
+        2 => l.iter().map(|v| v.round()).collect(),
+        3 => l.iter().enumerate().map(|(i, v)| if i % 1638 == 7 { 30.0 + v / 6.0 } else { *v }).collect(),
+        _ => l.iter().map(|v| v / 600.0).collect(),
+    }
+}
+
 #[test]
 fn sampling_matches_the_cpu_reference_draw_for_draw() -> anyhow::Result<()> {
-    let configs = [
-        SampleParams { temperature: 1.0, ..Default::default() },
-        SampleParams { temperature: 0.7, top_k: 40, ..Default::default() },
-        SampleParams { temperature: 0.9, top_p: 0.9, ..Default::default() },
-        SampleParams { temperature: 1.3, top_k: 50, top_p: 0.95, repeat_penalty: 1.1, ..Default::default() },
+    // The kernel takes three routes (`sample_route` mirrors its choice), and each case names
+    // the one its logits send it down: the whole vocabulary drawn from (no cut), the cut found
+    // among at most 1024 candidates sorted in workgroup memory (after one to three counting
+    // passes), or (a distribution too flat, or top-k above 1024) bisection passes.
+    use SampleRoute::{Bisection, Candidates, NoCut};
+    let t = |temperature| SampleParams { temperature, ..Default::default() };
+    let cases = [
+        ("no cut", NoCut, 0, 5000, t(1.0)),
+        ("no cut, chunks over 1024 tokens a lane", NoCut, 0, 300_000, t(1.0)),
+        ("top-k", Candidates(1), 0, 5000, SampleParams { top_k: 40, ..t(0.7) }),
+        ("flat top-p", Candidates(2), 0, 5000, SampleParams { top_p: 0.9, ..t(0.9) }),
+        ("nearly equal, top-p", Bisection, 4, 5000, SampleParams { top_p: 0.9, ..t(1.0) }),
+        ("top-k then top-p", Candidates(1), 0, 5000, SampleParams { top_k: 50, top_p: 0.95, repeat_penalty: 1.1, ..t(1.3) }),
+        ("peaked top-p", Candidates(1), 1, 5000, SampleParams { top_p: 0.9, ..t(1.0) }),
+        ("a page's settings", Candidates(1), 1, 49152, SampleParams { top_p: 0.9, repeat_penalty: 1.1, ..t(0.3) }),
+        ("top-k above the candidates' room", Bisection, 0, 5000, SampleParams { top_k: 2000, ..t(1.0) }),
+        ("ties", Candidates(1), 2, 5000, SampleParams { top_k: 40, top_p: 0.95, ..t(1.0) }),
+        ("ties, top-p", Candidates(1), 2, 5000, SampleParams { top_p: 0.5, ..t(0.3) }),
+        ("top-k past a gap in the bounds", Candidates(3), 3, 49152, SampleParams { top_k: 40, ..t(1.0) }),
     ];
     let (mut same, mut total) = (0, 0);
-    for (ci, cfg) in configs.iter().enumerate() {
+    for (ci, (name, want, kind, vocab, cfg)) in cases.iter().enumerate() {
+        let mut agree = 0;
         for trial in 0..12u32 {
-            let l = logits(300 + ci as u64 * 100 + trial as u64, 5000);
-            let history: Vec<u32> = (0..20).map(|i| (i * 37 + trial) % 5000).collect();
+            let l = shaped(300 + ci as u64 * 100 + trial as u64, *vocab, *kind);
+            let history: Vec<u32> = (0..20).map(|i| (i * 37 + trial) % *vocab as u32).collect();
             let p = SampleParams { seed: 1000 + trial, ..*cfg };
+            assert_eq!(sample_route(&l, &p), *want, "{name}: the route these logits take");
             let (gpu, _) = gpu_sample(&l, &history, &p)?;
             let cpu = sample_cpu(&l, &history, history.len(), &p);
-            total += 1;
-            same += (gpu == cpu) as usize;
+            agree += (gpu == cpu) as usize;
             // Whatever the draw, the choice respects top-k.
             if p.top_k > 0 && p.repeat_penalty == 1.0 {
                 let mut sorted: Vec<f32> = l.clone();
                 sorted.sort_by(|a, b| b.total_cmp(a));
                 let kth = sorted[p.top_k as usize - 1];
-                assert!(l[gpu as usize] >= kth, "token {gpu} is outside the top {}", p.top_k);
+                assert!(l[gpu as usize] >= kth, "{name}: token {gpu} is outside the top {}", p.top_k);
             }
         }
+        println!("{name}: {agree} of 12 draws agree with the CPU reference");
+        same += agree;
+        total += 12;
     }
-    // exp() may differ in the last place between CPU and GPU; nearly every draw must agree.
+    // The GPU sums masses in another order and exp() may differ in the last place; nearly
+    // every draw must agree.
     println!("{same} of {total} draws agree with the CPU reference");
     assert!(same * 100 >= total * 95, "{same} of {total} draws agree");
     Ok(())

@@ -8,7 +8,7 @@ use crate::gpu::shader::{Defines, ShaderSource};
 use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor, Uniform};
 
 pub const SAMPLE_SHADER: ShaderSource =
-    ShaderSource { name: "sample", source: &[wgsl!("sample.wgsl")] };
+    ShaderSource { name: "sample", source: &[wgsl!("sample.wgsl"), wgsl!("sample_candidates.wgsl")] };
 
 const WG: usize = 256;
 
@@ -102,8 +102,64 @@ pub fn draw(seed: u32, end: u32) -> f32 {
     (pcg(seed ^ pcg(end)) >> 8) as f32 / 16_777_216.0
 }
 
-/// CPU reference of the GPU sampler, step for step in f32 (only `exp` may differ in the last
-/// place, so a draw that lands within rounding of a boundary can pick a neighbour).
+/// Which way the GPU sampler finds a temperature sample's cut (the draw is the same either way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SampleRoute {
+    /// Greedy, or no top-k / top-p: nothing to cut.
+    NoCut,
+    /// Among at most 1024 candidates sorted in workgroup memory, after this many passes that
+    /// count tokens at bounds below the largest logit (1 to 3).
+    Candidates(u32),
+    /// Bisection passes over the whole vocabulary (a distribution too flat for the candidates,
+    /// or top-k above 1024).
+    Bisection,
+}
+
+/// The route shaders/sample_candidates.wgsl takes for these logits (after any repetition
+/// penalty): its choice of bounds, in f32 (masses summed in another order, so a bound within
+/// rounding of the top-p mass can be chosen differently).
+pub fn sample_route(logits: &[f32], p: &SampleParams) -> SampleRoute {
+    const CAP: f32 = 1024.0;
+    const NB: usize = 12;
+    let k_on = p.top_k > 0 && (p.top_k as usize) < logits.len();
+    let p_on = p.top_p < 1.0;
+    if p.temperature <= 0.0 || (!k_on && !p_on) {
+        return SampleRoute::NoCut;
+    }
+    let inv_t = 1.0 / p.temperature;
+    let xs: Vec<f32> = logits.iter().map(|&l| l * inv_t).collect();
+    let m = xs.iter().cloned().fold(f32::MIN, f32::max);
+    let z: f32 = xs.iter().map(|x| (x - m).exp()).sum();
+    let mut bound: Vec<f32> = (0..NB).map(|b| m - (b as f32 - 3.0).exp2()).collect();
+    for round in 0..3 {
+        let mut roomy = None;
+        for (b, &at) in bound.iter().enumerate() {
+            let count = xs.iter().filter(|&&x| x >= at).count() as f32;
+            let mass: f32 = xs.iter().filter(|&&x| x >= at).map(|x| (x - m).exp()).sum();
+            let fits = count <= CAP;
+            let holds = if k_on { count >= p.top_k as f32 } else { mass >= p.top_p * z * 1.0001 };
+            if fits && holds {
+                return SampleRoute::Candidates(round + 1);
+            }
+            if fits {
+                roomy = Some(b);
+            }
+        }
+        match roomy {
+            Some(b) if b + 1 < NB && round < 2 => {
+                let (hi, lo) = (bound[b], bound[b + 1]);
+                let gap = (hi - lo) / (NB + 1) as f32;
+                bound = (0..NB).map(|j| hi - gap * (j + 1) as f32).collect();
+            }
+            _ => break,
+        }
+    }
+    SampleRoute::Bisection
+}
+
+/// CPU reference of the GPU sampler: what it keeps and draws (the GPU sums masses in f32 in
+/// another order and its `exp` may differ in the last place, so a draw or a top-p cut that lands
+/// within rounding of a boundary can pick a neighbour).
 pub fn sample_cpu(logits: &[f32], tokens: &[u32], end: usize, p: &SampleParams) -> u32 {
     let vocab = logits.len();
     let mut logits = logits.to_vec();
@@ -129,71 +185,41 @@ pub fn sample_cpu(logits: &[f32], tokens: &[u32], end: usize, p: &SampleParams) 
     let inv_t = 1.0 / p.temperature;
     let xs: Vec<f32> = logits.iter().map(|&l| l * inv_t).collect();
     let m = xs.iter().cloned().fold(f32::MIN, f32::max);
-    let mut threshold = xs.iter().cloned().fold(f32::MAX, f32::min);
+    // Masses in f32 as the GPU computes them, summed in f64 (a sum of a large vocabulary in f32,
+    // one term after another, drifts by whole tokens from the GPU's sums by chunks).
+    let weight = |i: usize| (xs[i] - m).exp() as f64;
+    // top-k: the logits at or above the k-th largest.
+    let mut kept: Vec<usize> = (0..vocab).collect();
     if p.top_k > 0 && (p.top_k as usize) < vocab {
-        let (mut lo, mut hi) = (threshold, m);
-        for _ in 0..32 {
-            let mid = lo + (hi - lo) * 0.5;
-            if xs.iter().filter(|&&x| x >= mid).count() >= p.top_k as usize {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        threshold = lo;
+        let mut sorted = xs.clone();
+        sorted.sort_by(|a, b| b.total_cmp(a));
+        let kth = sorted[p.top_k as usize - 1];
+        kept.retain(|&i| xs[i] >= kth);
     }
-    let chunk = vocab.div_ceil(WG);
-    let chunk_mass = |thr: f32| -> Vec<f32> {
-        xs.chunks(chunk)
-            .map(|c| c.iter().filter(|&&x| x >= thr).map(|&x| (x - m).exp()).fold(0.0f32, |a, e| a + e))
-            .collect()
-    };
-    let tree_sum = |v: &[f32]| -> f32 {
-        let mut v = v.to_vec();
-        v.resize(WG, 0.0);
-        let mut s = WG / 2;
-        while s > 0 {
-            for i in 0..s {
-                v[i] += v[i + s];
-            }
-            s /= 2;
-        }
-        v[0]
-    };
+    // top-p: largest first (ties by index), the first whose running mass reaches top_p of the
+    // kept mass sets the cut; its ties stay.
     if p.top_p < 1.0 {
-        let target = tree_sum(&chunk_mass(threshold)) * p.top_p;
-        let (mut lo, mut hi) = (threshold, m);
-        for _ in 0..32 {
-            let mid = lo + (hi - lo) * 0.5;
-            if tree_sum(&chunk_mass(mid)) >= target {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        threshold = lo;
-    }
-    let masses = chunk_mass(threshold);
-    let mut starts = Vec::with_capacity(masses.len());
-    let mut total = 0.0f32;
-    for &ms in &masses {
-        starts.push(total);
-        total += ms;
-    }
-    let goal = draw(p.seed, end as u32) * total;
-    for (c, (&start, &ms)) in starts.iter().zip(&masses).enumerate() {
-        let rel = goal - start;
-        if ms > 0.0 && rel >= 0.0 && rel < ms {
-            let mut acc = 0.0f32;
-            for (i, &x) in xs.iter().enumerate().skip(c * chunk).take(chunk) {
-                if x >= threshold {
-                    acc += (x - m).exp();
-                    if rel < acc {
-                        return i as u32;
-                    }
-                }
-            }
+        let mut order = kept.clone();
+        order.sort_by(|&a, &b| xs[b].total_cmp(&xs[a]).then(a.cmp(&b)));
+        let target = order.iter().map(|&i| weight(i)).sum::<f64>() * p.top_p as f64;
+        let mut run = 0.0f64;
+        if let Some(&at) = order.iter().find(|&&i| {
+            run += weight(i);
+            run >= target
+        }) {
+            let cut = xs[at];
+            kept.retain(|&i| xs[i] >= cut);
         }
     }
-    xs.iter().rposition(|&x| x >= threshold).unwrap_or(0) as u32
+    // The draw: the kept tokens in index order, the first whose running mass passes the goal.
+    let total: f64 = kept.iter().map(|&i| weight(i)).sum();
+    let goal = draw(p.seed, end as u32) as f64 * total;
+    let mut run = 0.0f64;
+    for &i in &kept {
+        run += weight(i);
+        if goal < run {
+            return i as u32;
+        }
+    }
+    kept.last().copied().unwrap_or(0) as u32
 }
