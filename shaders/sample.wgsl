@@ -44,7 +44,6 @@ const RUN: u32 = 32u;
 const CAP: u32 = 1024u;
 // Candidate bounds m - 2^(b - 3) for b < NB, in units of logit / temperature: 1/8 to 256.
 const NB: u32 = 12u;
-const REFINE: u32 = 0x100u;  // a decision to measure again between bounds b and b + 1: REFINE + b
 // Hex: the decimal -3.40282347e38 lies just past f32's range, and Tint (unlike naga) rejects it.
 const LOWEST: f32 = -0x1.fffffep+127f;
 const NONE: u32 = 0xffffffffu;
@@ -101,7 +100,7 @@ struct Bounds {
 const GREEDY: u32 = 0u;
 const EXTREMES: u32 = 1u;
 const MEASURE: u32 = 2u;
-const COLLECT: u32 = 3u;   // candidates at or above thr into workgroup memory
+const COLLECT: u32 = 3u;   // candidates in [thr, bd.b0.x) into workgroup memory
 const COUNT: u32 = 4u;
 const MASS: u32 = 5u;
 
@@ -136,7 +135,7 @@ fn visit(mode: u32, x: f32, j: u32, m: f32, thr: f32, bd: Bounds, acc: ptr<funct
             (*acc).m2 += g2 * e;
         }
         case 3u: {
-            if (x >= thr) {
+            if (x >= thr && x < bd.b0.x) {
                 let slot = atomicAdd(&n_cand, 1u);
                 if (slot < CAP) {
                     cand_x[slot] = x;
@@ -326,7 +325,7 @@ fn chunked_draw(lane: u32, m: f32, inv_t: f32, thr: f32, u: f32) -> u32 {
         }
         workgroupBarrier();
     }
-    let fallback = red_u[0] - 1u;
+    let fallback = workgroupUniformLoad(&red_u[0]) - 1u;
     let before = scan_lanes(lane, mass);
     let goal = u * red_f[WG - 1u];
     // The chunk holding the goal, and the goal's offset into it.
@@ -369,23 +368,23 @@ fn chunked_draw(lane: u32, m: f32, inv_t: f32, thr: f32, u: f32) -> u32 {
         return fallback;
     }
     // A chunk larger than CAP (a vocabulary over 262144): its lane walks it alone.
+    publish(lane, NONE);
+    workgroupBarrier();
     if (lane == owner) {
         var acc = 0.0;
-        var found = NONE;
         for (var j = first; j < first + n; j++) {
             let x = logits[j] * inv_t;
             if (x >= thr) {
                 acc += exp(x - m);
                 if (rel < acc) {
-                    found = j;
+                    decided = j;
                     break;
                 }
             }
         }
-        red_u[1] = found;
     }
-    workgroupBarrier();
-    let found = red_u[1];
+    // Uniform, so that a caller may still meet barriers after this returns.
+    let found = workgroupUniformLoad(&decided);
     if (found != NONE) {
         return found;
     }
@@ -442,7 +441,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
         let u = f32(pcg(p.seed ^ pcg(end)) >> 8u) / 16777216.0;
         id = NONE;
         if (k_on || p_on) {
-            id = from_candidates(lane, m, inv_t, k_on, p_on, u);
+            id = from_candidates(lane, m, mn, inv_t, k_on, p_on, u);
         }
         if (id == NONE) {
             var thr = mn;

@@ -1,10 +1,11 @@
-// The top-k / top-p cut of shaders/sample.wgsl found among candidates in workgroup memory:
-// one pass counts the tokens and their mass at or above NB bounds below the largest logit, and
-// the tightest bound that holds at most CAP tokens and the whole cut (k tokens for top-k, top_p
-// of the mass for top-p alone) collects its tokens there, which are sorted and cut. Where the
-// bounds jump from too few tokens to too many, the pass runs again on NB bounds spaced evenly
-// between those two (twice at most); where none fits, the caller bisects over the vocabulary.
-// `sample_route` in src/ops/sample.rs mirrors the choice.
+// The top-k / top-p cut of shaders/sample.wgsl found among candidates in workgroup memory: a
+// pass counts the tokens and their mass at or above NB bounds below the largest logit; the two
+// bounds around the cut (the k-th largest logit, or where the mass from the top reaches its
+// goal) make a window, and where it holds at most CAP tokens they are collected there, sorted
+// and cut; else the pass runs again on NB bounds spaced evenly inside the window (ROUNDS passes
+// at most; then the caller bisects over the vocabulary). Where the window reaches the largest
+// logit, every kept token is in workgroup memory and the draw happens there; else over the
+// vocabulary. `sample_route` in src/ops/sample.rs mirrors the route.
 
 // Sums eight values (a, then b) over the workgroup into stats[out + q]: three barriers
 // instead of a tree's eight per value. cand_x and cand_i serve as scratch.
@@ -142,65 +143,78 @@ fn bound_at(bd: Bounds, b: u32) -> f32 {
     return v[b % 4u];
 }
 
-// The top-k / top-p cut among candidates: none (the distribution is too flat for CAP of them)
-// or the token drawn.
-fn from_candidates(lane: u32, m: f32, inv_t: f32, k_on: bool, p_on: bool, u: f32) -> u32 {
+const ROUNDS: u32 = 6u;
+const DONE: u32 = 1u;
+const AGAIN: u32 = 2u;
+
+// The window the last `narrow` found: its top and bottom, the count and mass at or above its
+// top, whether it reaches the largest logit (1.0).
+var<workgroup> win: array<f32, 5>;
+
+// Narrows a cut to a window [bottom, top) of at most CAP tokens: the k-th largest logit where
+// `by_count` (count(x >= cut) >= goal), else where the mass from the top reaches goal. The
+// window's tokens are collected and sorted by value; returns how many, or NONE where ROUNDS
+// passes did not narrow it that far (ties by the thousand).
+fn narrow(lane: u32, m: f32, mn: f32, inv_t: f32, by_count: bool, goal: f32) -> u32 {
     let pow2 = vec4<f32>(0.125, 0.25, 0.5, 1.0);
     var bd = Bounds(m - pow2, m - 16.0 * pow2, m - 256.0 * pow2);
-    var pick = NONE;
-    var total_mass = 0.0;
-    for (var round = 0u; round < 3u; round++) {
-        total_mass = measure(lane, bd, m, inv_t);
-        // The tightest bound holding at most CAP tokens and all of the cut: k of them for top-k
-        // (whose mass then bounds top-p's), else top_p of all the mass (with a margin for the
-        // candidates' mass summed in another order). Else, where the last bound with room and
-        // the next one lie, to refine between (REFINE + b), or none.
+    workgroupBarrier();  // every lane done reading the window before
+    if (lane == 0u) {
+        win = array<f32, 5>(m, mn, 0.0, 0.0, 1.0);
+    }
+    // The count at or above the window's bottom (lane 0's): all tokens at first.
+    var c_bottom = f32(p.vocab);
+    for (var round = 0u; round < ROUNDS; round++) {
+        measure(lane, bd, m, inv_t);
         if (lane == 0u) {
-            var found = NONE;
-            var roomy = NONE;
-            for (var b = 0u; b < NB; b++) {
-                let c = stats[b];
-                let fits = c <= f32(CAP);
-                let holds_k = !k_on || c >= f32(p.top_k);
-                let holds_p = k_on || !p_on || stats[NB + b] >= p.top_p * total_mass * 1.0001;
-                if (fits && holds_k && holds_p) {
-                    found = b;
+            var b = 0u;
+            for (; b < NB; b++) {
+                if ((by_count && stats[b] >= goal) || (!by_count && stats[NB + b] >= goal)) {
                     break;
                 }
-                if (fits) {
-                    roomy = b;
-                }
             }
-            if (found == NONE && roomy != NONE && roomy + 1u < NB && round < 2u) {
-                found = REFINE + roomy;
+            // The window: from bound b (else the old bottom) up to bound b - 1 (else the old top).
+            if (b > 0u) {
+                win[0] = bound_at(bd, b - 1u);
+                win[2] = stats[b - 1u];
+                win[3] = stats[NB + b - 1u];
+                win[4] = 0.0;
             }
-            decided = found;
+            if (b < NB) {
+                win[1] = bound_at(bd, b);
+                c_bottom = stats[b];
+            }
+            if (c_bottom - win[2] <= f32(CAP)) {
+                decided = DONE;
+            } else if (round + 1u < ROUNDS) {
+                decided = AGAIN;
+            } else {
+                decided = NONE;
+            }
         }
         let d = workgroupUniformLoad(&decided);
-        if (d < REFINE) {
-            pick = d;
-            break;
-        }
         if (d == NONE) {
+            return NONE;
+        }
+        if (d == DONE) {
             break;
         }
-        let hi = bound_at(bd, d - REFINE);
-        let lo = bound_at(bd, d - REFINE + 1u);
-        let gap = (hi - lo) / f32(NB + 1u);
+        let top = workgroupUniformLoad(&win[0]);
+        let bottom = workgroupUniformLoad(&win[1]);
+        let gap = (top - bottom) / f32(NB + 1u);
         let k = vec4<f32>(1.0, 2.0, 3.0, 4.0);
-        bd = Bounds(hi - gap * k, hi - gap * (k + 4.0), hi - gap * (k + 8.0));
+        bd = Bounds(top - gap * k, top - gap * (k + 4.0), top - gap * (k + 8.0));
     }
-    if (pick == NONE) {
-        return NONE;
-    }
+    publish(lane, 0u);
     if (lane == 0u) {
         atomicStore(&n_cand, 0u);
     }
-    workgroupBarrier();
-    let cut = bound_at(bd, pick);
-
-    // The candidates, in no order, then sorted by value.
-    sweep(COLLECT, lane, inv_t, m, cut, bd);
+    let top = workgroupUniformLoad(&win[0]);
+    let bottom = workgroupUniformLoad(&win[1]);
+    let open = workgroupUniformLoad(&win[4]) > 0.0;
+    // Collected in no order (COLLECT keeps x in [thr, bd.b0.x)), then sorted by value.
+    let window_top = select(top, -LOWEST, open);
+    sweep(COLLECT, lane, inv_t, m, bottom, Bounds(vec4<f32>(window_top), vec4<f32>(0.0), vec4<f32>(0.0)));
     workgroupBarrier();
     publish(lane, min(atomicLoad(&n_cand), CAP));
     let n = workgroupUniformLoad(&decided);
@@ -213,30 +227,65 @@ fn from_candidates(lane: u32, m: f32, inv_t: f32, k_on: bool, p_on: bool, u: f32
     }
     workgroupBarrier();
     bitonic(lane, n2, true);
+    return n;
+}
 
-    var kept = n;
-    if (k_on) {
-        kept = kept_through(lane, n, cand_x[p.top_k - 1u]);
-    }
-    if (p_on) {
-        let kept_mass = prefix(lane, kept, m);
-        var goal_mass = kept_mass * p.top_p;
-        if (!k_on) {
-            goal_mass = total_mass * p.top_p;
+// The first of the window's sorted tokens [0, n) where the mass from the top (win[3] above the
+// window, then the window's running sum) reaches goal, or the last one.
+fn mass_cut(lane: u32, n: u32, m: f32, goal: f32) -> f32 {
+    prefix(lane, n, m);
+    let above = win[3];
+    publish(lane, n - 1u);
+    workgroupBarrier();
+    for (var t = lane; t < n; t += WG) {
+        if (above + cand_c[t] >= goal && (t == 0u || above + cand_c[t - 1u] < goal)) {
+            decided = t;
         }
-        // The first sorted candidate whose running mass reaches the goal, then its ties.
-        publish(lane, NONE);
-        workgroupBarrier();
-        for (var t = lane; t < kept; t += WG) {
-            if (cand_c[t] >= goal_mass && (t == 0u || cand_c[t - 1u] < goal_mass)) {
-                decided = t;
+    }
+    let at = workgroupUniformLoad(&decided);
+    return cand_x[at];
+}
+
+// The top-k / top-p cut and the draw: the token, or NONE (the caller bisects).
+fn from_candidates(lane: u32, m: f32, mn: f32, inv_t: f32, k_on: bool, p_on: bool, u: f32) -> u32 {
+    var cut = LOWEST;
+    var n = 0u;
+    var mass_goal = 0.0;
+    if (k_on) {
+        n = narrow(lane, m, mn, inv_t, true, f32(p.top_k));
+        if (n == NONE) {
+            return NONE;
+        }
+        cut = cand_x[p.top_k - u32(workgroupUniformLoad(&win[2])) - 1u];
+        if (p_on) {
+            // top_p of the top-k mass: above the window, then the window's tokens at or above
+            // the cut.
+            let kept = kept_through(lane, n, cut);
+            mass_goal = (win[3] + prefix(lane, kept, m)) * p.top_p;
+            if (workgroupUniformLoad(&win[4]) > 0.0) {
+                cut = mass_cut(lane, kept, m, mass_goal);
+            } else {
+                n = narrow(lane, m, mn, inv_t, false, mass_goal);
+                if (n == NONE) {
+                    return NONE;
+                }
+                cut = mass_cut(lane, n, m, mass_goal);
             }
         }
-        let at = workgroupUniformLoad(&decided);
-        if (at != NONE) {
-            kept = kept_through(lane, kept, cand_x[at]);
+    } else {
+        // top-p alone: top_p of all the mass.
+        mass_goal = reduce_sum(lane, sweep(MASS, lane, inv_t, m, LOWEST, no_bounds()).s) * p.top_p;
+        n = narrow(lane, m, mn, inv_t, false, mass_goal);
+        if (n == NONE) {
+            return NONE;
         }
+        cut = mass_cut(lane, n, m, mass_goal);
     }
+    if (workgroupUniformLoad(&win[4]) == 0.0) {
+        // Kept tokens lie above the window: the draw goes over the vocabulary.
+        return chunked_draw(lane, m, inv_t, cut, u);
+    }
+    let kept = kept_through(lane, n, cut);
 
     // The draw over the kept tokens in index order.
     let k2 = pow2_at_least(kept);

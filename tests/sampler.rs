@@ -91,7 +91,7 @@ fn repetition_penalty_changes_the_greedy_choice() -> anyhow::Result<()> {
 /// Logits of `vocab` tokens: `kind` 0 flat (uniform in [-6, 6]), 1 peaked (in [-40, 40]), 2
 /// whole numbers in [-6, 6] (so that many tie), 3 flat with one token in 1638 lifted to about 30
 /// (as a model's few likely tokens stand above the bulk, a gap between them), 4 nearly equal
-/// (within 0.01).
+/// (within 0.01), 5 all equal.
 fn shaped(seed: u64, vocab: usize, kind: u32) -> Vec<f32> {
     let l = logits(seed, vocab);
     match kind {
@@ -99,7 +99,8 @@ fn shaped(seed: u64, vocab: usize, kind: u32) -> Vec<f32> {
         1 => l.iter().map(|v| v * 40.0 / 6.0).collect(),
         2 => l.iter().map(|v| v.round()).collect(),
         3 => l.iter().enumerate().map(|(i, v)| if i % 1638 == 7 { 30.0 + v / 6.0 } else { *v }).collect(),
-        _ => l.iter().map(|v| v / 600.0).collect(),
+        4 => l.iter().map(|v| v / 600.0).collect(),
+        _ => vec![0.0; vocab],
     }
 }
 
@@ -107,20 +108,22 @@ fn shaped(seed: u64, vocab: usize, kind: u32) -> Vec<f32> {
 fn sampling_matches_the_cpu_reference_draw_for_draw() -> anyhow::Result<()> {
     // The kernel takes three routes (`sample_route` mirrors its choice), and each case names
     // the one its logits send it down: the whole vocabulary drawn from (no cut), the cut found
-    // among at most 1024 candidates sorted in workgroup memory (after one to three counting
-    // passes), or (a distribution too flat, or top-k above 1024) bisection passes.
+    // among at most 1024 candidates sorted in workgroup memory (after so many counting passes
+    // narrowed the window around it), or (thousands of exact ties) bisection passes.
     use SampleRoute::{Bisection, Candidates, NoCut};
     let t = |temperature| SampleParams { temperature, ..Default::default() };
     let cases = [
         ("no cut", NoCut, 0, 5000, t(1.0)),
         ("no cut, chunks over 1024 tokens a lane", NoCut, 0, 300_000, t(1.0)),
         ("top-k", Candidates(1), 0, 5000, SampleParams { top_k: 40, ..t(0.7) }),
-        ("flat top-p", Candidates(2), 0, 5000, SampleParams { top_p: 0.9, ..t(0.9) }),
-        ("nearly equal, top-p", Bisection, 4, 5000, SampleParams { top_p: 0.9, ..t(1.0) }),
+        ("flat top-p", Candidates(1), 0, 5000, SampleParams { top_p: 0.9, ..t(0.9) }),
+        ("nearly equal, top-p", Candidates(3), 4, 5000, SampleParams { top_p: 0.9, ..t(1.0) }),
         ("top-k then top-p", Candidates(1), 0, 5000, SampleParams { top_k: 50, top_p: 0.95, repeat_penalty: 1.1, ..t(1.3) }),
         ("peaked top-p", Candidates(1), 1, 5000, SampleParams { top_p: 0.9, ..t(1.0) }),
         ("a page's settings", Candidates(1), 1, 49152, SampleParams { top_p: 0.9, repeat_penalty: 1.1, ..t(0.3) }),
-        ("top-k above the candidates' room", Bisection, 0, 5000, SampleParams { top_k: 2000, ..t(1.0) }),
+        ("top-k above the candidates' room", Candidates(2), 0, 5000, SampleParams { top_k: 2000, ..t(1.0) }),
+        ("top-k above the room, then top-p", Candidates(3), 0, 5000, SampleParams { top_k: 2000, top_p: 0.5, ..t(1.0) }),
+        ("exact ties by the thousand", Bisection, 5, 5000, SampleParams { top_k: 40, ..t(1.0) }),
         ("ties", Candidates(1), 2, 5000, SampleParams { top_k: 40, top_p: 0.95, ..t(1.0) }),
         ("ties, top-p", Candidates(1), 2, 5000, SampleParams { top_p: 0.5, ..t(0.3) }),
         ("top-k past a gap in the bounds", Candidates(3), 3, 49152, SampleParams { top_k: 40, ..t(1.0) }),

@@ -108,19 +108,50 @@ pub enum SampleRoute {
     /// Greedy, or no top-k / top-p: nothing to cut.
     NoCut,
     /// Among at most 1024 candidates sorted in workgroup memory, after this many passes that
-    /// count tokens at bounds below the largest logit (1 to 3).
+    /// count tokens at bounds below the largest logit (for top-k and top-p together, both
+    /// cuts' passes).
     Candidates(u32),
-    /// Bisection passes over the whole vocabulary (a distribution too flat for the candidates,
-    /// or top-k above 1024).
+    /// Bisection passes over the whole vocabulary (thousands of tokens tied within the
+    /// windows' resolution).
     Bisection,
 }
 
-/// The route shaders/sample_candidates.wgsl takes for these logits (after any repetition
-/// penalty): its choice of bounds, in f32 (masses summed in another order, so a bound within
-/// rounding of the top-p mass can be chosen differently).
-pub fn sample_route(logits: &[f32], p: &SampleParams) -> SampleRoute {
+/// `narrow` of shaders/sample_candidates.wgsl: passes over twelve bounds until the window
+/// around the cut (count at or above it reaching `goal`, or mass) holds at most 1024 tokens.
+/// Returns the passes taken, and whether the window reaches the largest logit.
+fn narrow(xs: &[f32], m: f32, mn: f32, by_count: bool, goal: f32) -> Option<(u32, bool)> {
     const CAP: f32 = 1024.0;
     const NB: usize = 12;
+    const ROUNDS: u32 = 6;
+    let mut bound: Vec<f32> = (0..NB).map(|b| m - (b as f32 - 3.0).exp2()).collect();
+    let (mut top, mut bottom, mut c_top, mut open) = (m, mn, 0.0f32, true);
+    let mut c_bottom = xs.len() as f32;
+    for round in 0..ROUNDS {
+        let at = |b: f32| {
+            let kept = xs.iter().filter(|&&x| x >= b);
+            (kept.clone().count() as f32, kept.map(|x| (x - m).exp()).sum::<f32>())
+        };
+        let stats: Vec<(f32, f32)> = bound.iter().map(|&b| at(b)).collect();
+        let b = stats.iter().position(|&(c, s)| if by_count { c >= goal } else { s >= goal }).unwrap_or(NB);
+        if b > 0 {
+            (top, c_top, open) = (bound[b - 1], stats[b - 1].0, false);
+        }
+        if b < NB {
+            (bottom, c_bottom) = (bound[b], stats[b].0);
+        }
+        if c_bottom - c_top <= CAP {
+            return Some((round + 1, open));
+        }
+        let gap = (top - bottom) / (NB + 1) as f32;
+        bound = (0..NB).map(|j| top - gap * (j + 1) as f32).collect();
+    }
+    None
+}
+
+/// The route shaders/sample_candidates.wgsl takes for these logits (after any repetition
+/// penalty), in f32 (the GPU sums masses in another order, so a bound within rounding of a
+/// top-p goal can be chosen differently).
+pub fn sample_route(logits: &[f32], p: &SampleParams) -> SampleRoute {
     let k_on = p.top_k > 0 && (p.top_k as usize) < logits.len();
     let p_on = p.top_p < 1.0;
     if p.temperature <= 0.0 || (!k_on && !p_on) {
@@ -129,32 +160,23 @@ pub fn sample_route(logits: &[f32], p: &SampleParams) -> SampleRoute {
     let inv_t = 1.0 / p.temperature;
     let xs: Vec<f32> = logits.iter().map(|&l| l * inv_t).collect();
     let m = xs.iter().cloned().fold(f32::MIN, f32::max);
-    let z: f32 = xs.iter().map(|x| (x - m).exp()).sum();
-    let mut bound: Vec<f32> = (0..NB).map(|b| m - (b as f32 - 3.0).exp2()).collect();
-    for round in 0..3 {
-        let mut roomy = None;
-        for (b, &at) in bound.iter().enumerate() {
-            let count = xs.iter().filter(|&&x| x >= at).count() as f32;
-            let mass: f32 = xs.iter().filter(|&&x| x >= at).map(|x| (x - m).exp()).sum();
-            let fits = count <= CAP;
-            let holds = if k_on { count >= p.top_k as f32 } else { mass >= p.top_p * z * 1.0001 };
-            if fits && holds {
-                return SampleRoute::Candidates(round + 1);
-            }
-            if fits {
-                roomy = Some(b);
-            }
-        }
-        match roomy {
-            Some(b) if b + 1 < NB && round < 2 => {
-                let (hi, lo) = (bound[b], bound[b + 1]);
-                let gap = (hi - lo) / (NB + 1) as f32;
-                bound = (0..NB).map(|j| hi - gap * (j + 1) as f32).collect();
-            }
-            _ => break,
-        }
+    let mn = xs.iter().cloned().fold(f32::MAX, f32::min);
+    let mass_from = |cut: f32| xs.iter().filter(|&&x| x >= cut).map(|x| (x - m).exp()).sum::<f32>();
+    let mut passes = 0;
+    let mut top_mass = mass_from(mn);
+    let mut open = true;
+    if k_on {
+        let Some((n, o)) = narrow(&xs, m, mn, true, p.top_k as f32) else { return SampleRoute::Bisection };
+        let mut sorted = xs.clone();
+        sorted.sort_by(|a, b| b.total_cmp(a));
+        top_mass = mass_from(sorted[p.top_k as usize - 1]);
+        (passes, open) = (n, o);
     }
-    SampleRoute::Bisection
+    if p_on && !(k_on && open) {
+        let Some((n, _)) = narrow(&xs, m, mn, false, top_mass * p.top_p) else { return SampleRoute::Bisection };
+        passes += n;
+    }
+    SampleRoute::Candidates(passes)
 }
 
 /// CPU reference of the GPU sampler: what it keeps and draws (the GPU sums masses in f32 in
