@@ -148,41 +148,49 @@ const DONE: u32 = 1u;
 const AGAIN: u32 = 2u;
 
 // The window the last `narrow` found: its top and bottom, the count and mass at or above its
-// top, whether it reaches the largest logit (1.0).
-var<workgroup> win: array<f32, 5>;
+// top, whether it reaches the largest logit (1.0), the goal it narrowed to.
+var<workgroup> win: array<f32, 6>;
 
 // Narrows a cut to a window [bottom, top) of at most CAP tokens: the k-th largest logit where
-// `by_count` (count(x >= cut) >= goal), else where the mass from the top reaches goal. The
-// window's tokens are collected and sorted by value; returns how many, or NONE where ROUNDS
-// passes did not narrow it that far (ties by the thousand).
-fn narrow(lane: u32, m: f32, mn: f32, inv_t: f32, by_count: bool, goal: f32) -> u32 {
+// `by_count` (count(x >= cut) >= goal), else where the mass from the top reaches goal (times all
+// the mass where `of_all`). The window reaches the largest logit while the tokens at or above
+// its bottom fit (then every kept token is in workgroup memory). Its tokens are collected and
+// sorted by value; returns how many, or NONE where ROUNDS passes did not narrow it that far
+// (ties by the thousand).
+fn narrow(lane: u32, m: f32, mn: f32, inv_t: f32, by_count: bool, goal_in: f32, of_all: bool) -> u32 {
     let pow2 = vec4<f32>(0.125, 0.25, 0.5, 1.0);
     var bd = Bounds(m - pow2, m - 16.0 * pow2, m - 256.0 * pow2);
     workgroupBarrier();  // every lane done reading the window before
     if (lane == 0u) {
-        win = array<f32, 5>(m, mn, 0.0, 0.0, 1.0);
+        win = array<f32, 6>(m, mn, 0.0, 0.0, 1.0, goal_in);
     }
     // The count at or above the window's bottom (lane 0's): all tokens at first.
     var c_bottom = f32(p.vocab);
+    var goal = goal_in;
     for (var round = 0u; round < ROUNDS; round++) {
-        measure(lane, bd, m, inv_t);
+        let z = measure(lane, bd, m, inv_t);
         if (lane == 0u) {
+            if (of_all && round == 0u) {
+                goal = goal_in * z;
+                win[5] = goal;
+            }
             var b = 0u;
             for (; b < NB; b++) {
                 if ((by_count && stats[b] >= goal) || (!by_count && stats[NB + b] >= goal)) {
                     break;
                 }
             }
-            // The window: from bound b (else the old bottom) up to bound b - 1 (else the old top).
-            if (b > 0u) {
+            // The window: from bound b (else the old bottom) up to bound b - 1 (else the old
+            // top), or up to the largest logit while all from bound b up fit.
+            if (b < NB) {
+                win[1] = bound_at(bd, b);
+                c_bottom = stats[b];
+            }
+            if (b > 0u && !(win[4] > 0.0 && c_bottom <= f32(CAP))) {
                 win[0] = bound_at(bd, b - 1u);
                 win[2] = stats[b - 1u];
                 win[3] = stats[NB + b - 1u];
                 win[4] = 0.0;
-            }
-            if (b < NB) {
-                win[1] = bound_at(bd, b);
-                c_bottom = stats[b];
             }
             if (c_bottom - win[2] <= f32(CAP)) {
                 decided = DONE;
@@ -252,7 +260,7 @@ fn from_candidates(lane: u32, m: f32, mn: f32, inv_t: f32, k_on: bool, p_on: boo
     var n = 0u;
     var mass_goal = 0.0;
     if (k_on) {
-        n = narrow(lane, m, mn, inv_t, true, f32(p.top_k));
+        n = narrow(lane, m, mn, inv_t, true, f32(p.top_k), false);
         if (n == NONE) {
             return NONE;
         }
@@ -265,7 +273,7 @@ fn from_candidates(lane: u32, m: f32, mn: f32, inv_t: f32, k_on: bool, p_on: boo
             if (workgroupUniformLoad(&win[4]) > 0.0) {
                 cut = mass_cut(lane, kept, m, mass_goal);
             } else {
-                n = narrow(lane, m, mn, inv_t, false, mass_goal);
+                n = narrow(lane, m, mn, inv_t, false, mass_goal, false);
                 if (n == NONE) {
                     return NONE;
                 }
@@ -273,13 +281,12 @@ fn from_candidates(lane: u32, m: f32, mn: f32, inv_t: f32, k_on: bool, p_on: boo
             }
         }
     } else {
-        // top-p alone: top_p of all the mass.
-        mass_goal = reduce_sum(lane, sweep(MASS, lane, inv_t, m, LOWEST, no_bounds()).s) * p.top_p;
-        n = narrow(lane, m, mn, inv_t, false, mass_goal);
+        // top-p alone: top_p of all the mass (which narrow's first pass sums).
+        n = narrow(lane, m, mn, inv_t, false, p.top_p, true);
         if (n == NONE) {
             return NONE;
         }
-        cut = mass_cut(lane, n, m, mass_goal);
+        cut = mass_cut(lane, n, m, workgroupUniformLoad(&win[5]));
     }
     if (workgroupUniformLoad(&win[4]) == 0.0) {
         // Kept tokens lie above the window: the draw goes over the vocabulary.

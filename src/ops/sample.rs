@@ -133,11 +133,11 @@ fn narrow(xs: &[f32], m: f32, mn: f32, by_count: bool, goal: f32) -> Option<(u32
         };
         let stats: Vec<(f32, f32)> = bound.iter().map(|&b| at(b)).collect();
         let b = stats.iter().position(|&(c, s)| if by_count { c >= goal } else { s >= goal }).unwrap_or(NB);
-        if b > 0 {
-            (top, c_top, open) = (bound[b - 1], stats[b - 1].0, false);
-        }
         if b < NB {
             (bottom, c_bottom) = (bound[b], stats[b].0);
+        }
+        if b > 0 && !(open && c_bottom <= CAP) {
+            (top, c_top, open) = (bound[b - 1], stats[b - 1].0, false);
         }
         if c_bottom - c_top <= CAP {
             return Some((round + 1, open));
