@@ -8,9 +8,9 @@
 // Where it spends its time: a pass over the vocabulary waits one memory round trip per load a
 // lane issues before using one, so every pass loads RUN logits a lane (a workgroup's width
 // apart, so each load of the workgroup reads one contiguous run) before the first is used. The
-// top-k / top-p cut is found among a few hundred candidates in workgroup memory (sorted there)
-// rather than by bisection passes over the whole vocabulary; a distribution too flat for that
-// falls back to the bisection.
+// top-k / top-p cut is found among at most CAP candidates in workgroup memory (sorted there,
+// shaders/sample_candidates.wgsl) rather than by bisection passes over the whole vocabulary,
+// which stay for thousands of logits tied exactly.
 
 struct Params {
     vocab: u32,
@@ -238,7 +238,7 @@ fn greedy(lane: u32) -> u32 {
     return red_u[0];
 }
 
-// The bisection over the whole vocabulary for a distribution too flat for the candidates:
+// The bisection over the whole vocabulary where thousands of exact ties defeat the candidates:
 // the largest threshold keeping at least k tokens, then the largest whose kept mass reaches
 // top_p of the top-k mass.
 fn bisect(lane: u32, m: f32, mn: f32, inv_t: f32, k_on: bool, p_on: bool) -> f32 {
