@@ -33,21 +33,12 @@ fn setting(s: &str) -> anyhow::Result<SampleParams> {
     Ok(SampleParams { temperature: t.parse()?, top_k: k.parse()?, top_p: p.parse()?, ..Default::default() })
 }
 
-/// Rows of a little-endian f32 .npy file of two dimensions.
+/// Rows of an f32 .npy file of two dimensions.
 fn npy_rows(path: &str) -> anyhow::Result<Vec<Vec<f32>>> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {path}"))?;
-    anyhow::ensure!(bytes.len() > 10 && &bytes[..6] == b"\x93NUMPY", "{path} is not an .npy file");
-    let header_len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
-    let header = std::str::from_utf8(&bytes[10..10 + header_len])?;
-    anyhow::ensure!(header.contains("'<f4'") && header.contains("False"), "{path}: want little-endian f32 in C order");
-    let shape = &header[header.find("'shape': (").context("no shape")? + 10..];
-    let dims: Vec<usize> =
-        shape[..shape.find(')').context("no shape")?].split(',').filter(|d| !d.trim().is_empty()).map(|d| d.trim().parse()).collect::<Result<_, _>>()?;
-    let [rows, vocab] = dims[..] else { anyhow::bail!("{path}: want [rows, vocab], got {dims:?}") };
-    let data = &bytes[10 + header_len..];
-    anyhow::ensure!(data.len() == rows * vocab * 4, "{path}: {} data bytes for {rows}x{vocab}", data.len());
-    let all: Vec<f32> = data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-    Ok(all.chunks(vocab).map(|r| r.to_vec()).collect())
+    let (dims, all) = weft::format::npy::read_f32(&bytes).with_context(|| path.to_string())?;
+    let [_, vocab] = dims[..] else { anyhow::bail!("{path}: want [rows, vocab], got {dims:?}") };
+    Ok(all.chunks(vocab.max(1)).map(|r| r.to_vec()).collect())
 }
 
 fn main() -> anyhow::Result<()> {

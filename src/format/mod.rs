@@ -1,5 +1,5 @@
 //! Model file formats: safetensors and GGUF headers, parsed from a byte prefix and validated,
-//! and the storage types of their tensors.
+//! and the storage types of their tensors; and the `.npy` arrays of activations and decoded tensors.
 //!
 //! Parsers take the first bytes of a file (and its length when known) and either return a
 //! header or [`FormatError::NeedMore`] saying how many bytes to fetch, so a remote loader reads
@@ -8,6 +8,7 @@
 pub mod dtype;
 mod error;
 pub mod gguf;
+pub mod npy;
 pub mod writer;
 pub mod safetensors;
 

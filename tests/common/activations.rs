@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use anyhow::Context;
+
 pub const MODEL: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
 pub const FIXTURES: &str = "tests/fixtures/activations";
 
@@ -24,17 +26,10 @@ pub fn tolerance(precision: weft::ops::qmatmul::Precision) -> f64 {
     }
 }
 
-/// Minimal .npy reader for the fixtures: version 1.0, little-endian f32, C order.
+/// A fixture's .npy array (weft's reader: version 1.0, little-endian f32, C order).
 pub fn read_npy(path: &Path) -> anyhow::Result<(Vec<usize>, Vec<f32>)> {
-    let bytes = std::fs::read(path)?;
-    anyhow::ensure!(bytes.starts_with(b"\x93NUMPY"), "{} is not .npy", path.display());
-    let header_len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
-    let header = std::str::from_utf8(&bytes[10..10 + header_len])?;
-    anyhow::ensure!(header.contains("'<f4'") && header.contains("'fortran_order': False"), "{header}");
-    let shape_text = header.split("'shape': (").nth(1).and_then(|s| s.split(')').next()).unwrap_or("");
-    let shape: Vec<usize> = shape_text.split(',').filter_map(|d| d.trim().parse().ok()).collect();
-    let data = bytemuck::pod_collect_to_vec(&bytes[10 + header_len..]);
-    Ok((shape, data))
+    let bytes = std::fs::read(path).with_context(|| path.display().to_string())?;
+    weft::format::npy::read_f32(&bytes).with_context(|| path.display().to_string())
 }
 
 #[derive(serde::Deserialize)]

@@ -27,7 +27,7 @@ pub fn run(model_path: &str, ids: &str, out: &str, backend: Backend, cpu: &CpuFl
         let path = Path::new(out).join(format!("{name}.npy"));
         let mut file = std::io::BufWriter::new(std::fs::File::create(&path)?);
         let shape: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
-        crate::npy::write_f32(&mut file, &shape, values)?;
+        weft::format::npy::write_f32(&mut file, &shape, values)?;
     }
     println!("wrote {} checkpoints for {} tokens to {out}", checkpoints.len(), ids.len());
     Ok(())

@@ -17,7 +17,7 @@ use weft::model::folder::read_folder;
 
 use crate::tensor_table::{self, TensorRow, TensorTotals};
 
-use crate::npy;
+use weft::format::npy;
 
 /// Arrays longer than this are shown as type, length and their first few items.
 const ARRAY_SHOWN_IN_FULL: usize = 8;
@@ -124,7 +124,7 @@ fn export_tensor<R: RangeReader>(
     let file = std::fs::File::create(npy).with_context(|| format!("creating {}", npy.display()))?;
     let mut out = std::io::BufWriter::new(file);
     npy::write_f32(&mut out, &tensor.shape, &values)
-        .and_then(|()| out.flush().map_err(Into::into))
+        .and_then(|()| out.flush())
         .with_context(|| format!("writing {}", npy.display()))?;
     fetched();
 

@@ -20,7 +20,6 @@ mod generate;
 #[cfg(not(target_arch = "wasm32"))]
 mod inspect;
 #[cfg(not(target_arch = "wasm32"))]
-mod npy;
 #[cfg(not(target_arch = "wasm32"))]
 mod perplexity;
 #[cfg(not(target_arch = "wasm32"))]
