@@ -387,7 +387,7 @@ export class Model extends EventTarget {
   }
 
   /** Where a decode step's time goes (WebGPU models, after a generation): the step run `reps`
-   * times, `{ dispatches, record_submit_ms, wait_ms, kernels_us: [[name, µs, count]] }`. Only in
+   * times, `{ dispatches, record_submit_ms, wait_ms, kernels_us: [[name, µs, count]], pass_us }`. Only in
    * a wasm build with the `web-profile` feature (`WEFT_WASM_FEATURES=web-profile`). */
   async profileStep(reps = 20) {
     return this.#call((m) => {

@@ -262,6 +262,8 @@ export interface StepProfile {
   record_submit_ms: number;
   wait_ms: number;
   kernels_us: [string, number, number][];
+  /** GPU µs of the whole step in one compute pass (median); null without timestamp queries. */
+  pass_us: number | null;
 }
 
 export interface Stats {

@@ -158,6 +158,7 @@ async function bench(api, o, file, url, adapter) {
         const p = out.profile;
         console.error(`profile: ${p.dispatches} dispatches, record + submit ${p.record_submit_ms.toFixed(3)} ms, wait ${p.wait_ms.toFixed(3)} ms`);
         for (const [name, us, n] of p.kernels_us.slice(0, 12)) console.error(`profile:   ${us.toFixed(1).padStart(9)} us ${String(n).padStart(4)}x ${name}`);
+        if (p.pass_us != null) console.error(`profile: the step in one pass ${p.pass_us.toFixed(1)} us`);
       }
     }
   } finally {

@@ -268,4 +268,7 @@ fn print_profile(p: &StepProfile) {
         println!("{name:<64} {us:>10.1} {count:>6} {:>6.1}%", 100.0 * us / total);
     }
     println!("GPU total  {total:.1} us per decode step (each dispatch in its own timed pass)");
+    if let Some(us) = p.pass_us {
+        println!("GPU step   {us:.1} us per decode step in one pass (median of 20)");
+    }
 }

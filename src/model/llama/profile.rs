@@ -17,6 +17,11 @@ pub struct StepProfile {
     /// GPU time per pipeline, summed over the step: (name, µs, dispatches). Empty without
     /// timestamp queries.
     pub kernels_us: Vec<(String, f64, usize)>,
+    /// GPU time of the whole step recorded as the decode loop records it, in one compute pass
+    /// (median µs). Against the decode loop's time per token it says how much of a step is not
+    /// the GPU's work (submission, the gap between queued steps). `None` without timestamp
+    /// queries.
+    pub pass_us: Option<f64>,
 }
 
 impl Llama {
@@ -76,11 +81,19 @@ impl Llama {
             v.sort_by(f64::total_cmp);
             v[v.len() / 2]
         };
+        let mut passes = Vec::new();
+        for _ in 0..reps.max(1) {
+            match ctx.time_pass(&refs).await? {
+                Some(ns) => passes.push(ns / 1e3),
+                None => break,
+            }
+        }
         Ok(StepProfile {
             dispatches: refs.len(),
             record_submit_ms: median(&mut record),
             wait_ms: median(&mut wait),
             kernels_us: kernels,
+            pass_us: (!passes.is_empty()).then(|| median(&mut passes)),
         })
     }
 }

@@ -10,8 +10,9 @@ use super::{js_error, run, to_js, to_value, Engine, Model};
 #[wasm_bindgen]
 impl Model {
     /// Runs the decode step `reps` times at the current position (after a generation) and
-    /// resolves to `{ dispatches, record_submit_ms, wait_ms, kernels_us: [[name, µs, count]] }`;
-    /// `kernels_us` is empty where the device has no timestamp queries. GPU models only.
+    /// resolves to `{ dispatches, record_submit_ms, wait_ms, kernels_us: [[name, µs, count]],
+    /// pass_us }`; `kernels_us` is empty and `pass_us` null where the device has no timestamp
+    /// queries. GPU models only.
     #[wasm_bindgen(js_name = profileStep)]
     pub fn profile_step(&self, reps: u32) -> Promise {
         run(&self.inner, move |s| {
