@@ -189,17 +189,18 @@ fn swiglu_in_a_gemv_and_queued_steps_keep_the_ids() -> anyhow::Result<()> {
     let config = std::fs::read_to_string(format!("{dir}/config.json"))?;
     let prompt = [5, 77, 301, 12, 650, 9, 42];
     let mut runs = Vec::new();
-    // (fuse_glu, glu_epilogue, pipeline, int8_activations, split, activation_records)
+    // (fuse_glu, glu_epilogue, pipeline, int8_activations, split, activation_records, constant_shapes)
     let configs = [
-        (false, false, false, false, true, true),
-        (true, false, false, false, true, true),
-        (true, true, false, false, true, true),
-        (true, true, true, false, true, true),
-        (true, true, true, true, true, true),
-        (false, false, false, false, false, true),
-        (true, true, true, true, true, false),
+        (false, false, false, false, true, true, true),
+        (true, false, false, false, true, true, true),
+        (true, true, false, false, true, true, true),
+        (true, true, true, false, true, true, true),
+        (true, true, true, true, true, true, true),
+        (false, false, false, false, false, true, true),
+        (true, true, true, true, true, false, true),
+        (true, true, true, true, true, true, false),
     ];
-    for (fuse_glu, glu_epilogue, pipeline, int8_activations, split, activation_records) in configs {
+    for (fuse_glu, glu_epilogue, pipeline, int8_activations, split, activation_records, constant_shapes) in configs {
         let engine = EngineOptions {
             max_seq: 64,
             max_batch: 16,
@@ -209,6 +210,7 @@ fn swiglu_in_a_gemv_and_queued_steps_keep_the_ids() -> anyhow::Result<()> {
             pipeline,
             int8_activations,
             activation_records,
+            constant_shapes,
             split_attention: Some(split),
             tune: false,
             ..Default::default()
@@ -222,7 +224,10 @@ fn swiglu_in_a_gemv_and_queued_steps_keep_the_ids() -> anyhow::Result<()> {
         let short = greedy(&ctx, &mut llama, &prompt, 5)?;
         llama.reset();
         let again = greedy(&ctx, &mut llama, &prompt, 24)?;
-        let name = format!("glu {fuse_glu} epilogue {glu_epilogue} pipeline {pipeline} int8 {int8_activations} records {activation_records}");
+        let name = format!(
+            "glu {fuse_glu} epilogue {glu_epilogue} pipeline {pipeline} int8 {int8_activations} records {activation_records} \
+             constant shapes {constant_shapes}"
+        );
         println!("{name}: {} dispatches a step, ids {ids:?}", llama.decode_dispatches());
         assert_eq!(short, ids[..5], "{name}: a shorter run");
         assert_eq!(again, ids, "{name}: after a stop with a step queued");
@@ -235,6 +240,11 @@ fn swiglu_in_a_gemv_and_queued_steps_keep_the_ids() -> anyhow::Result<()> {
         // With 8-bit activations the epilogue writes records, which the down GEMV reads.
         let recorded = int8_activations && glu_epilogue && activation_records;
         assert_eq!((with("XOUT=1"), with("XREC=1")), if recorded { (2, 2) } else { (0, 0) }, "{kernels:?}");
+        // Every GPU GEMV of the step has its weight's shape compiled in, or none has.
+        let shaped = if constant_shapes { with("qgemv_gpu[") } else { 0 };
+        assert_eq!(with("SHAPE=1"), shaped, "{kernels:?}");
+        // At least the nine GEMVs counted above (four a block and the head) run the GPU kernel.
+        assert!(with("qgemv_gpu[") > 4 * 2, "{kernels:?}");
         // Split attention takes the RoPE + KV store into it (one dispatch a block, not three).
         assert_eq!(with("attention_decode["), if split { 2 } else { 0 }, "{kernels:?}");
         runs.push((ids, llama.decode_dispatches()));
@@ -252,5 +262,7 @@ fn swiglu_in_a_gemv_and_queued_steps_keep_the_ids() -> anyhow::Result<()> {
     assert_eq!(runs[4].1, runs[3].1, "8-bit activations need no dispatch of their own");
     // The records hold what the down GEMV's staging makes of the same values: the same ids.
     assert_eq!(runs[6], runs[4], "activation records changed the ids or the dispatches");
+    // The shapes as constants are the same kernels over the same numbers.
+    assert_eq!(runs[7], runs[4], "the shapes in the pipelines changed the ids or the dispatches");
     Ok(())
 }

@@ -31,6 +31,7 @@ pub struct Args {
     pub pipeline: bool,
     pub int8_activations: bool,
     pub activation_records: bool,
+    pub constant_shapes: bool,
     pub matrix_units: bool,
     pub sampling: weft::ops::sample::SampleParams,
     pub backend: crate::backend::Backend,
@@ -76,6 +77,8 @@ struct Report {
     int8_activations: bool,
     /// With 8-bit activations: the down GEMV reads the SwiGLU epilogue's activation records.
     activation_records: bool,
+    /// The decode GEMVs with their weight's shape compiled in.
+    constant_shapes: bool,
     /// Prompt passes on the adapter's matrix units (asked for, and the adapter has them).
     matrix_units: bool,
     /// How each decoded token was picked.
@@ -105,7 +108,7 @@ fn median(v: &[f64]) -> f64 {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let max_seq = a.max_seq.unwrap_or(a.prompt_len + a.gen + 1);
-    let engine = EngineOptions { max_seq, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, fuse_glu: a.fuse_glu, glu_epilogue: a.glu_epilogue, fuse_attention: a.fuse_attention, attention_chunk: a.attention_chunk, flash_attention: a.flash_attention, pipeline: a.pipeline, int8_activations: a.int8_activations, activation_records: a.activation_records, matrix_units: a.matrix_units, ..Default::default() };
+    let engine = EngineOptions { max_seq, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, fuse_glu: a.fuse_glu, glu_epilogue: a.glu_epilogue, fuse_attention: a.fuse_attention, attention_chunk: a.attention_chunk, flash_attention: a.flash_attention, pipeline: a.pipeline, int8_activations: a.int8_activations, activation_records: a.activation_records, constant_shapes: a.constant_shapes, matrix_units: a.matrix_units, ..Default::default() };
     let started = Instant::now();
     // The format asked for on every matrix, the embedding and head included (no default keep
     // rules): what the benchmark measures.
@@ -196,6 +199,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         pipeline: a.pipeline,
         int8_activations: a.int8_activations,
         activation_records: a.activation_records,
+        constant_shapes: a.constant_shapes,
         matrix_units,
         sampling: a.sampling,
         gemv_tuning,

@@ -237,6 +237,10 @@ mod cli {
             /// reading the activation records the SwiGLU epilogue writes.
             #[arg(long)]
             no_activation_records: bool,
+            /// The decode GEMVs read their weight's shape from a uniform instead of having it
+            /// compiled into their pipelines (to measure what the constants buy).
+            #[arg(long)]
+            no_constant_shapes: bool,
             /// Prompt passes' matrix products in f32 on the shader cores even where the adapter
             /// has matrix units (to measure what the tensor cores buy).
             #[arg(long)]
@@ -374,10 +378,10 @@ mod cli {
                     gptq,
                 })
             }
-            Command::Bench { model, prompt_len, gen, reps, kv, json, profile, no_fuse, no_tune, no_fuse_glu, glu_in_down, no_fuse_attention, attention_chunk, max_seq, no_flash_attention, no_pipeline, int8_activations, no_activation_records, no_matrix_units, sampling, backend, cpu, load } => {
+            Command::Bench { model, prompt_len, gen, reps, kv, json, profile, no_fuse, no_tune, no_fuse_glu, glu_in_down, no_fuse_attention, attention_chunk, max_seq, no_flash_attention, no_pipeline, int8_activations, no_activation_records, no_constant_shapes, no_matrix_units, sampling, backend, cpu, load } => {
                 let (fuse, tune) = (!no_fuse, !no_tune);
                 let (fuse_glu, pipeline) = (!no_fuse_glu, !no_pipeline);
-                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, kv, json, profile, fuse, tune, fuse_glu, glu_epilogue: !glu_in_down, fuse_attention: !no_fuse_attention, attention_chunk, max_seq, flash_attention: !no_flash_attention, pipeline, int8_activations, activation_records: !no_activation_records, matrix_units: !no_matrix_units, sampling: sampling.params(), backend, cpu, load })
+                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, kv, json, profile, fuse, tune, fuse_glu, glu_epilogue: !glu_in_down, fuse_attention: !no_fuse_attention, attention_chunk, max_seq, flash_attention: !no_flash_attention, pipeline, int8_activations, activation_records: !no_activation_records, constant_shapes: !no_constant_shapes, matrix_units: !no_matrix_units, sampling: sampling.params(), backend, cpu, load })
             }
             Command::Generate {
                 model,

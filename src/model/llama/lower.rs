@@ -313,9 +313,11 @@ impl<'a> Lower<'a> {
         }
     }
 
-    /// `fusion` with 8-bit activations where the engine asks for them and `w`'s GEMV takes them.
-    fn int8<'f>(&self, w: &QWeight, fusion: GemvFusion<'f>) -> GemvFusion<'f> {
-        GemvFusion { int8: self.m.options.int8_activations && gemv_int8(self.ctx, w), ..fusion }
+    /// `fusion` as the engine's options ask: 8-bit activations where `w`'s GEMV takes them, and
+    /// the weight's shape compiled into its pipeline.
+    fn with_options<'f>(&self, w: &QWeight, fusion: GemvFusion<'f>) -> GemvFusion<'f> {
+        let o = &self.m.options;
+        GemvFusion { int8: o.int8_activations && gemv_int8(self.ctx, w), constant_shape: o.constant_shapes, ..fusion }
     }
 
     /// A projection's matrix product: a GEMV with `fusion` folded in, or the plain product.
@@ -323,7 +325,7 @@ impl<'a> Lower<'a> {
         let p = self.m.options.precision;
         let prompt = if w.cols.is_multiple_of(32) { self.m.options.prompt_precision(self.ctx.capabilities()) } else { p };
         match fusion {
-            Some(f) => gemv_fused(self.ctx, w, x, y, self.int8(w, f)).await,
+            Some(f) => gemv_fused(self.ctx, w, x, y, self.with_options(w, f)).await,
             None => matmul(self.ctx, w, x, y, p, prompt).await,
         }
     }
@@ -422,7 +424,7 @@ impl<'a> Lower<'a> {
         let residual = GemvFusion { residual: true, ..Default::default() };
         if o.glu_epilogue && gemv_swiglu(self.ctx, w) && gemv_fuses(down) {
             let act = self.at(*act)?;
-            let down_fusion = self.int8(down, residual);
+            let down_fusion = self.with_options(down, residual);
             // The epilogue quantizes its output once for the down GEMV's integer products.
             // Where tuning timed the pair both ways, only if records took less time.
             let recorded = o.activation_records && down_fusion.int8 && self.t == 1 && self.c().ffn_dim.is_multiple_of(32)
@@ -445,7 +447,7 @@ impl<'a> Lower<'a> {
         let gate_up = self.m.buffers.gate_up.view(&[1, 2 * self.c().ffn_dim])?;
         d.push(self.product(w, &self.at(x)?, &gate_up, Some(fusion)).await?);
         let glu = GemvFusion { glu: true, ..residual };
-        d.push(gemv_fused(self.ctx, down, &gate_up, &self.at(*acc)?, self.int8(down, glu)).await?);
+        d.push(gemv_fused(self.ctx, down, &gate_up, &self.at(*acc)?, self.with_options(down, glu)).await?);
         Ok(Some(2))
     }
 
@@ -491,7 +493,7 @@ impl<'a> Lower<'a> {
                 if y == out {
                     let fusion = GemvFusion { residual: true, ..Default::default() };
                     let m = self.matrix(*w)?;
-                    d.push(gemv_fused(self.ctx, m, &self.at(*x)?, &self.at(*acc)?, self.int8(m, fusion)).await?);
+                    d.push(gemv_fused(self.ctx, m, &self.at(*x)?, &self.at(*acc)?, self.with_options(m, fusion)).await?);
                     return Ok(2);
                 }
             }

@@ -73,6 +73,11 @@ pub struct EngineOptions {
     /// 8-bit activation records too (`ops::qmatmul::records`), and the down GEMV reads them
     /// rather than quantizing all of its input in every workgroup. The same bits either way.
     pub activation_records: bool,
+    /// The decode step's GEMVs compiled with their weight's shape as constants, a pipeline per
+    /// weight shape, instead of reading it from a uniform (`GemvFusion::constant_shape`): no
+    /// workgroup then waits for the uniform's load before its first weight load. The same bits
+    /// either way; off only to measure it.
+    pub constant_shapes: bool,
     /// Prompt passes' matrix products on the adapter's matrix units (tensor cores: f16
     /// operands, f32 sums; shaders/qgemm_coop.wgsl) where it has them
     /// ([`Capabilities::matrix_f16`](crate::gpu::Capabilities)); elsewhere, and for decode
@@ -102,6 +107,7 @@ impl Default for EngineOptions {
             pipeline: true,
             int8_activations: false,
             activation_records: true,
+            constant_shapes: true,
             matrix_units: true,
             tune: true,
         }

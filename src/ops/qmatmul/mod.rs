@@ -11,6 +11,7 @@
 //! - [`qmatmul`]: picks one of the two by the token count.
 //! - [`embed`]: out[t, k] = row ids[t] of W, decoding only the requested rows.
 
+mod fusion;
 mod gemm;
 mod selftest;
 mod int8;
@@ -25,6 +26,7 @@ pub use selftest::{
 };
 pub use gemm::{gemm, gemm_tuned, GemmConfig, GemmKernel, GEMM_BLOCKS, GEMM_MATRIX, GEMM_OUTER, GEMM_TILED};
 pub use int8::{int8_activations, int8_tolerance};
+pub use fusion::GemvFusion;
 pub(crate) use variants::variants;
 pub use tune::{records_pay, tune_gemv, GemvTuning, GEMV_CANDIDATES};
 pub use weight::{QPart, QWeight, WeightFormat};
@@ -314,37 +316,6 @@ pub async fn gemv_tuned(
     gemv_with(ctx, w, x, y, precision, config, GemvFusion::default()).await
 }
 
-/// What a fused GEMV does besides the product (see [`gemv_fused`]).
-#[derive(Clone, Copy, Default)]
-pub struct GemvFusion<'a> {
-    /// RMS-normalise x first with this weight [k] and epsilon.
-    pub norm: Option<(&'a GpuTensor, f32)>,
-    /// Add the product to y instead of storing it.
-    pub residual: bool,
-    /// x is the stacked gate/up product [t, 2k]; the GEMV reads `silu(gate) * up` (the GPU
-    /// kernel only: see [`gemv_glu`]).
-    pub glu: bool,
-    /// Activations quantized to 8 bits per 32-value chunk while staged, products by packed
-    /// integer dot products (shaders/gemv_dp4.wgsl): weft weights of every width and the repacked
-    /// planes, on the GPU kernel only, see [`gemv_int8`].
-    pub int8: bool,
-    /// The product is columns `at .. at + n` of a wider y [1, ny] (y's row offset and stride in
-    /// the kernels' params): products kept apart write into one buffer laid out as their
-    /// stacked product's output, so that what reads the stacked output reads theirs.
-    pub at: Option<usize>,
-    /// W is the stacked gate/up weight [2h, k] (gate rows first) and y [t, h] receives
-    /// `silu(gate) * up`: each lane group takes gate rows and their up rows, so the SwiGLU is
-    /// the product's epilogue (the GPU kernel, a weight of one part: see [`gemv_swiglu`]).
-    pub swiglu: bool,
-    /// With `swiglu`: the output also as 8-bit activation records in this tensor (U32 [t, n / 32,
-    /// 12]), in the order the next GEMV reads ([`records`]): at launch shapes whose workgroups
-    /// own whole chunks ([`records::writes_records`]), n a multiple of 32.
-    pub records_out: Option<(&'a GpuTensor, records::RecordOrder)>,
-    /// x is 8-bit activation records (U32 [t, k / 32, 12]) written in this weight's
-    /// [`records::RecordOrder`], with `int8`: the GEMV stages nothing (no norm, no GLU).
-    pub records_in: bool,
-}
-
 /// Whether [`gemv_fused`] takes `w`: the block kernels and the repacked K-quants (the GPU
 /// kernel) with K a multiple of 4.
 pub fn gemv_fuses(w: &QWeight) -> bool {
@@ -535,10 +506,9 @@ async fn gemv_with(
     if let Some((_, order)) = fusion.records_out {
         defines = defines.set("XOUT", 1).set("XO_ORDER", order as u32).set("XB", pb).set("PB", pb + 1);
     }
-    let pipeline = ctx.pipeline(shader, &defines).await?;
     let max = ctx.capabilities().limits.max_compute_workgroups_per_dimension;
     let per_group = config.rows_per_group(gpu || w.format.gemv_block().is_some());
-    per_part(w, |part| {
+    let part_params = |part: &QPart| {
         let [gx, gy, _] = grid((part.rows as u32).div_ceil(per_group), max);
         let mut p = params(w, part, t, gx, 0);
         (p[7], p[8]) = (p[7] + at as u32, ny as u32);
@@ -546,16 +516,35 @@ async fn gemv_with(
             // The kernel's n is the output's rows, the up rows' offset.
             (p[0], p[8]) = (p[0] / 2, n_out as u32);
         }
-        let mut tensors = bindings(part, x, y);
-        if let Some((norm, eps)) = fusion.norm {
-            tensors.push(norm);
+        if let Some((_, eps)) = fusion.norm {
             p[9] = eps.to_bits();
+        }
+        (p, [gx, gy, t])
+    };
+    let constant = fusion.constant_shape && gpu && w.parts.len() == 1;
+    if constant {
+        defines = shape_defines(defines, &part_params(&w.parts[0]).0);
+    }
+    let pipeline = ctx.pipeline(shader, &defines).await?;
+    per_part(w, |part| {
+        let (p, workgroups) = part_params(part);
+        let mut tensors = bindings(part, x, y);
+        if let Some((norm, _)) = fusion.norm {
+            tensors.push(norm);
         }
         if let Some((out, _)) = fusion.records_out {
             tensors.push(out);
         }
-        ctx.dispatch(&pipeline, &tensors, Some(bytemuck::cast_slice(&p)), [gx, gy, t])
+        let uniform: Option<&[u8]> = (!constant).then(|| bytemuck::cast_slice(&p));
+        ctx.dispatch(&pipeline, &tensors, uniform, workgroups)
     })
+}
+
+/// The GPU kernel's `SHAPE` defines: `Params` `p` of a weight's one part as constants of the
+/// pipeline, which then binds no uniform (shaders/qgemv_gpu.wgsl).
+fn shape_defines(d: Defines, p: &[u32; 12]) -> Defines {
+    d.set("SHAPE", 1).set("SN", p[0]).set("SK", p[1]).set("ST", p[2]).set("SGX", p[3]).set("SWPR", p[4]).set("SGPR", p[5])
+        .set("SROW0", p[7]).set("SNY", p[8]).set("SEPS", p[9])
 }
 
 /// [`gemv`] at F32 for up to [`GEMV_MAX_TOKENS`] tokens, [`gemm`] beyond: at F32 for the

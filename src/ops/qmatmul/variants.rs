@@ -48,6 +48,20 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
                     }
                 }
             }
+            // The decode step's pipelines, the shape as constants (`GemvFusion::constant_shape`;
+            // any consistent numbers serve the compilers).
+            let shape = |d: Defines| shape_defines(d, &[64, 256, 1, 4, 32, 8, 0, 0, 64, 1e-5f32.to_bits(), 0, 0]);
+            let d = gpu_gemv_defines(f, GemvConfig { wg: 256, rows: 2, lanes: 32 }, SG32);
+            all.push((QGEMV_GPU_SHADER, shape(d.clone().set("NORM", 1).set("NB", pb).set("PB", pb + 1))));
+            all.push((QGEMV_GPU_SHADER, shape(d.clone().set("RESIDUAL", 1))));
+            if int8_format(f) {
+                let d = d.set("DP4", 1);
+                all.push((QGEMV_GPU_SHADER, shape(d.clone().set("NORM", 1).set("NB", pb).set("PB", pb + 1).set("SWIGLU", 1))));
+                all.push((QGEMV_GPU_SHADER, shape(d.set("RESIDUAL", 1).set("XREC", 1))));
+                let c = records::RECORD_SWIGLU_CANDIDATES[0];
+                let d = gpu_gemv_defines(f, c, SG32).set("DP4", 1).set("NORM", 1).set("NB", pb).set("SWIGLU", 1);
+                all.push((QGEMV_GPU_SHADER, shape(d.set("XOUT", 1).set("XO_ORDER", 1).set("XB", pb + 1).set("PB", pb + 2))));
+            }
             if int8_format(f) {
                 // The SwiGLU epilogue writing records, in each order, at the shapes that may.
                 for (c, subgroup) in [(records::RECORD_SWIGLU_CANDIDATES[0], SG32), (records::RECORD_SWIGLU_CANDIDATES[4], Subgroups::NONE)] {
