@@ -64,7 +64,7 @@
 // The decode step's GEMVs: the weight's shape (and the norm's epsilon) are constants of the
 // pipeline, each weight its own, and no uniform is bound. Every weight address then follows
 // from the invocation's ids alone; with the uniform, each workgroup waited for its load before
-// the first weight load could be issued (3-7 % of a decode step on an H200, bench/NOTES.md 68).
+// the first weight load could be issued (1-10 % of a decode step on an H200, bench/NOTES.md 68).
 const p = Params(${SN}u, ${SK}u, ${ST}u, ${SGX}u, ${SWPR}u, ${SGPR}u, 0u, ${SROW0}u, ${SNY}u, ${SEPS}u, 0u, 0u);
 #else
 @group(0) @binding(${PB}) var<uniform> p: Params;

@@ -75,8 +75,9 @@ pub struct EngineOptions {
     pub activation_records: bool,
     /// The decode step's GEMVs compiled with their weight's shape as constants, a pipeline per
     /// weight shape, instead of reading it from a uniform (`GemvFusion::constant_shape`): no
-    /// workgroup then waits for the uniform's load before its first weight load. The same bits
-    /// either way; off only to measure it.
+    /// workgroup then waits for the uniform's load before its first weight load. The same
+    /// arithmetic either way (a driver may still contract multiply-adds differently in the two
+    /// compilations: last-place differences); off only to measure it.
     pub constant_shapes: bool,
     /// Prompt passes' matrix products on the adapter's matrix units (tensor cores: f16
     /// operands, f32 sums; shaders/qgemm_coop.wgsl) where it has them

@@ -35,6 +35,6 @@ pub struct GemvFusion<'a> {
     /// The weight's shape (and the norm's epsilon) compiled into a pipeline of its own instead
     /// of passed in a uniform (the GPU kernel, a weight of one part; otherwise ignored): the
     /// decode step's GEMVs then wait for no uniform before their first weight load. The same
-    /// bits; a pipeline per weight shape.
+    /// arithmetic (tests/gemv_shape_constants.rs); a pipeline per weight shape.
     pub constant_shape: bool,
 }
