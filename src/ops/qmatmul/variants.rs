@@ -58,16 +58,16 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
                 let d = d.set("DP4", 1);
                 all.push((QGEMV_GPU_SHADER, shape(d.clone().set("NORM", 1).set("NB", pb).set("PB", pb + 1).set("SWIGLU", 1))));
                 all.push((QGEMV_GPU_SHADER, shape(d.set("RESIDUAL", 1).set("XREC", 1))));
-                let c = records::RECORD_SWIGLU_CANDIDATES[0];
-                let d = gpu_gemv_defines(f, c, SG32).set("DP4", 1).set("NORM", 1).set("NB", pb).set("SWIGLU", 1);
-                all.push((QGEMV_GPU_SHADER, shape(d.set("XOUT", 1).set("XO_ORDER", 1).set("XB", pb + 1).set("PB", pb + 2))));
-            }
-            if int8_format(f) {
-                // The SwiGLU epilogue writing records, in each order, at the shapes that may.
+                // The SwiGLU epilogue writing records, in each order, at the shapes that may (the
+                // first with subgroups also as constants).
                 for (c, subgroup) in [(records::RECORD_SWIGLU_CANDIDATES[0], SG32), (records::RECORD_SWIGLU_CANDIDATES[4], Subgroups::NONE)] {
                     let d = gpu_gemv_defines(f, c, subgroup).set("DP4", 1).set("NORM", 1).set("NB", pb).set("SWIGLU", 1);
                     for order in 0..3 {
-                        all.push((QGEMV_GPU_SHADER, d.clone().set("XOUT", 1).set("XO_ORDER", order).set("XB", pb + 1).set("PB", pb + 2)));
+                        let v = d.clone().set("XOUT", 1).set("XO_ORDER", order).set("XB", pb + 1).set("PB", pb + 2);
+                        if subgroup == SG32 && order == 1 {
+                            all.push((QGEMV_GPU_SHADER, shape(v.clone())));
+                        }
+                        all.push((QGEMV_GPU_SHADER, v));
                     }
                 }
             }
