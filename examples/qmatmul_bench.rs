@@ -6,8 +6,8 @@
 //! cargo run --release --example qmatmul_bench -- [--formats Q4_K,q4_g32_sym]
 //!     [--shapes 8192x8192] [--wg 256] [--rows 1] [--lanes 32] [--tokens 1] [--tt 8]
 //!     [--gemm blocks|tiled|outer|matrix]
-//!     [--precision f32|f16] [--seconds 0.5] [--copy-mib 256] [--rotate-mib 0] [--int8] [--as-gpu]
-//!     [--json]
+//!     [--precision f32|f16] [--seconds 0.5] [--copy-mib 256] [--rotate-mib 0] [--int8]
+//!     [--constant-shape] [--as-gpu] [--json]
 //!
 //! Shapes are NxK (output features x reduced dimension). --tokens 1 (the default) times the
 //! GEMV, more the GEMM over that many tokens. --wg, --rows and --lanes override the adapter's
@@ -16,6 +16,8 @@
 //! --int8 times the GEMV with 8-bit activations (weft weights of 2, 3, 4 and 8 bits, and the GGUF types
 //! where the upload repacks them: Q4_0/Q8_0 into those, Q4_1, Q5_0, Q5_1 and the K-quants into
 //! their planes; rows named FORMAT+int8).
+//! --constant-shape times the GEMV with its shape compiled into the pipeline, as the decode step
+//! runs it (`GemvFusion::constant_shape`; rows named FORMAT+shape): no uniform is read first.
 //! --as-gpu treats a CPU-emulated adapter as a GPU (GGUF types repacked at upload as GPUs hold
 //! them, the GPU launch shapes), to run the GPU path's kernels where there is no GPU; its times
 //! say nothing about a GPU. The table's last columns name the format the GPU holds and the
@@ -115,6 +117,7 @@ fn main() -> anyhow::Result<()> {
     let rotate_bytes = opt("--rotate-mib")?.unwrap_or(0) as u64 * (1 << 20);
     let json = args.iter().any(|a| a == "--json");
     let int8 = args.iter().any(|a| a == "--int8");
+    let constant_shape = args.iter().any(|a| a == "--constant-shape");
     let precision = match arg(&args, "--precision", "f32").as_str() {
         "f32" => Precision::F32,
         "f16" => Precision::F16,
@@ -185,8 +188,9 @@ fn main() -> anyhow::Result<()> {
                     ..d
                 })
             };
-            let name = if int8 { format!("{name}+int8") } else { name.to_string() };
-            match bench(&ctx, format, n, k, tokens, config, precision, int8, seconds, rotate_bytes) {
+            let name = format!("{name}{}{}", if int8 { "+int8" } else { "" }, if constant_shape { "+shape" } else { "" });
+            let gemv = Gemv { int8, constant_shape };
+            match bench(&ctx, format, n, k, tokens, config, precision, gemv, seconds, rotate_bytes) {
                 Ok((bytes, secs, wall, held, kernel, copies)) => {
                     let gb = bytes as f64 / secs / 1e9;
                     let row = Row {
@@ -237,6 +241,13 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The GEMV's variant: 8-bit activations, the shape as constants.
+#[derive(Clone, Copy)]
+struct Gemv {
+    int8: bool,
+    constant_shape: bool,
+}
+
 /// Waits for everything submitted so far: the queue runs in order, so mapping a small tensor
 /// written last returns after the work before it.
 fn finish(ctx: &GpuContext, marker: &GpuTensor) -> anyhow::Result<()> {
@@ -277,7 +288,7 @@ fn bench(
     tokens: usize,
     config: Config,
     precision: Precision,
-    int8: bool,
+    gemv: Gemv,
     seconds: f64,
     rotate_bytes: u64,
 ) -> anyhow::Result<(u64, f64, f64, String, String, usize)> {
@@ -294,8 +305,8 @@ fn bench(
     let mut calls = Vec::with_capacity(copies);
     for w in &weights {
         calls.push(match config {
-            Config::Gemv(c) if int8 => {
-                let fusion = qmatmul::GemvFusion { int8: true, ..Default::default() };
+            Config::Gemv(c) if gemv.int8 || gemv.constant_shape => {
+                let fusion = qmatmul::GemvFusion { int8: gemv.int8, constant_shape: gemv.constant_shape, ..Default::default() };
                 pollster::block_on(qmatmul::gemv_fused_tuned(ctx, w, &x, &y, fusion, c))?
             }
             Config::Gemv(c) => pollster::block_on(qmatmul::gemv_tuned(ctx, w, &x, &y, precision, c))?,
