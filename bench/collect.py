@@ -386,6 +386,51 @@ def dawn_markdown(rows: list) -> str:
     return "\n".join(out + [""] + [f"- {a}" for a in adapters]) + "\n"
 
 
+# The variants of one GEMV call (bench/results/h200/session45/a/call.sh): qmatmul_bench's JSON file
+# for each, and its column's name.
+GEMV_VARIANTS = [("gemv-rot256.json", "f32"), ("gemv-rot256--constant-shape.json", "f32, shape as constants"),
+                 ("gemv-rot256--int8.json", "8-bit activations"),
+                 ("gemv-rot256--int8--constant-shape.json", "8-bit, shape as constants"),
+                 ("gemv-rot0.json", "f32, one buffer"), ("gemv-rot0--int8--constant-shape.json", "8-bit, constants, one buffer")]
+
+
+def gemv_variants(folder: str) -> dict:
+    """The issue's GEMV shapes at the default launch shape, by variant: µs a call and GB/s of weight
+    bytes a row, with the device copy rate (PyTorch, session.log) of the same call."""
+    d = RESULTS / folder
+    log = d / "session.log"
+    if not log.exists():
+        return {}
+    m = re.search(r"device copy .*: (\d+) GB/s", log.read_text())
+    rows = {}
+    for name, label in GEMV_VARIANTS:
+        f = d / name
+        if not f.exists():
+            continue
+        for r in json.loads(f.read_text())["rows"]:
+            key = f"{r['format'].split('+')[0]} {r['n']}x{r['k']}"
+            rows.setdefault(key, {})[label] = {"us": r["us_per_call"], "gb_s": r["gb_per_s"], "copies": r["copies"]}
+    return {"dir": f"bench/results/{folder}", "copy_gb_s": float(m[1]) if m else None, "rows": rows}
+
+
+def gemv_variants_markdown(g: dict) -> str:
+    if not g or not g["rows"] or not g["copy_gb_s"]:
+        return ""
+    copy = g["copy_gb_s"]
+    labels = [label for _, label in GEMV_VARIANTS]
+    out = [f"\n## H200: the GEMV at the issue's shapes ({g['dir']}; device copy {copy:.0f} GB/s)\n",
+           "qmatmul_bench at the adapter's default launch shape; the calls cycle through copies of the weight "
+           "holding 256 MiB (read from memory, as a decode step reads its matrices) unless the column says one "
+           "buffer (a matrix the 60 MB L2 holds is then read from it). µs a call, GB/s of weight bytes and "
+           "their fraction of the device copy:", "",
+           "| format | N x K | " + " | ".join(labels) + " |", "|---|---|" + "---|" * len(labels)]
+    for key, v in g["rows"].items():
+        fmt, shape = key.split()
+        cells = [f"{v[c]['us']:.1f} µs, {v[c]['gb_s']:,.0f} ({v[c]['gb_s'] / copy:.0%})" if c in v else "" for c in labels]
+        out.append(f"| {fmt} | {shape} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def long_prompts(folder: str) -> list:
     """`weft bench` runs of one call at several prompt lengths, two builds interleaved (the call's
     `weft` and the build before it, `weft_old`): a row per build, model and prompt length with
@@ -502,9 +547,12 @@ def main() -> None:
             "chromium": chromium()}
     # The decode attention's chunk by context length (session 37, call f).
     data["h200_long_prompts"] = long_prompts("h200/session37/f")
+    # The GEMV at the issue's shapes, f32 and 8-bit activations, the shape as constants or not
+    # (session 45, call a, with the code of note 68).
+    data["h200_gemv"] = gemv_variants("h200/session45/a")
     (ROOT / "results.json").write_text(json.dumps(data, indent=2) + "\n")
     chart(data, ROOT / "chart.svg")
-    table = markdown(data) + dawn_markdown(data["dawn"]) + chromium_markdown(data["chromium"]) + long_prompts_markdown("h200/session37/f", data["h200_long_prompts"])
+    table = markdown(data) + gemv_variants_markdown(data["h200_gemv"]) + dawn_markdown(data["dawn"]) + chromium_markdown(data["chromium"]) + long_prompts_markdown("h200/session37/f", data["h200_long_prompts"])
     # Sentence-embedding figures are measured by hand (their commands are in the file).
     embed = ROOT / "results" / "embed.md"
     if embed.exists():
