@@ -90,7 +90,7 @@ fn int8_activation_gemv_matches_its_reference() -> anyhow::Result<()> {
 fn int8_activation_gemv_of_2_and_3_bits_matches_its_reference() -> anyhow::Result<()> {
     // Sixteen levels a word: the activations are staged in the order of the words' 2-bit fields,
     // q3's third bits spread above them.
-    check_formats(&["q2_g32_asym", "q2_g64_sym", "q3_g32_asym", "q3_g128_sym"], &[(37, 576), (9, 256)], &CONFIGS)
+    check_formats(&["q2_g32_asym", "q2_g64_sym", "q3_g32_asym", "q3_g128_sym"], &[(37, 576), (9, 256), (9, 4608)], &CONFIGS)
 }
 
 #[test]
