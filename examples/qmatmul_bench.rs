@@ -189,8 +189,8 @@ fn main() -> anyhow::Result<()> {
                 })
             };
             let name = format!("{name}{}{}", if int8 { "+int8" } else { "" }, if constant_shape { "+shape" } else { "" });
-            let gemv = Gemv { int8, constant_shape };
-            match bench(&ctx, format, n, k, tokens, config, precision, gemv, seconds, rotate_bytes) {
+            let fusion = qmatmul::GemvFusion { int8, constant_shape, ..Default::default() };
+            match bench(&ctx, format, n, k, tokens, config, precision, fusion, seconds, rotate_bytes) {
                 Ok((bytes, secs, wall, held, kernel, copies)) => {
                     let gb = bytes as f64 / secs / 1e9;
                     let row = Row {
@@ -241,13 +241,6 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The GEMV's variant: 8-bit activations, the shape as constants.
-#[derive(Clone, Copy)]
-struct Gemv {
-    int8: bool,
-    constant_shape: bool,
-}
-
 /// Waits for everything submitted so far: the queue runs in order, so mapping a small tensor
 /// written last returns after the work before it.
 fn finish(ctx: &GpuContext, marker: &GpuTensor) -> anyhow::Result<()> {
@@ -288,7 +281,7 @@ fn bench(
     tokens: usize,
     config: Config,
     precision: Precision,
-    gemv: Gemv,
+    fusion: qmatmul::GemvFusion<'static>,
     seconds: f64,
     rotate_bytes: u64,
 ) -> anyhow::Result<(u64, f64, f64, String, String, usize)> {
@@ -305,10 +298,8 @@ fn bench(
     let mut calls = Vec::with_capacity(copies);
     for w in &weights {
         calls.push(match config {
-            Config::Gemv(c) if gemv.int8 || gemv.constant_shape => {
-                let fusion = qmatmul::GemvFusion { int8: gemv.int8, constant_shape: gemv.constant_shape, ..Default::default() };
-                pollster::block_on(qmatmul::gemv_fused_tuned(ctx, w, &x, &y, fusion, c))?
-            }
+            // 8-bit activations or the shape as constants: the fused GEMV (f32 arithmetic).
+            Config::Gemv(c) if fusion.int8 || fusion.constant_shape => pollster::block_on(qmatmul::gemv_fused_tuned(ctx, w, &x, &y, fusion, c))?,
             Config::Gemv(c) => pollster::block_on(qmatmul::gemv_tuned(ctx, w, &x, &y, precision, c))?,
             Config::Gemm(c) => pollster::block_on(qmatmul::gemm_tuned(ctx, w, &x, &y, precision, c))?,
         });
