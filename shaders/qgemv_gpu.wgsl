@@ -155,7 +155,14 @@ fn widen(bits: u32) -> f32 {
 }
 
 fn half_in(words: u32, h: u32) -> f32 {
+#ifdef F16_UNPACK
+    // Where the adapter's unpack2x16float was found exact for every f16 (src/gpu/probe.rs):
+    // one conversion instead of widen's dozen integer operations, 2-6 % of a 4-bit GEMV's time
+    // on an H200 (bench/NOTES.md 71).
+    return unpack2x16float(words)[h & 1u];
+#else
     return widen((words >> ((h & 1u) * 16u)) & 0xffffu);
+#endif
 }
 
 // The scale of chunk c of `row`, and what centring subtracts from 2^23 + q: 2^23 + z for the
@@ -442,11 +449,13 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
 #endif
     var acc = vec4<f32>(0.0);
     var ss = 0.0;
+    // Whole tiles (a constant with SHAPE): no chunk is past the row's end, nothing to clamp.
+    let whole = nb % TILE == 0u;
     for (var t0 = 0u; t0 < nb; t0 += TILE) {
         // Lane `lane` takes chunks c and d of this tile (clamped past the row's end, then not
         // counted); its loads are issued before it waits for the tile.
-        let c = min(t0 + lane, nb - 1u);
-        let d = min(t0 + lane + LPR, nb - 1u);
+        let c = select(min(t0 + lane, nb - 1u), t0 + lane, whole);
+        let d = select(min(t0 + lane + LPR, nb - 1u), t0 + lane + LPR, whole);
         let w0 = fetch(r0, c);
         let v0 = fetch(r0, d);
 #ifdef R2
@@ -470,8 +479,8 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         let xa = xchunk(lane);
         let xb = xchunk(lane + LPR);
 #endif
-        let has_c = t0 + lane < nb;
-        let has_d = t0 + lane + LPR < nb;
+        let has_c = whole || t0 + lane < nb;
+        let has_d = whole || t0 + lane + LPR < nb;
         acc.x += select(0.0, term(w0, xa), has_c) + select(0.0, term(v0, xb), has_d);
 #ifdef R2
         acc.y += select(0.0, term(w1, xa), has_c) + select(0.0, term(v1, xb), has_d);

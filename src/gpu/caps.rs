@@ -56,6 +56,10 @@ pub struct Capabilities {
     /// 16 x 16 x 16 matrix products of f16 into f32 by 32-lane subgroups (tensor cores), which
     /// the prefill GEMM at `Precision::F16` runs on (shaders/qgemm_coop.wgsl). Native only.
     pub matrix_f16: bool,
+    /// `unpack2x16float` widens every f16 exactly here, subnormals included (measured when the
+    /// device is created, `GpuContext::probe_f16_unpack`): the GEMVs then decode their scales
+    /// with it rather than with integer operations.
+    pub f16_unpack_exact: bool,
     pub limits: KeyLimits,
 }
 
@@ -87,6 +91,7 @@ impl Capabilities {
             // shaders/qgemm_coop.wgsl stages up to 26,624 bytes of workgroup memory.
             matrix_f16: features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
                 && limits.max_compute_workgroup_storage_size >= 26_624,
+            f16_unpack_exact: false,
             limits: KeyLimits::from_wgpu(limits),
         }
     }

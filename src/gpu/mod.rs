@@ -4,6 +4,7 @@
 mod buffer;
 mod caps;
 mod pipeline;
+mod probe;
 mod readback;
 mod timing;
 pub mod shader;
@@ -11,6 +12,7 @@ pub mod shader;
 pub use buffer::{DType, GpuTensor, Uniform};
 pub use caps::{Capabilities, KeyLimits};
 pub use pipeline::{Dispatch, Pipeline};
+pub use probe::F16_PROBE_SHADER;
 pub use readback::{ReadSlot, StepCommands, Submitted};
 
 use std::sync::{Arc, Mutex};
@@ -243,7 +245,10 @@ impl GpuContext {
         device.set_device_lost_callback(move |reason, message| {
             record(&h.lost, format!("{reason:?}: {message}"))
         });
-        Ok(Self { device, queue, caps, pipelines: PipelineCache::default(), health, tuned: Mutex::default() })
+        let mut ctx = Self { device, queue, caps, pipelines: PipelineCache::default(), health, tuned: Mutex::default() };
+        // A probe that cannot run leaves the exact integer decoding in place.
+        ctx.caps.f16_unpack_exact = ctx.probe_f16_unpack().await.unwrap_or(false);
+        Ok(ctx)
     }
 
     pub fn capabilities(&self) -> &Capabilities {

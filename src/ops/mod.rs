@@ -61,6 +61,7 @@ pub fn shader_variants() -> Vec<(ShaderSource, Defines)> {
     all.extend(pool::variants());
     all.extend(quantize::variants());
     all.extend(repack::variants());
+    all.push((crate::gpu::F16_PROBE_SHADER, Defines::default()));
     all
 }
 

@@ -11,6 +11,7 @@ pub mod sample;
 pub mod scaled;
 mod search;
 mod scalar;
+pub(crate) use scalar::f16_bits;
 pub mod repack;
 pub mod weft;
 

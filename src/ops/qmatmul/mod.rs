@@ -22,7 +22,7 @@ mod weight;
 
 pub use selftest::{
     cpu_reference, f16_tolerance, f32_tolerance, self_test, test_weight, KernelReport,
-    QMatmulReport, TestWeight,
+    QMatmulReport, TestData, TestWeight,
 };
 pub use gemm::{gemm, gemm_tuned, GemmConfig, GemmKernel, GEMM_BLOCKS, GEMM_MATRIX, GEMM_OUTER, GEMM_TILED};
 pub use int8::{int8_activations, int8_tolerance};
@@ -478,7 +478,8 @@ async fn gemv_with(
     let subgroup = Subgroups::of(ctx.capabilities());
     let gpu = gpu_gemv(&w.format, w.cols, precision, config);
     let (shader, mut defines) = if gpu {
-        (&QGEMV_GPU_SHADER, gpu_gemv_defines(&w.format, config, subgroup))
+        let d = gpu_gemv_defines(&w.format, config, subgroup);
+        (&QGEMV_GPU_SHADER, if ctx.capabilities().f16_unpack_exact { d.set("F16_UNPACK", 1) } else { d })
     } else {
         (&QGEMV_SHADER, gemv_defines(&w.format, precision, config, w.cols, subgroup))
     };

@@ -54,10 +54,13 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
             let d = gpu_gemv_defines(f, GemvConfig { wg: 256, rows: 2, lanes: 32 }, SG32);
             all.push((QGEMV_GPU_SHADER, shape(d.clone().set("NORM", 1).set("NB", pb).set("PB", pb + 1))));
             all.push((QGEMV_GPU_SHADER, shape(d.clone().set("RESIDUAL", 1))));
+            // Scales by unpack2x16float, where the adapter's is exact (`Capabilities::f16_unpack_exact`).
+            all.push((QGEMV_GPU_SHADER, shape(d.clone().set("RESIDUAL", 1).set("F16_UNPACK", 1))));
             if int8_format(f) {
                 let d = d.set("DP4", 1);
                 all.push((QGEMV_GPU_SHADER, shape(d.clone().set("NORM", 1).set("NB", pb).set("PB", pb + 1).set("SWIGLU", 1))));
-                all.push((QGEMV_GPU_SHADER, shape(d.set("RESIDUAL", 1).set("XREC", 1))));
+                all.push((QGEMV_GPU_SHADER, shape(d.clone().set("RESIDUAL", 1).set("XREC", 1))));
+                all.push((QGEMV_GPU_SHADER, shape(d.set("RESIDUAL", 1).set("XREC", 1).set("F16_UNPACK", 1))));
                 // The SwiGLU epilogue writing records, in each order, at the shapes that may (the
                 // first with subgroups also as constants).
                 for (c, subgroup) in [(records::RECORD_SWIGLU_CANDIDATES[0], SG32), (records::RECORD_SWIGLU_CANDIDATES[4], Subgroups::NONE)] {
