@@ -157,7 +157,7 @@ fn widen(bits: u32) -> f32 {
 fn half_in(words: u32, h: u32) -> f32 {
 #ifdef F16_UNPACK
     // Where the adapter's unpack2x16float was found exact for every f16 (src/gpu/probe.rs):
-    // one conversion instead of widen's dozen integer operations, 2-6 % of a 4-bit GEMV's time
+    // one conversion instead of widen's dozen integer operations, 3-7 % of a 4-bit GEMV's time
     // on an H200 (bench/NOTES.md 71).
     return unpack2x16float(words)[h & 1u];
 #else

@@ -25,7 +25,7 @@ fn subnormal_rows(format: &str, seed: u64, n: usize, k: usize) -> anyhow::Result
     for r in (0..n).step_by(2) {
         for g in 0..groups {
             let i = r * groups + g;
-            // 0x0001 ..= 0x03ff: every subnormal magnitude, some negative.
+            // Subnormal magnitudes spread over 0x0001 ..= 0x03ff, some negative.
             m.scales[i] = (1 + (37 * i as u16) % 0x3ff) | if g % 3 == 0 { 0x8000 } else { 0 };
             if !m.zeros.is_empty() {
                 m.zeros[i] = 1 + (101 * i as u16) % 0x3ff;
