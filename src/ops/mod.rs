@@ -12,7 +12,6 @@ pub mod layernorm;
 pub mod matmul;
 pub mod norm;
 pub mod pool;
-pub mod prefetch;
 pub mod prefill_attention;
 pub mod qmatmul;
 pub mod quantize;
@@ -60,7 +59,6 @@ pub fn shader_variants() -> Vec<(ShaderSource, Defines)> {
     all.extend(gelu::variants());
     all.extend(encoder_attention::variants());
     all.extend(pool::variants());
-    all.extend(prefetch::variants());
     all.extend(quantize::variants());
     all.extend(repack::variants());
     all.push((crate::gpu::F16_PROBE_SHADER, Defines::default()));

@@ -33,7 +33,6 @@ pub struct Args {
     pub activation_records: bool,
     pub constant_shapes: bool,
     pub matrix_units: bool,
-    pub prefetch_mb: u32,
     pub sampling: weft::ops::sample::SampleParams,
     pub backend: crate::backend::Backend,
     pub cpu: crate::backend::CpuFlags,
@@ -82,8 +81,6 @@ struct Report {
     constant_shapes: bool,
     /// Prompt passes on the adapter's matrix units (asked for, and the adapter has them).
     matrix_units: bool,
-    /// MiB of the next weight read into the L2 cache beside each decode GEMV (0: off).
-    prefetch_mb: u32,
     /// How each decoded token was picked.
     sampling: weft::ops::sample::SampleParams,
     /// GEMV launch shapes timed at load: every candidate's median µs and the one chosen.
@@ -111,7 +108,7 @@ fn median(v: &[f64]) -> f64 {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let max_seq = a.max_seq.unwrap_or(a.prompt_len + a.gen + 1);
-    let engine = EngineOptions { max_seq, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, fuse_glu: a.fuse_glu, glu_epilogue: a.glu_epilogue, fuse_attention: a.fuse_attention, attention_chunk: a.attention_chunk, flash_attention: a.flash_attention, pipeline: a.pipeline, int8_activations: a.int8_activations, activation_records: a.activation_records, constant_shapes: a.constant_shapes, matrix_units: a.matrix_units, prefetch_mb: a.prefetch_mb, ..Default::default() };
+    let engine = EngineOptions { max_seq, max_batch: a.prompt_len.clamp(1, 128), kv: a.kv, fuse: a.fuse, tune: a.tune, fuse_glu: a.fuse_glu, glu_epilogue: a.glu_epilogue, fuse_attention: a.fuse_attention, attention_chunk: a.attention_chunk, flash_attention: a.flash_attention, pipeline: a.pipeline, int8_activations: a.int8_activations, activation_records: a.activation_records, constant_shapes: a.constant_shapes, matrix_units: a.matrix_units, ..Default::default() };
     let started = Instant::now();
     // The format asked for on every matrix, the embedding and head included (no default keep
     // rules): what the benchmark measures.
@@ -204,7 +201,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         activation_records: a.activation_records,
         constant_shapes: a.constant_shapes,
         matrix_units,
-        prefetch_mb: a.prefetch_mb,
         sampling: a.sampling,
         gemv_tuning,
         kv_bytes_per_token_by_format: KvFormat::ALL

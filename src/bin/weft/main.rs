@@ -245,10 +245,6 @@ mod cli {
             /// has matrix units (to measure what the tensor cores buy).
             #[arg(long)]
             no_matrix_units: bool,
-            /// Up to this many MiB of the next matrix product's weight read into the L2 cache
-            /// beside each decode GEMV (0: off).
-            #[arg(long, default_value_t = 0)]
-            prefetch_mb: u32,
             /// How each decoded token is picked (default greedy; a page's chat samples).
             #[command(flatten)]
             sampling: crate::backend::SamplingFlags,
@@ -382,10 +378,10 @@ mod cli {
                     gptq,
                 })
             }
-            Command::Bench { model, prompt_len, gen, reps, kv, json, profile, no_fuse, no_tune, no_fuse_glu, glu_in_down, no_fuse_attention, attention_chunk, max_seq, no_flash_attention, no_pipeline, int8_activations, no_activation_records, no_constant_shapes, no_matrix_units, prefetch_mb, sampling, backend, cpu, load } => {
+            Command::Bench { model, prompt_len, gen, reps, kv, json, profile, no_fuse, no_tune, no_fuse_glu, glu_in_down, no_fuse_attention, attention_chunk, max_seq, no_flash_attention, no_pipeline, int8_activations, no_activation_records, no_constant_shapes, no_matrix_units, sampling, backend, cpu, load } => {
                 let (fuse, tune) = (!no_fuse, !no_tune);
                 let (fuse_glu, pipeline) = (!no_fuse_glu, !no_pipeline);
-                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, kv, json, profile, fuse, tune, fuse_glu, glu_epilogue: !glu_in_down, fuse_attention: !no_fuse_attention, attention_chunk, max_seq, flash_attention: !no_flash_attention, pipeline, int8_activations, activation_records: !no_activation_records, constant_shapes: !no_constant_shapes, matrix_units: !no_matrix_units, prefetch_mb, sampling: sampling.params(), backend, cpu, load })
+                crate::bench::run(crate::bench::Args { model, prompt_len, gen, reps, kv, json, profile, fuse, tune, fuse_glu, glu_epilogue: !glu_in_down, fuse_attention: !no_fuse_attention, attention_chunk, max_seq, flash_attention: !no_flash_attention, pipeline, int8_activations, activation_records: !no_activation_records, constant_shapes: !no_constant_shapes, matrix_units: !no_matrix_units, sampling: sampling.params(), backend, cpu, load })
             }
             Command::Generate {
                 model,

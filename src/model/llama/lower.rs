@@ -46,8 +46,6 @@ use super::forward::forward;
 use super::options::EngineOptions;
 use super::{GateUp, Llama, Qkv};
 
-mod prefetch;
-
 /// Named snapshots taken during a debug pass: embedding, per block attention output, MLP
 /// output and residual, the final norm and the logits.
 #[derive(Default)]
@@ -194,9 +192,7 @@ impl Llama {
         let mut d = Vec::with_capacity(graph.ops.len());
         let mut i = 0;
         while i < graph.ops.len() {
-            let from = d.len();
             i += l.rule(&graph.ops[i..], &mut d, capture.as_deref_mut()).await?;
-            l.prefetch_next(&graph.ops[i..], from, &mut d).await?;
         }
         Ok(d)
     }

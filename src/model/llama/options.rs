@@ -87,10 +87,6 @@ pub struct EngineOptions {
     /// Time the GEMV launch shapes on this device at load and use the fastest per weight shape
     /// (GPUs with timestamp queries; elsewhere the measured defaults stay).
     pub tune: bool,
-    /// In the decode step, up to this many MiB of the next matrix product's weight read into
-    /// the GPU's L2 cache beside each GEMV (`ops::prefetch`); 0 is off. WebGPU does not say
-    /// how large the cache is.
-    pub prefetch_mb: u32,
 }
 
 impl Default for EngineOptions {
@@ -115,7 +111,6 @@ impl Default for EngineOptions {
             constant_shapes: true,
             matrix_units: true,
             tune: true,
-            prefetch_mb: 0,
         }
     }
 }
