@@ -103,6 +103,7 @@ fn time(
             &table,
             [&partials, &arrivals],
             &out,
+            None,
             scale,
             &step,
             chunk,

@@ -521,6 +521,7 @@ fn attention_rope_cases(ctx: &GpuContext) -> anyhow::Result<()> {
                 &table,
                 [&partials2, &arrivals],
                 &out2,
+                None,
                 scale,
                 &step,
                 chunk,
