@@ -103,7 +103,6 @@ fn time(
             &table,
             [&partials, &arrivals],
             &out,
-            None,
             scale,
             &step,
             chunk,

@@ -40,15 +40,8 @@ alias Kv4 = vec4<f32>;
 // Workgroups of each head that have written their chunk; the last one sets it back to 0.
 @group(0) @binding(5) var<storage, read_write> arrivals: array<atomic<u32>>; // [n_heads]
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;      // [1, n_heads, head_dim]
-#ifdef XOUT
-// The output also as 8-bit activation records for the O projection (shaders/xrecord.wgsl,
-// binding XB = 7), the uniforms after them.
-@group(0) @binding(8) var<uniform> p: Params;
-@group(0) @binding(9) var<uniform> step: Step;
-#else
 @group(0) @binding(7) var<uniform> p: Params;
 @group(0) @binding(8) var<uniform> step: Step;
-#endif
 
 // Lanes of a workgroup, positions of a chunk (p.chunk_len), and lanes a position's K row.
 const WG: u32 = ${WG}u;
@@ -540,14 +533,7 @@ fn main(
             out[q_base + 4u * lane + 1u] = o.y;
             out[q_base + 4u * lane + 2u] = o.z;
             out[q_base + 4u * lane + 3u] = o.w;
-#ifdef XOUT
-            xo_h[lane] = o;
-#endif
         }
-#ifdef XOUT
-        workgroupBarrier();
-        head_records(h, lane);
-#endif
         return;
     }
     let at = partials_at(0u, h, chunk);
@@ -569,30 +555,4 @@ fn main(
         atomicStore(&arrivals[h], 0u);
     }
     merge_chunks(partials_at(0u, h, 0u), live, p.head_dim, lane, q_base);
-#ifdef XOUT
-    // The merged head as this workgroup's lanes wrote it, read back for its records.
-    storageBarrier();
-    if (lane < n4) {
-        let at = q_base + 4u * lane;
-        xo_h[lane] = vec4<f32>(out[at], out[at + 1u], out[at + 2u], out[at + 3u]);
-    }
-    workgroupBarrier();
-    head_records(h, lane);
-#endif
 }
-
-#ifdef XOUT
-// A head is head_dim / 32 whole chunks of the O projection's input (head_dim a multiple of 32).
-const XO_CHUNKS: u32 = MAX_HEAD_DIM / 32u;
-var<workgroup> xo_h: array<vec4<f32>, MAX_HEAD_DIM / 4u>;
-
-fn xo_vec(c: u32, j: u32) -> vec4<f32> {
-    return xo_h[8u * c + j];
-}
-
-// Head h's output, gathered in xo_h, as records of the token's n_heads · head_dim values.
-fn head_records(h: u32, lane: u32) {
-    let per = p.head_dim / 32u;
-    write_records(0u, h * per, per, p.n_heads * per, lane);
-}
-#endif

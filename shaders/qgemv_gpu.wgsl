@@ -528,19 +528,6 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
 #ifdef XOUT
     // The workgroup's outputs are whole chunks: their records for the next GEMV.
     workgroupBarrier();
-    write_records(tok, (wid.x + wid.y * p.grid_x) * XO_CHUNKS, XO_CHUNKS, p.n / 32u, lid.x);
+    write_records(tok, (wid.x + wid.y * p.grid_x) * XO_ROWS, lid.x);
 #endif
 }
-
-#ifdef XOUT
-// The SwiGLU epilogue's records (shaders/xrecord.wgsl): a workgroup's output rows are whole
-// chunks (the launch shapes of `writes_records`), gathered here before they are quantized.
-const XO_ROWS: u32 = (WG / LPR) * (RPT / 2u);
-const XO_CHUNKS: u32 = XO_ROWS / 32u;
-var<workgroup> xo_v: array<f32, XO_ROWS>;
-
-fn xo_vec(c: u32, j: u32) -> vec4<f32> {
-    let a = 32u * c + 4u * j;
-    return vec4<f32>(xo_v[a], xo_v[a + 1u], xo_v[a + 2u], xo_v[a + 3u]);
-}
-#endif

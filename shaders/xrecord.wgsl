@@ -1,35 +1,43 @@
-// XOUT: a kernel that produces an activation vector also writes it as 8-bit activation records
-// (src/ops/qmatmul/records.rs) for the DP4 GEMV that reads it next (XREC), which then stages
-// nothing instead of quantizing all of x in every workgroup: the SwiGLU epilogue of the stacked
-// gate/up GEMV for the down projection, the decode attention for the O projection. Each 32-value
-// chunk is quantized as that GEMV's staging would (shaders/gemv_dp4.wgsl, `stage`): scale
-// absmax / 127, values rounded to nearest even, in the order its weight fields meet them
-// (XO_ORDER: 0 bytes in order, 1 the even then the odd values of each eight, 2 the 2/3-bit
-// fields'), and the integer sums of the halves. A workgroup writes whole chunks of its own
-// outputs. The including kernel declares XO_CHUNKS (the most chunks a workgroup writes) and
-// `xo_vec(c, j)`, values 4j .. 4j + 3 of the workgroup's chunk c.
+// XOUT: the SwiGLU epilogue of the stacked gate/up GEMV also writes its output as 8-bit
+// activation records (src/ops/qmatmul/records.rs) for the down projection's DP4 GEMV, which then
+// reads them (XREC) instead of quantizing all of x in every workgroup. Each 32-value chunk
+// is quantized as that GEMV's staging would (shaders/gemv_dp4.wgsl, `stage`): scale absmax / 127,
+// values rounded to nearest even, in the order its weight fields meet them (XO_ORDER: 0 bytes in
+// order, 1 the even then the odd values of each eight, 2 the 2/3-bit fields'), and the integer
+// sums of the halves. A workgroup writes the chunks of its own outputs, so its output rows,
+// XO_ROWS, are whole chunks (the launch shapes of `writes_records`).
 
 #ifdef XOUT
 @group(0) @binding(${XB}) var<storage, read_write> xo: array<u32>; // [t, n / 32, 12]
 
 const XO_ORDER: u32 = ${XO_ORDER}u;
-// Each quarter's (8 values) largest |value| and sum of integers.
+const XO_ROWS: u32 = (WG / LPR) * (RPT / 2u);
+const XO_CHUNKS: u32 = XO_ROWS / 32u;
+// The workgroup's outputs, each quarter's (8 values) largest |value| and sum of integers.
+var<workgroup> xo_v: array<f32, XO_ROWS>;
 var<workgroup> xo_m: array<f32, XO_CHUNKS * 4u>;
 var<workgroup> xo_s: array<i32, XO_CHUNKS * 4u>;
+
+// Values 4j .. 4j + 3 of the workgroup's chunk c.
+fn xo_vec(c: u32, j: u32) -> vec4<f32> {
+    let a = 32u * c + 4u * j;
+    return vec4<f32>(xo_v[a], xo_v[a + 1u], xo_v[a + 2u], xo_v[a + 3u]);
+}
 
 fn xo_amax(v: vec4<f32>) -> f32 {
     let a = abs(v);
     return max(max(a.x, a.y), max(a.z, a.w));
 }
 
-// Writes the records of the workgroup's `count` chunks (at most XO_CHUNKS), chunks first ..
-// first + count of token `tok`'s nb, once xo_vec gives their values; every invocation calls it
-// (it has barriers). A quarter chunk an invocation, as the staging takes it.
-fn write_records(tok: u32, first: u32, count: u32, nb: u32, lid: u32) {
-    let nq = count * 4u;
+// Writes the records of the workgroup's chunks, whose first output row is `row0`, once xo_v
+// holds them; every invocation calls it (it has barriers). A quarter chunk an invocation, as
+// the staging takes it.
+fn write_records(tok: u32, row0: u32, lid: u32) {
+    let nq = XO_CHUNKS * 4u;
+    let nb = p.n / 32u;
     let c = lid / 4u;
     let i = lid % 4u;
-    let chunk = first + c;
+    let chunk = row0 / 32u + c;
     if (lid < nq) {
         xo_m[lid] = max(xo_amax(xo_vec(c, 2u * i)), xo_amax(xo_vec(c, 2u * i + 1u)));
     }
@@ -72,8 +80,8 @@ fn write_records(tok: u32, first: u32, count: u32, nb: u32, lid: u32) {
         }
     }
     workgroupBarrier();
-    let own = first + lid;
-    if (lid < count && own < nb) {
+    let own = row0 / 32u + lid;
+    if (lid < XO_CHUNKS && own < nb) {
         let at = 12u * (tok * nb + own);
         let q = 4u * lid;
         xo[at + 9u] = bitcast<u32>(f32(xo_s[q] + xo_s[q + 1u]));

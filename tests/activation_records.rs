@@ -145,7 +145,7 @@ fn tuning_times_the_recording_epilogue_at_whole_chunk_shapes() -> anyhow::Result
     let q4 = WeightFormat::parse("q4_g32_sym").expect("q4");
     let w = qmatmul::test_weight(q4, 95, 2 * h, k)?.upload(ctx, "gate_up")?;
     let down = qmatmul::test_weight(q4, 97, k, h)?.upload(ctx, "down")?;
-    let tuned = pollster::block_on(qmatmul::tune_gemv(ctx, &[&w, &down], &[&w], qmatmul::Precision::F32, true, &[(&w, &down)], &[&down]))?;
+    let tuned = pollster::block_on(qmatmul::tune_gemv(ctx, &[&w, &down], &[&w], qmatmul::Precision::F32, true, &[(&w, &down)]))?;
     if !gemv_int8(ctx, &w) || !gemv_int8(ctx, &down) {
         assert!(tuned.iter().all(|t| !t.records), "{tuned:?}");
         return Ok(());
@@ -158,10 +158,6 @@ fn tuning_times_the_recording_epilogue_at_whole_chunk_shapes() -> anyhow::Result
     let with = best(&|t| t.records) + best(&|t| t.reads_records);
     let without = best(&|t| t.int8 && t.swiglu && !t.records) + best(&|t| t.int8 && !t.swiglu && !t.reads_records && t.rows == k);
     assert_eq!(qmatmul::records_pay(ctx, &w, &down), with < without, "{with} µs with records, {without} without");
-    // The down GEMV as a reader alone (as the O projection is, after the attention): records
-    // pay where reading them took less time than staging.
-    let (reading, staging) = (best(&|t| t.reads_records), best(&|t| t.int8 && !t.swiglu && !t.reads_records && t.rows == k));
-    assert_eq!(qmatmul::reading_records_pays(ctx, &down), reading < staging, "{reading} µs reading records, {staging} staging");
     let reader = tuned.iter().find(|t| t.reads_records).expect("timed reading records");
     assert!(reader.int8 && !reader.swiglu && reader.timings.iter().all(|(c, us)| c.lanes > 1 && *us > 0.0), "{reader:?}");
     let t = tuned.iter().find(|t| t.records).expect("timed writing records");

@@ -521,7 +521,6 @@ fn attention_rope_cases(ctx: &GpuContext) -> anyhow::Result<()> {
                 &table,
                 [&partials2, &arrivals],
                 &out2,
-                None,
                 scale,
                 &step,
                 chunk,

@@ -390,7 +390,7 @@ fn gemv_tuning_with_8_bit_activations_times_the_integer_kernel() -> anyhow::Resu
     ctx.set_capabilities(gpu);
     let (n, k) = (300, 256);
     let w = qmatmul::test_weight(WeightFormat::parse("q3_g32_asym").expect("known format"), 93, n, k)?.upload(&ctx, "w")?;
-    let tuned = pollster::block_on(qmatmul::tune_gemv(&ctx, &[&w], &[&w], Precision::F32, true, &[], &[]))?;
+    let tuned = pollster::block_on(qmatmul::tune_gemv(&ctx, &[&w], &[&w], Precision::F32, true, &[]))?;
     let (eight, f32s): (Vec<_>, Vec<_>) = tuned.iter().partition(|t| t.int8);
     assert_eq!(f32s.iter().map(|t| t.swiglu).collect::<Vec<_>>(), [false, true], "{tuned:?}");
     if !qmatmul::gemv_int8(&ctx, &w) {
@@ -430,7 +430,7 @@ fn gemv_tuning_with_8_bit_activations_times_the_integer_kernel() -> anyhow::Resu
 fn gemv_tuning_times_every_candidate_and_results_still_match() -> anyhow::Result<()> {
     let (mut ctx, caps) = device_with_limit()?;
     assert!(caps.timestamp_query, "this test needs timestamp queries");
-    let untouched = pollster::block_on(qmatmul::tune_gemv(&ctx, &[], &[], Precision::F32, false, &[], &[]))?;
+    let untouched = pollster::block_on(qmatmul::tune_gemv(&ctx, &[], &[], Precision::F32, false, &[]))?;
     assert!(untouched.is_empty());
     let mut gpu = caps.clone();
     gpu.is_software = false;
@@ -445,7 +445,7 @@ fn gemv_tuning_times_every_candidate_and_results_still_match() -> anyhow::Result
     let ws: Vec<QWeight> = tws.iter().map(|tw| tw.upload(&ctx, "w")).collect::<Result<_, _>>()?;
     // The same shape twice: timed once.
     let refs = vec![&ws[0], &ws[1], &ws[0]];
-    let tuned = pollster::block_on(qmatmul::tune_gemv(&ctx, &refs, &[&ws[0]], Precision::F32, false, &[], &[]))?;
+    let tuned = pollster::block_on(qmatmul::tune_gemv(&ctx, &refs, &[&ws[0]], Precision::F32, false, &[]))?;
     assert_eq!(tuned.len(), 3, "{tuned:?}");
     assert_eq!(tuned.iter().map(|t| t.swiglu).collect::<Vec<_>>(), [false, false, true]);
     for t in &tuned {
@@ -460,7 +460,7 @@ fn gemv_tuning_times_every_candidate_and_results_still_match() -> anyhow::Result
         println!("{} [{}, {}]: chose {:?} of {:?}", t.format, t.rows, t.cols, t.chosen, t.timings);
     }
     // Tuned again: nothing new to time.
-    assert!(pollster::block_on(qmatmul::tune_gemv(&ctx, &refs, &[&ws[0]], Precision::F32, false, &[], &[]))?.is_empty());
+    assert!(pollster::block_on(qmatmul::tune_gemv(&ctx, &refs, &[&ws[0]], Precision::F32, false, &[]))?.is_empty());
     // The epilogue's GEMV runs at the shape tuned for it.
     let c = tuned[2].chosen;
     let half = ctx.zeros("half", &[1, n / 2], DType::F32)?;

@@ -134,9 +134,6 @@ impl Llama {
             // The pairs whose decode step may pass activation records (`EngineOptions::activation_records`).
             let mut records: Vec<(&QWeight, &QWeight)> = Vec::new();
             let recording = options.int8_activations && options.activation_records;
-            // The O projections, whose input the decode attention may write as records.
-            let mut readers: Vec<&QWeight> = Vec::new();
-            let attention_records = recording && options.fuse && fuse_norms && options.fuse_attention && c.head_dim.is_multiple_of(32);
             for l in &weights.layers {
                 match &l.qkv {
                     Qkv::Stacked { w, .. } => mats.push(w),
@@ -155,12 +152,9 @@ impl Llama {
                     GateUp::Apart { gate, up } => mats.extend([gate, up]),
                 }
                 mats.extend([&l.wo, &l.down]);
-                if attention_records {
-                    readers.push(&l.wo);
-                }
             }
             mats.push(weights.output.as_ref().unwrap_or(&weights.embedding));
-            tune_gemv(ctx, &mats, &swiglu, options.precision, options.int8_activations, &records, &readers).await?
+            tune_gemv(ctx, &mats, &swiglu, options.precision, options.int8_activations, &records).await?
         } else {
             Vec::new()
         };

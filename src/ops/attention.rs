@@ -5,7 +5,6 @@ use crate::gpu::shader::{Defines, ShaderSource};
 use crate::gpu::{DType, Dispatch, GpuContext, GpuTensor, Uniform};
 
 use super::kv::{all_defines, KvFormat};
-use super::qmatmul::records::{records_shape, RecordOrder};
 use super::rope::{RopeShape, RopeStyle};
 use super::Tolerance;
 
@@ -30,7 +29,6 @@ pub const ATTENTION_DECODE_SHADER: ShaderSource = ShaderSource {
         crate::ops::fragments::ATTENTION_PARTIAL,
         crate::ops::fragments::ATTENTION_MERGE,
         crate::ops::fragments::ROPE_PAIR,
-        crate::ops::fragments::XRECORD,
     ],
 };
 pub const ATTENTION_COMBINE_SHADER: ShaderSource = ShaderSource {
@@ -90,15 +88,9 @@ pub(crate) fn variants() -> Vec<(ShaderSource, Defines)> {
         for kv in KvFormat::ALL {
             for chunk in DECODE_CHUNKS {
                 for sg in [false, true] {
-                    v.push((ATTENTION_DECODE_SHADER, decode_defines(kv.defines(style.clone()), chunk, sg, None)));
+                    v.push((ATTENTION_DECODE_SHADER, decode_defines(kv.defines(style.clone()), chunk, sg)));
                 }
             }
-        }
-    }
-    // With records for the O projection, in each order, for every cache format.
-    for order in [RecordOrder::Bytes, RecordOrder::Nibbles, RecordOrder::Fields] {
-        for kv in KvFormat::ALL {
-            v.push((ATTENTION_DECODE_SHADER, decode_defines(kv.defines(RopeStyle::ALL[0].defines()), DECODE_CHUNKS[0], true, Some(order))));
         }
     }
     v.push((ATTENTION_COMBINE_SHADER, Defines::new()));
@@ -274,10 +266,7 @@ pub fn rope_fuses(r: &RopeShape) -> bool {
 /// positions (one of [`DECODE_CHUNKS`]); where one covers the whole context it writes `out`
 /// itself, else the last workgroup of each head to finish merges the chunks. `partials` has the shape the split kernel's chunks give ([`partials_shape`] with
 /// [`SPLIT_CHUNK`]), which holds these longer chunks' too; `arrivals` ([n_heads] words, zero)
-/// counts them and is zero again afterwards. With `records` (head_dim a multiple of 32) the
-/// workgroup that writes a head's output also writes it as 8-bit activation records in the
-/// given order (`ops::qmatmul::records`, [1, n_heads · head_dim / 32, 12] u32), for the O
-/// projection's GEMV to read instead of quantizing `out` in every workgroup.
+/// counts them and is zero again afterwards.
 #[allow(clippy::too_many_arguments)]
 pub async fn attention_rope_split(
     ctx: &GpuContext,
@@ -288,7 +277,6 @@ pub async fn attention_rope_split(
     table: &GpuTensor,
     [partials, arrivals]: [&GpuTensor; 2],
     out: &GpuTensor,
-    records: Option<(&GpuTensor, RecordOrder)>,
     scale: f32,
     step: &Uniform,
     chunk: usize,
@@ -315,47 +303,36 @@ pub async fn attention_rope_split(
         && partials.shape == shape
         && partials.dtype == DType::F32
         && arrivals.shape == [r.n_heads]
-        && arrivals.dtype == DType::U32
-        && records.is_none_or(|(t, _)| {
-            r.head_dim.is_multiple_of(32) && t.dtype == DType::U32 && t.shape == records_shape(1, r.n_heads * r.head_dim)
-        });
+        && arrivals.dtype == DType::U32;
     if !ok {
         return Err(Error::Shape {
             op: "attention_rope_split",
             message: format!(
-                "{r:?} (one token, head_dim a multiple of 16, or of 32 with records, chunks of {DECODE_CHUNKS:?} positions, got {chunk}) does not fit qkv {:?}, table {:?}, partials {:?}, arrivals {:?}, records {:?}",
-                qkv.shape, table.shape, partials.shape, arrivals.shape, records.map(|(t, _)| &t.shape)
+                "{r:?} (one token, head_dim a multiple of 16, chunks of {DECODE_CHUNKS:?} positions, got {chunk}) does not fit qkv {:?}, table {:?}, partials {:?}, arrivals {:?}",
+                qkv.shape, table.shape, partials.shape, arrivals.shape
             ),
         });
     }
     // The adapter's own subgroups (not the tests' emulation, which covers row sums only).
     let caps = ctx.capabilities();
     let sg = caps.subgroups && caps.subgroup_emulation == 0;
-    let order = records.map(|(_, o)| o);
-    let pipeline = ctx.pipeline(&ATTENTION_DECODE_SHADER, &decode_defines(r.kv.defines(r.style.defines()), chunk, sg, order)).await?;
+    let pipeline = ctx.pipeline(&ATTENTION_DECODE_SHADER, &decode_defines(r.kv.defines(r.style.defines()), chunk, sg)).await?;
     let mut p = params(&s, mask, scale, chunk as u32);
     p[10] = r.rot_dims as u32;
     p[11] = r.sinks as u32;
-    let mut tensors = vec![qkv, k_cache, v_cache, partials, table, arrivals, out];
-    tensors.extend(records.map(|(t, _)| t));
     ctx.dispatch_with(
         &pipeline,
-        &tensors,
+        &[qkv, k_cache, v_cache, partials, table, arrivals, out],
         Some(bytemuck::cast_slice(&p)),
         &[step],
         [s.n_heads as u32, 1, split_chunks(s.max_seq, chunk) as u32],
     )
 }
 
-/// With `sg` the softmax statistics are taken with subgroup operations (one barrier for both);
-/// with `records` the output is also written as activation records in that order (binding 7).
-fn decode_defines(base: Defines, chunk: usize, sg: bool, records: Option<RecordOrder>) -> Defines {
+/// With `sg` the softmax statistics are taken with subgroup operations (one barrier for both).
+fn decode_defines(base: Defines, chunk: usize, sg: bool) -> Defines {
     let d = base.set("WG", DECODE_LANES as u32).set("CHUNK", chunk as u32);
-    let d = if sg { d.set("SG", 1) } else { d };
-    match records {
-        Some(order) => d.set("XOUT", 1).set("XO_ORDER", order as u32).set("XB", 7),
-        None => d,
-    }
+    if sg { d.set("SG", 1) } else { d }
 }
 
 pub(crate) fn params(s: &AttentionShape, mask: AttentionMask, scale: f32, chunk_len: u32) -> [u32; 12] {

@@ -40,10 +40,8 @@ pub(super) struct Buffers {
     /// [n_heads] u32: workgroups of each head done with decode attention fused with RoPE (zero
     /// between dispatches).
     pub arrivals: GpuTensor,
-    /// [1, max(ffn, q_dim) / 32, 12] u32: the decode step's 8-bit activation records
-    /// (`ops::qmatmul::records`), viewed at each width: the attention's output, written by the
-    /// decode attention for the O GEMV, and the SwiGLU's, written by the gate/up GEMV's epilogue
-    /// for the down GEMV (one after the other in a step, so one buffer serves both).
+    /// [1, ffn / 32, 12] u32: the decode step's SwiGLU output as 8-bit activation records
+    /// (`ops::qmatmul::records`), written by the gate/up GEMV's epilogue for the down GEMV.
     pub records: GpuTensor,
 }
 
@@ -78,7 +76,7 @@ impl Buffers {
             ids: ctx.zeros("ids", &[b], DType::U32)?,
             partials: zeros(ctx, "attention partials", &partials_shape(decode, SPLIT_CHUNK))?,
             arrivals: ctx.zeros("attention arrivals", &[decode.n_heads], DType::U32)?,
-            records: ctx.zeros("activation records", &records_shape(1, c.ffn_dim.max(c.q_dim())), DType::U32)?,
+            records: ctx.zeros("activation records", &records_shape(1, c.ffn_dim), DType::U32)?,
         })
     }
 

@@ -46,8 +46,6 @@ use super::forward::forward;
 use super::options::EngineOptions;
 use super::{GateUp, Llama, Qkv};
 
-mod records;
-
 /// Named snapshots taken during a debug pass: embedding, per block attention output, MLP
 /// output and residual, the final norm and the logits.
 #[derive(Default)]
@@ -388,8 +386,7 @@ impl<'a> Lower<'a> {
         let (kc, vc) = (&self.m.k_cache[layer], &self.m.v_cache[layer]);
         let rs = rope_shape(c, &self.m.options, self.t);
         let table = self.rope_table(layer);
-        if let Some(Op::Attention { layer: al, q: aq, out: out_act }) = rest.first() {
-            let out = out_act;
+        if let Some(Op::Attention { layer: al, q: aq, out }) = rest.first() {
             if (*al, *aq) == (layer, q) && self.split() && self.fuse && self.m.options.fuse_attention && rope_fuses(&rs) {
                 let mask = AttentionMask { window: c.window(layer), softcap: c.attn_softcap };
                 let (caches, scratch) = ([kc, vc], [&b.partials, &b.arrivals]);
@@ -397,14 +394,7 @@ impl<'a> Lower<'a> {
                 let scale = c.attention_scale();
                 let step = &self.m.step;
                 let chunk = self.m.options.attention_chunk.or(self.chunk).unwrap_or(decode_chunk(c.head_dim));
-                // The O projection reading the output as records, where they apply.
-                if let Some(o) = self.o_reading_records(&rest[1..], *out_act)? {
-                    let records = o.records(b)?;
-                    d.push(attention_rope_split(ctx, rs, mask, &qkv3, caches, table, scratch, &out, Some((&records, o.order)), scale, step, chunk).await?);
-                    d.push(o.gemv(self, &records).await?);
-                    return Ok(3);
-                }
-                d.push(attention_rope_split(ctx, rs, mask, &qkv3, caches, table, scratch, &out, None, scale, step, chunk).await?);
+                d.push(attention_rope_split(ctx, rs, mask, &qkv3, caches, table, scratch, &out, scale, step, chunk).await?);
                 return Ok(1);
             }
         }

@@ -28,7 +28,7 @@ pub use gemm::{gemm, gemm_tuned, GemmConfig, GemmKernel, GEMM_BLOCKS, GEMM_MATRI
 pub use int8::{int8_activations, int8_tolerance};
 pub use fusion::GemvFusion;
 pub(crate) use variants::variants;
-pub use tune::{reading_records_pays, records_pay, tune_gemv, GemvTuning, GEMV_CANDIDATES};
+pub use tune::{records_pay, tune_gemv, GemvTuning, GEMV_CANDIDATES};
 pub use weight::{QPart, QWeight, WeightFormat};
 pub(crate) use weight::{binding_limit, plane_tensors};
 

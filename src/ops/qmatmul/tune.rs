@@ -77,18 +77,6 @@ pub fn records_pay(ctx: &GpuContext, gate_up: &QWeight, down: &QWeight) -> bool 
     ctx.tuned(&pay_key(gate_up, down)).is_none_or(|[pay, ..]| pay == 1)
 }
 
-fn reader_pays_key(w: &QWeight) -> String {
-    format!("records in pay: {}", reads_records_key(w))
-}
-
-/// Whether `w`'s GEMV reading activation records (written by the kernel before it: the decode
-/// attention for the O projection) took less time at load than staging its input; true where
-/// it was not timed. The writer's own cost is not in it: the attention quantizes a head's 128
-/// values once where every GEMV workgroup quantized the whole input.
-pub fn reading_records_pays(ctx: &GpuContext, w: &QWeight) -> bool {
-    ctx.tuned(&reader_pays_key(w)).is_none_or(|[pay, ..]| pay == 1)
-}
-
 /// The launch shape tuning chose for `w`'s GEMV reading activation records, if tuned.
 pub(super) fn measured_reading_records(ctx: &GpuContext, w: &QWeight) -> Option<GemvConfig> {
     ctx.tuned(&reads_records_key(w)).map(|[wg, rows, lanes]| GemvConfig { wg, rows, lanes })
@@ -139,9 +127,7 @@ fn swiglu_candidates() -> Vec<GemvConfig> {
 /// best shape (at 2 and 3 bits four rows a lane group win where two do with f32 activations).
 /// Each (gate/up, down) pair of `records` is also timed as the epilogue writing activation
 /// records and the down GEMV reading them (shapes of their own), and [`records_pay`] then says
-/// whether the two took less time that way. Each of `readers` (weights whose input another
-/// kernel may write as records) is timed reading records too, and [`reading_records_pays`]
-/// says whether that took less time than staging. Needs timestamp queries; on software adapters (where the shapes were measured once, see
+/// whether the two took less time that way. Needs timestamp queries; on software adapters (where the shapes were measured once, see
 /// [`GemvConfig::for_format`]) or without timestamps it changes nothing and returns nothing.
 pub async fn tune_gemv(
     ctx: &GpuContext,
@@ -150,7 +136,6 @@ pub async fn tune_gemv(
     precision: Precision,
     int8: bool,
     records: &[(&QWeight, &QWeight)],
-    readers: &[&QWeight],
 ) -> Result<Vec<GemvTuning>> {
     let caps = ctx.capabilities();
     if caps.is_software || !caps.timestamp_query {
@@ -167,7 +152,6 @@ pub async fn tune_gemv(
     for (g, d) in records {
         all.extend([(*g, Role::SwigluRecords), (*d, Role::ReadsRecords)]);
     }
-    all.extend(readers.iter().map(|w| (*w, Role::ReadsRecords)));
     // The 8-bit pass after the f32 one, whose choice decides which weights take 8 bits.
     let passes = if int8 { &[false, true][..] } else { &[false][..] };
     for (&eight, &(w, role)) in passes.iter().flat_map(|e| std::iter::repeat(e).zip(&all)) {
@@ -239,13 +223,6 @@ pub async fn tune_gemv(
         let times = [records_key(g), reads_records_key(d), int8_key(g, true), int8_key(d, false)].map(|k| best.get(&k).copied());
         if let [Some(a), Some(b), Some(c), Some(e)] = times {
             ctx.set_tuned(pay_key(g, d), [u32::from(a + b < c + e), 0, 0]);
-        }
-    }
-    // Readers where reading records took less time than staging.
-    for w in readers {
-        let times = [reads_records_key(w), key(&w.format, w.rows, w.cols, Precision::F32, false, true)].map(|k| best.get(&k).copied());
-        if let [Some(with), Some(without)] = times {
-            ctx.set_tuned(reader_pays_key(w), [u32::from(with < without), 0, 0]);
         }
     }
     Ok(out)
