@@ -295,6 +295,10 @@ const server = createServer((req, res) => {
     }
   });
 });
+// A client that keeps a connection open for its next request (Playwright's request context,
+// browsers) must never find it closed under that request: Node's default 5 s idle timeout races
+// with reuse and the client sees ECONNRESET. Idle connections are left to the client to close.
+server.keepAliveTimeout = 10 * 60_000;
 server.on('clientError', (_err, socket) => {
   if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
   else socket.destroy();
