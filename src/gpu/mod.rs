@@ -72,15 +72,41 @@ pub struct DeviceOptions {
     /// Request every optional feature but subgroups: the kernels' shared-memory sums on an
     /// adapter that has subgroups, to measure what they cost.
     pub no_subgroups: bool,
+    /// Which of wgpu's protections weft's own kernels (`shaders/`) are compiled with natively.
+    pub shader_checks: ShaderChecks,
+}
+
+/// wgpu compiles every WGSL module with run-time checks (array indices clamped, a counter in
+/// every loop) and zeroes workgroup memory before each workgroup starts: protections for
+/// shaders nobody has read. weft's own kernels (`shaders/`) go without them on native Vulkan,
+/// where the checks cost the prefill's matrix-unit GEMM a quarter of its speed (bench/NOTES.md,
+/// note 75). A browser applies its own robustness regardless, and kernels from outside
+/// `shaders/` (tests, user WGSL) always keep wgpu's checks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ShaderChecks {
+    /// [`ShaderChecks::None`] on native Vulkan, whose driver keeps buffer accesses within their
+    /// bindings (robustBufferAccess, which wgpu enables); [`ShaderChecks::All`] on the other
+    /// backends.
+    #[default]
+    Auto,
+    /// wgpu's defaults: checked modules, zeroed workgroup memory.
+    All,
+    /// Checked modules; workgroup memory left as the previous workgroup wrote it (no kernel of
+    /// weft reads workgroup memory before writing it).
+    NoZeroInit,
+    /// Neither: no index clamps, no loop counters, no zeroing.
+    None,
 }
 
 impl DeviceOptions {
-    /// Reads `WEFT_LIMITS` (adapter, default) and `WEFT_FEATURES` (all, none, no-subgroups); unset means the
-    /// adapter's limits and every optional feature weft uses.
+    /// Reads `WEFT_LIMITS` (adapter, default), `WEFT_FEATURES` (all, none, no-subgroups) and
+    /// `WEFT_SHADER_CHECKS` (auto, all, no-zero-init, none); unset means the adapter's limits,
+    /// every optional feature weft uses and [`ShaderChecks::Auto`].
     pub fn from_env() -> Result<Self> {
         let limits = std::env::var("WEFT_LIMITS").unwrap_or_default();
         let features = std::env::var("WEFT_FEATURES").unwrap_or_default();
-        Self::parse(&limits, &features)
+        let checks = std::env::var("WEFT_SHADER_CHECKS").unwrap_or_default();
+        Ok(Self { shader_checks: ShaderChecks::parse(&checks)?, ..Self::parse(&limits, &features)? })
     }
 
     /// `limits`: "" or "adapter", or "default"; `features`: "" or "all", "none" or "no-subgroups".
@@ -104,7 +130,33 @@ impl DeviceOptions {
                 )))
             }
         };
-        Ok(Self { default_limits, no_features, no_subgroups })
+        Ok(Self { default_limits, no_features, no_subgroups, shader_checks: ShaderChecks::Auto })
+    }
+}
+
+impl ShaderChecks {
+    /// The name `parse` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::All => "all",
+            Self::NoZeroInit => "no-zero-init",
+            Self::None => "none",
+        }
+    }
+
+    /// "" or "auto", "all", "no-zero-init" or "none".
+    pub fn parse(value: &str) -> Result<Self> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => Ok(Self::Auto),
+            "all" => Ok(Self::All),
+            "no-zero-init" => Ok(Self::NoZeroInit),
+            "none" => Ok(Self::None),
+            other => Err(Error::DeviceOption(format!(
+                "shader checks '{other}': use \"auto\" (none on native Vulkan, wgpu's elsewhere), \"all\" \
+                 (wgpu's), \"no-zero-init\" or \"none\""
+            ))),
+        }
     }
 }
 
@@ -132,6 +184,7 @@ pub struct GpuContext {
     health: Arc<Health>,
     /// Launch shapes measured on this device, by kernel and shape (see `ops::qmatmul::tune_gemv`).
     tuned: Mutex<std::collections::HashMap<String, [u32; 3]>>,
+    shader_checks: ShaderChecks,
 }
 
 /// Errors the device reports outside any error scope, and whether it was lost. wgpu's default
@@ -245,7 +298,20 @@ impl GpuContext {
         device.set_device_lost_callback(move |reason, message| {
             record(&h.lost, format!("{reason:?}: {message}"))
         });
-        let mut ctx = Self { device, queue, caps, pipelines: PipelineCache::default(), health, tuned: Mutex::default() };
+        let shader_checks = match options.shader_checks {
+            ShaderChecks::Auto if !cfg!(target_arch = "wasm32") && info.backend == wgpu::Backend::Vulkan => ShaderChecks::None,
+            ShaderChecks::Auto => ShaderChecks::All,
+            chosen => chosen,
+        };
+        let mut ctx = Self {
+            device,
+            queue,
+            caps,
+            pipelines: PipelineCache::default(),
+            health,
+            tuned: Mutex::default(),
+            shader_checks,
+        };
         // A probe that cannot run leaves the exact integer decoding in place.
         ctx.caps.f16_unpack_exact = ctx.probe_f16_unpack().await.unwrap_or(false);
         Ok(ctx)
@@ -253,6 +319,11 @@ impl GpuContext {
 
     pub fn capabilities(&self) -> &Capabilities {
         &self.caps
+    }
+
+    /// The protections weft's own kernels are compiled with on this device (never `Auto`).
+    pub fn shader_checks(&self) -> ShaderChecks {
+        self.shader_checks
     }
 
     /// A launch shape measured earlier on this device for `key`.
@@ -362,15 +433,29 @@ mod tests {
         assert_eq!(DeviceOptions::parse("", "").unwrap(), DeviceOptions::default());
         assert_eq!(
             DeviceOptions::parse("Default", " none ").unwrap(),
-            DeviceOptions { default_limits: true, no_features: true, no_subgroups: false }
+            DeviceOptions { default_limits: true, no_features: true, ..DeviceOptions::default() }
         );
         assert_eq!(
             DeviceOptions::parse("", "No-Subgroups").unwrap(),
-            DeviceOptions { default_limits: false, no_features: false, no_subgroups: true }
+            DeviceOptions { no_subgroups: true, ..DeviceOptions::default() }
         );
         assert_eq!(DeviceOptions::parse("adapter", "all").unwrap(), DeviceOptions::default());
         let e = DeviceOptions::parse("huge", "").unwrap_err();
         assert!(matches!(e, Error::DeviceOption(ref m) if m.contains("limits 'huge'")), "{e}");
         assert!(matches!(DeviceOptions::parse("", "some"), Err(Error::DeviceOption(_))));
+    }
+
+    #[test]
+    fn shader_checks_parse_and_refuse_unknown_names() {
+        assert_eq!(ShaderChecks::parse("").unwrap(), ShaderChecks::Auto);
+        assert_eq!(ShaderChecks::parse("auto").unwrap(), ShaderChecks::Auto);
+        assert_eq!(ShaderChecks::parse(" ALL ").unwrap(), ShaderChecks::All);
+        assert_eq!(ShaderChecks::parse("no-zero-init").unwrap(), ShaderChecks::NoZeroInit);
+        assert_eq!(ShaderChecks::parse("None").unwrap(), ShaderChecks::None);
+        let e = ShaderChecks::parse("off").unwrap_err();
+        assert!(matches!(e, Error::DeviceOption(ref m) if m.contains("shader checks 'off'")), "{e}");
+        for c in [ShaderChecks::Auto, ShaderChecks::All, ShaderChecks::NoZeroInit, ShaderChecks::None] {
+            assert_eq!(ShaderChecks::parse(c.name()).unwrap(), c);
+        }
     }
 }

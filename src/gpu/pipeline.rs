@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::shader::{browser_source, preprocess, Defines, ShaderSource};
-use super::{GpuContext, GpuTensor, Uniform};
+use super::{GpuContext, GpuTensor, ShaderChecks, Uniform};
 use crate::error::{Error, Result};
 
 /// A compiled compute pipeline (entry point `main`, layout derived from the shader).
@@ -32,18 +32,34 @@ impl GpuContext {
             format!("{}[{}]", shader.name, defines.key())
         };
         let wgsl = if cfg!(target_arch = "wasm32") { browser_source(shader, defines)? } else { preprocess(shader, defines)? };
-        let pipeline = Arc::new(self.compile(&label, &wgsl).await?);
+        let pipeline = Arc::new(self.compile_with(&label, &wgsl, self.shader_checks).await?);
         self.lock_pipelines().insert(key, pipeline.clone());
         Ok(pipeline)
     }
 
     /// Compiles WGSL that did not come from `shaders/` (tests, user kernels) the same checked way.
     pub async fn compile(&self, name: &str, wgsl: &str) -> Result<Pipeline> {
+        self.compile_with(name, wgsl, ShaderChecks::All).await
+    }
+
+    async fn compile_with(&self, name: &str, wgsl: &str, checks: ShaderChecks) -> Result<Pipeline> {
+        // A browser applies its own robustness whatever is asked; natively the option holds.
+        let checks = if cfg!(target_arch = "wasm32") { ShaderChecks::All } else { checks };
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some(name),
-            source: wgpu::ShaderSource::Wgsl(wgsl.into()),
-        });
+        let desc = wgpu::ShaderModuleDescriptor { label: Some(name), source: wgpu::ShaderSource::Wgsl(wgsl.into()) };
+        let module = if checks == ShaderChecks::None {
+            let mut runtime = wgpu::ShaderRuntimeChecks::checked();
+            runtime.bounds_checks = false;
+            runtime.force_loop_bounding = false;
+            // SAFETY: only weft's own kernels come here (`pipeline`, never `compile`). Their
+            // workgroup and local arrays are indexed within constant bounds, their loops end at
+            // counts the host checked when it made the tensors and uniforms, and their buffer
+            // accesses stay bounded by the driver's robust buffer access. Integer division
+            // keeps its check.
+            unsafe { self.device.create_shader_module_trusted(desc, runtime) }
+        } else {
+            self.device.create_shader_module(desc)
+        };
         let scope_error = scope.pop().await;
         let info = module.get_compilation_info().await;
         let messages: Vec<String> = info
@@ -70,7 +86,10 @@ impl GpuContext {
             layout: None,
             module: &module,
             entry_point: Some("main"),
-            compilation_options: Default::default(),
+            compilation_options: wgpu::PipelineCompilationOptions {
+                zero_initialize_workgroup_memory: checks == ShaderChecks::All,
+                ..Default::default()
+            },
             cache: None,
         });
         if let Some(e) = scope.pop().await {

@@ -44,6 +44,8 @@ struct Report {
     model: String,
     adapter: String,
     backend: String,
+    /// What weft's kernels were compiled with (`WEFT_SHADER_CHECKS`); none on the CPU backend.
+    shader_checks: Option<String>,
     prompt_len: usize,
     gen: usize,
     reps: usize,
@@ -174,6 +176,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         model: a.model.clone(),
         adapter,
         backend,
+        shader_checks: match &llama {
+            Engine::Gpu(ctx, _) => Some(ctx.shader_checks().name().to_string()),
+            Engine::Cpu(_) => None,
+        },
         prompt_len: a.prompt_len,
         gen: a.gen,
         reps: a.reps,
@@ -214,6 +220,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     } else {
         println!("model      {}", report.model);
         println!("adapter    {} ({})", report.adapter, report.backend);
+        if let Some(c) = &report.shader_checks {
+            println!("checks     {c} (wgpu's shader checks on weft's kernels; WEFT_SHADER_CHECKS)");
+        }
         println!("load       {:.2} s", report.load_s);
         if let Some(b) = &report.load_breakdown {
             print_load(b, report.load_s, &report.gemv_tuning);
