@@ -298,8 +298,10 @@ impl GpuContext {
         device.set_device_lost_callback(move |reason, message| {
             record(&h.lost, format!("{reason:?}: {message}"))
         });
+        // A browser applies its own robustness whatever is asked: there wgpu's are kept.
         let shader_checks = match options.shader_checks {
-            ShaderChecks::Auto if !cfg!(target_arch = "wasm32") && info.backend == wgpu::Backend::Vulkan => ShaderChecks::None,
+            _ if cfg!(target_arch = "wasm32") => ShaderChecks::All,
+            ShaderChecks::Auto if info.backend == wgpu::Backend::Vulkan => ShaderChecks::None,
             ShaderChecks::Auto => ShaderChecks::All,
             chosen => chosen,
         };

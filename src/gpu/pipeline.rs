@@ -43,8 +43,6 @@ impl GpuContext {
     }
 
     async fn compile_with(&self, name: &str, wgsl: &str, checks: ShaderChecks) -> Result<Pipeline> {
-        // A browser applies its own robustness whatever is asked; natively the option holds.
-        let checks = if cfg!(target_arch = "wasm32") { ShaderChecks::All } else { checks };
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let desc = wgpu::ShaderModuleDescriptor { label: Some(name), source: wgpu::ShaderSource::Wgsl(wgsl.into()) };
         let module = if checks == ShaderChecks::None {
