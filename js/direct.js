@@ -78,7 +78,8 @@ async function loadWasm(options) {
  * single-thread build), else the single-thread one. `wasmUrl` and `wasmThreadsUrl` override
  * where each build's weft_bg.wasm lives.
  * `limits: 'default'` and `features: 'none'` create the device with WebGPU's default limits and
- * no optional features (what every implementation grants). `backend` ('auto', 'webgpu', 'cpu')
+ * no optional features (what every implementation grants); `kernels: 'gpu'` gives a software
+ * adapter a hardware GPU's kernel choices (to test them). `backend` ('auto', 'webgpu', 'cpu')
  * is where later loads run. */
 export function init(options = {}) {
   ready ??= loadWasm(options).then((glue) => {
@@ -90,7 +91,9 @@ export function init(options = {}) {
   });
   return ready.then(() => {
     try {
-      if (options.limits !== undefined || options.features !== undefined) wasm.configureDevice(options.limits, options.features);
+      if (options.limits !== undefined || options.features !== undefined || options.kernels !== undefined) {
+        wasm.configureDevice(options.limits, options.features, options.kernels);
+      }
       if (options.backend !== undefined) wasm.configureBackend(String(options.backend));
     } catch (e) {
       throw toWeftError(e);

@@ -81,6 +81,10 @@ export interface InitOptions {
   /** 'none' requests no optional feature (shader-f16, subgroups, timestamp-query); 'no-subgroups' all but
    * subgroups; default 'all'. */
   features?: 'all' | 'none' | 'no-subgroups';
+  /** 'gpu' gives a software adapter (SwiftShader) the kernel choices of a hardware GPU - launch
+   * shapes, repacking, the fused decode GEMVs, 8-bit activations - and makes `backend: 'auto'`
+   * take it, to test those kernels where there is no GPU; default 'auto'. */
+  kernels?: 'auto' | 'gpu';
   /** Where models run: 'auto' (default) takes WebGPU on a hardware adapter and the CPU backend
    * (wasm SIMD128) where there is no adapter or a software one (SwiftShader, llvmpipe);
    * 'webgpu' only WebGPU (loads reject with UNSUPPORTED without it); 'cpu' only the CPU. */
@@ -184,6 +188,13 @@ export interface LoadOptions {
   /** Read each GPU-quantized matrix back for its digest in `stats().load.quantized` (a copy of
    * the weights; for comparing a load with `weft quantize`). */
   quantizeDigests?: boolean;
+  /** 'int8': the decode step's GEMVs quantize their inputs to 8 bits per 32 values and take
+   * integer dot products (WGSL's dot4I8Packed): 7B-class models decode about a third faster
+   * natively (bench/NOTES.md note 68), at a mean KL divergence of 0.0056 from f32 on
+   * SmolLM2. 'f32' (default) keeps them in f32. Applies to the WebGPU backend on a hardware
+   * adapter (or with init's `kernels: 'gpu'`); `stats().activations` says which ran. A browser
+   * whose WGSL lacks packed_4x8_integer_dot_product rejects it with UNSUPPORTED. */
+  activations?: 'f32' | 'int8';
 }
 
 /** Unknown keys and values out of range are INVALID_ARGUMENT errors naming the option. */
@@ -283,6 +294,9 @@ export interface Stats {
   tokensPerSecond: number;
   gpuBytes: number;
   weightBytes: number;
+  /** 'int8' where the decode step's GEMVs take 8-bit activations (`loadModel`'s `activations:
+   * 'int8'` on the WebGPU backend of a hardware adapter), else 'f32'. */
+  activations: 'f32' | 'int8';
   /** The KV cache's storage (`loadModel`'s `kv`) and its bytes for `contextLength` positions,
    * on the GPU or in wasm memory. */
   kvFormat: 'f32' | 'f16' | 'q8';

@@ -46,17 +46,18 @@ function request(op, args) {
   return send(op, args)[1];
 }
 
-/** `limits`, `features` and `backend` of init's options, or null when none is given. */
+/** `limits`, `features`, `kernels` and `backend` of init's options, or null when none is given. */
 function deviceArgs(options) {
   const args = {};
   if (options.limits !== undefined) args.limits = options.limits;
   if (options.features !== undefined) args.features = options.features;
+  if (options.kernels !== undefined) args.kernels = options.kernels;
   if (options.backend !== undefined) args.backend = options.backend;
   return Object.keys(args).length ? args : null;
 }
 
 /** Starts the worker and the wasm module in it. `workerUrl` and `wasmUrl` override where
- * worker.js and weft_bg.wasm are served from; `limits` and `features` choose the device (a later
+ * worker.js and weft_bg.wasm are served from; `limits`, `features` and `kernels` choose the device (a later
  * call with them replaces the device for what follows). */
 export function init(options = {}) {
   const device = deviceArgs(options);

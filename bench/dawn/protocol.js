@@ -126,5 +126,6 @@ export async function timeModel(m, o, problems) {
     gpu_bytes: s.gpuBytes,
     decode_weight_gb_s: round((s.weightBytes * median(decode)) / 1e9, 3),
     kv: 'f32',
+    activations: s.activations,
   };
 }

@@ -6,7 +6,8 @@
 // HTTP by scripts/serve.mjs (Range, strong ETags), so the loader reads them as a page does.
 //
 //   node bench/dawn/run.mjs [--webgpu DIR] [--dawn-icd JSON] [--prompt-len 128] [--gen 128] [--reps 3]
-//       [--native WEFT] [--check 16] [--check-prompt TEXT] [--check-only] [--profile] [--dawn-flag F]... [--port 4391] MODEL.gguf...
+//       [--native WEFT] [--check 16] [--check-prompt TEXT] [--check-only] [--profile] [--activations int8]
+//       [--dawn-flag F]... [--port 4391] MODEL.gguf...
 //
 //   --webgpu DIR  the package's index.js, package.json and dist/linux-x64/dawn.node
 //                 (default: target/dawn/webgpu, where bench/dawn/fetch-webgpu.sh puts them)
@@ -17,6 +18,8 @@
 //   --native WEFT a native weft binary: `WEFT generate MODEL --ids` gives the greedy ids the
 //                 JS API's must equal for the first --check tokens (0: print both, assert nothing)
 //   --check-only  the id check only, no timing
+//   --activations int8  loadModel's `activations: 'int8'` (default f32), and the native ids from
+//                 `weft generate --int8-activations`
 //   --profile     after the timed runs, `profileStep(20)` (a wasm build with WEFT_WASM_FEATURES=web-profile):
 //                 the decode step's CPU time, its wait and
 //                 each kernel's GPU time (timestamp queries), as `weft bench --profile` natively;
@@ -49,6 +52,7 @@ function parseArgs(argv) {
   const o = {
     webgpu: join(ROOT, 'target', 'dawn', 'webgpu'), icd: null, promptLen: 128, gen: 128, reps: 3, native: null,
     check: 16, checkPrompt: 'The capital of France is', checkOnly: false, profile: false, dawnFlags: [], port: 4391, models: [],
+    activations: 'f32',
   };
   const numbers = { '--prompt-len': 'promptLen', '--gen': 'gen', '--reps': 'reps', '--check': 'check', '--port': 'port' };
   for (let i = 0; i < argv.length; i++) {
@@ -60,6 +64,7 @@ function parseArgs(argv) {
     else if (a === '--check-prompt') o.checkPrompt = argv[++i];
     else if (a === '--check-only') o.checkOnly = true;
     else if (a === '--profile') o.profile = true;
+    else if (a === '--activations') o.activations = argv[++i];
     else if (a === '--dawn-flag') o.dawnFlags.push(argv[++i]);
     else if (a.startsWith('--')) throw new Error(`unknown option ${a}`);
     else o.models.push(resolve(a));
@@ -122,8 +127,9 @@ async function serve(models, port, root) {
 }
 
 /** Greedy ids of `text` from the native binary (`weft generate --ids`). */
-function nativeIds(weft, model, text, count) {
-  const r = spawnSync(weft, ['generate', model, '--prompt', text, '--max-tokens', String(count), '--ids'],
+function nativeIds(weft, model, text, count, activations) {
+  const int8 = activations === 'int8' ? ['--int8-activations'] : [];
+  const r = spawnSync(weft, ['generate', model, '--prompt', text, '--max-tokens', String(count), '--ids', ...int8],
     { encoding: 'utf8', env: nativeEnv });
   if (r.status !== 0) throw new Error(`${weft} generate failed (status ${r.status}): ${(r.stderr || '').trim().slice(-2000)}`);
   return r.stdout.trim().split(',').filter(Boolean).map(Number);
@@ -133,7 +139,7 @@ function nativeIds(weft, model, text, count) {
 async function bench(api, o, file, url, adapter) {
   const out = { model: file, adapter, backend: 'dawn-js', prompt_len: o.promptLen, gen: o.gen, reps: o.reps };
   const t0 = performance.now();
-  const m = await api.loadModel(url, { backend: 'webgpu', cache: false, maxContext: o.promptLen + o.gen + 8 });
+  const m = await api.loadModel(url, { backend: 'webgpu', cache: false, maxContext: o.promptLen + o.gen + 8, activations: o.activations });
   out.load_s = round((performance.now() - t0) / 1e3, 3);
   const problems = [];
   try {
@@ -141,7 +147,7 @@ async function bench(api, o, file, url, adapter) {
       const dawn = await jsIds(m, o.checkPrompt, Math.max(o.check, 16));
       out.ids_dawn = dawn;
       if (o.native) {
-        const native = nativeIds(o.native, file, o.checkPrompt, dawn.length);
+        const native = nativeIds(o.native, file, o.checkPrompt, dawn.length, o.activations);
         const same = dawn.findIndex((id, i) => id !== native[i]);
         out.ids_native = native;
         out.ids_equal_first = same < 0 ? Math.min(dawn.length, native.length) : same;

@@ -23,7 +23,8 @@
 #           keep their figures) while the other steps run, then run it on every model file
 #   dawn    weft's JS API on Dawn (bench/dawn/run.mjs, carried as .dev/weft-dawn.txz) beside a
 #           native weft bench of each model file (after `models` in the same call); DAWN_ARGS
-#           (e.g. --profile) go to run.mjs
+#           (e.g. --profile, --activations int8) go to run.mjs, NATIVE_ARGS (e.g.
+#           --int8-activations) to that weft bench
 #   embed   sentence embeddings: a random-weight all-MiniLM-L6-v2-shape BertModel made with the
 #           device's transformers; weft bench-embed --backend gpu (EMBED_WEIGHTS, default f32,q8)
 #           beside PyTorch f32 and fp16 on the GPU, 256 sentences, batch 32, tokenization
@@ -190,7 +191,7 @@ if [[ $steps == *dawn* ]]; then
     for name in $names; do
       f=/tmp/weft-models/$name.gguf
       log "dawn $name: native weft bench"
-      "$bin/weft" bench "$f" --prompt-len 128 --gen 128 --reps 3 --json >"$tmp/native.json" 2>"$tmp/native.err"
+      "$bin/weft" bench "$f" --prompt-len 128 --gen 128 --reps 3 --json ${NATIVE_ARGS:-} >"$tmp/native.json" 2>"$tmp/native.err"
       log "dawn $name: JS API on Dawn"
       timeout "${DAWN_TIMEOUT:-300}" "$dawn/node" "$dawn/bench/dawn/run.mjs" --webgpu "$dawn/target/dawn/webgpu" \
         ${DAWN_ICD:+--dawn-icd "$DAWN_ICD"} --native "$bin/weft" --check 0 ${DAWN_ARGS:-} "$f" >"$tmp/js.json" 2>"$tmp/js.err"

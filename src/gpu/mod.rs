@@ -74,6 +74,10 @@ pub struct DeviceOptions {
     pub no_subgroups: bool,
     /// Which of wgpu's protections weft's own kernels (`shaders/`) are compiled with natively.
     pub shader_checks: ShaderChecks,
+    /// A software adapter takes the kernel choices of a hardware GPU (launch shapes, repacking,
+    /// the fused decode GEMVs, 8-bit activations), to check those paths where there is no GPU:
+    /// `WEFT_GPU_PATHS=1`, or `init({ kernels: 'gpu' })` in JavaScript.
+    pub gpu_paths: bool,
 }
 
 /// wgpu compiles every WGSL module with run-time checks (array indices clamped, a counter in
@@ -99,14 +103,29 @@ pub enum ShaderChecks {
 }
 
 impl DeviceOptions {
-    /// Reads `WEFT_LIMITS` (adapter, default), `WEFT_FEATURES` (all, none, no-subgroups) and
-    /// `WEFT_SHADER_CHECKS` (auto, all, no-zero-init, none); unset means the adapter's limits,
-    /// every optional feature weft uses and [`ShaderChecks::Auto`].
+    /// Reads `WEFT_LIMITS` (adapter, default), `WEFT_FEATURES` (all, none, no-subgroups),
+    /// `WEFT_SHADER_CHECKS` (auto, all, no-zero-init, none) and `WEFT_GPU_PATHS` (1); unset means
+    /// the adapter's limits, every optional feature weft uses, [`ShaderChecks::Auto`] and the
+    /// adapter's own kernel choices.
     pub fn from_env() -> Result<Self> {
         let limits = std::env::var("WEFT_LIMITS").unwrap_or_default();
         let features = std::env::var("WEFT_FEATURES").unwrap_or_default();
         let checks = std::env::var("WEFT_SHADER_CHECKS").unwrap_or_default();
-        Ok(Self { shader_checks: ShaderChecks::parse(&checks)?, ..Self::parse(&limits, &features)? })
+        let gpu_paths = std::env::var("WEFT_GPU_PATHS").is_ok_and(|v| v == "1");
+        Ok(Self { shader_checks: ShaderChecks::parse(&checks)?, gpu_paths, ..Self::parse(&limits, &features)? })
+    }
+
+    /// `kernels` of the JS API's `init`: "" or "auto" (the adapter's own choices), or "gpu"
+    /// ([`DeviceOptions::gpu_paths`]).
+    pub fn parse_kernels(kernels: &str) -> Result<bool> {
+        match kernels.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => Ok(false),
+            "gpu" => Ok(true),
+            other => Err(Error::DeviceOption(format!(
+                "kernels '{other}': use \"auto\" (the adapter's own kernel choices) or \"gpu\" (a hardware GPU's, \
+                 on any adapter)"
+            ))),
+        }
     }
 
     /// `limits`: "" or "adapter", or "default"; `features`: "" or "all", "none" or "no-subgroups".
@@ -130,7 +149,7 @@ impl DeviceOptions {
                 )))
             }
         };
-        Ok(Self { default_limits, no_features, no_subgroups, shader_checks: ShaderChecks::Auto })
+        Ok(Self { default_limits, no_features, no_subgroups, ..Self::default() })
     }
 }
 
@@ -208,11 +227,7 @@ impl GpuContext {
     /// (launch shapes, repacking, the fused decode GEMVs), to check those paths where there is
     /// no GPU.
     pub async fn new(choice: BackendChoice) -> Result<Self> {
-        let mut ctx = Self::with_options(choice, DeviceOptions::from_env()?).await?;
-        if std::env::var("WEFT_GPU_PATHS").is_ok_and(|v| v == "1") {
-            ctx.caps.is_software = false;
-        }
-        Ok(ctx)
+        Self::with_options(choice, DeviceOptions::from_env()?).await
     }
 
     /// [`GpuContext::new`] with explicit device options.
@@ -290,7 +305,8 @@ impl GpuContext {
             })
             .await
             .map_err(|e| Error::RequestDevice(e.to_string()))?;
-        let caps = Capabilities::new(&info, device.features(), &device.limits());
+        let mut caps = Capabilities::new(&info, device.features(), &device.limits());
+        caps.is_software &= !options.gpu_paths;
         let health = Arc::new(Health::default());
         let h = health.clone();
         device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| record(&h.uncaptured, e.to_string())));

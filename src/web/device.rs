@@ -4,6 +4,7 @@
 use std::cell::Cell;
 
 use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
 
 use super::error::to_js;
 use crate::gpu::DeviceOptions;
@@ -32,16 +33,31 @@ pub(crate) fn options() -> DeviceOptions {
 }
 
 /// `limits`: "adapter" (default: the adapter's maxima) or "default" (WebGPU's default limits
-/// only); `features`: "all" (default) or "none" (no shader-f16, subgroups, timestamp-query).
+/// only); `features`: "all" (default) or "none" (no shader-f16, subgroups, timestamp-query);
+/// `kernels`: "auto" (default) or "gpu" (a software adapter such as SwiftShader takes a hardware
+/// GPU's kernel choices, to test them: `DeviceOptions::gpu_paths`).
 /// A change replaces the shared device from the next call on; models loaded before keep theirs.
 #[wasm_bindgen(js_name = configureDevice)]
-pub fn configure_device(limits: Option<String>, features: Option<String>) -> Result<(), JsValue> {
-    let wanted = DeviceOptions::parse(limits.as_deref().unwrap_or(""), features.as_deref().unwrap_or(""))
+pub fn configure_device(limits: Option<String>, features: Option<String>, kernels: Option<String>) -> Result<(), JsValue> {
+    let mut wanted = DeviceOptions::parse(limits.as_deref().unwrap_or(""), features.as_deref().unwrap_or(""))
         .map_err(|e| to_js(&e))?;
+    wanted.gpu_paths = DeviceOptions::parse_kernels(kernels.as_deref().unwrap_or("")).map_err(|e| to_js(&e))?;
     if OPTIONS.with(|o| o.replace(wanted)) != wanted {
         super::CONTEXT.with(|c| c.borrow_mut().take());
     }
     Ok(())
+}
+
+/// Whether the browser's WGSL has the language feature `name` (`navigator.gpu.wgslLanguageFeatures`).
+pub(crate) fn wgsl_has(name: &str) -> bool {
+    let lookup = || -> Option<bool> {
+        let navigator = js_sys::Reflect::get(&js_sys::global(), &"navigator".into()).ok()?;
+        let gpu = js_sys::Reflect::get(&navigator, &"gpu".into()).ok()?;
+        let features = js_sys::Reflect::get(&gpu, &"wgslLanguageFeatures".into()).ok()?;
+        let has: js_sys::Function = js_sys::Reflect::get(&features, &"has".into()).ok()?.dyn_into().ok()?;
+        has.call1(&features, &name.into()).ok()?.as_bool()
+    };
+    lookup().unwrap_or(false)
 }
 
 /// Why this context cannot have WebGPU at all, checked before wgpu is asked: `navigator.gpu`

@@ -42,7 +42,9 @@ pub(crate) async fn shared_context() -> crate::Result<Rc<GpuContext>> {
     device::take_subgroups_granted();
     let mut ctx = GpuContext::with_options(BackendChoice::Auto, device::options()).await?;
     let subgroups = device::take_subgroups_granted();
-    let caps = web_adapter_info(ctx.capabilities().clone(), subgroups).await;
+    let mut caps = web_adapter_info(ctx.capabilities().clone(), subgroups).await;
+    // The browser's adapter info may name a software adapter that wgpu's did not.
+    caps.is_software &= !device::options().gpu_paths;
     ctx.set_capabilities(caps);
     let ctx = Rc::new(ctx);
     CONTEXT.with(|c| *c.borrow_mut() = Some(ctx.clone()));

@@ -130,6 +130,14 @@ pub async fn load_model(url: String, options: JsValue) -> Result<Model, JsValue>
     let opts = LoadOptions::parse(&options)?;
     let started = now_ms();
     let target = backend::resolve(opts.backend.unwrap_or_else(backend::chosen)).await.map_err(|e| to_js(&e))?;
+    // The 8-bit GEMVs use WGSL's dot4I8Packed, a language feature a browser may lack; asked for
+    // there, the load stops before anything is fetched rather than failing to compile later.
+    if opts.int8_activations && matches!(target, Target::Gpu(_)) && !super::device::wgsl_has(DP4_FEATURE) {
+        return Err(js_error(
+            "UNSUPPORTED",
+            &format!("this browser's WGSL lacks '{DP4_FEATURE}', which activations: 'int8' needs; use activations: 'f32'"),
+        ));
+    }
     let mut changed = 0;
     let (engine, tok, fetched, peak, (quantized, plan)) = loop {
         let loaded = match &target {
@@ -235,7 +243,15 @@ async fn load_once(
             }
         }
     };
-    let engine = EngineOptions { max_seq: opts.max_context, kv: opts.kv, ..EngineOptions::default() };
+    let engine = EngineOptions {
+        max_seq: opts.max_context,
+        kv: opts.kv,
+        int8_activations: opts.int8_activations,
+        // Under init's `kernels: 'gpu'` the adapter is a software one: timing launch shapes on it
+        // would take minutes and choose nothing a GPU would.
+        tune: !super::device::options().gpu_paths,
+        ..EngineOptions::default()
+    };
     let watch = ctx.watch_out_of_memory();
     // The budget is checked against weights + KV cache + activations after the header, before
     // any weight is fetched: a model over it is GPU_OOM (needed, available) with nothing spent.
@@ -524,6 +540,10 @@ impl Model {
             tokens_per_second: rate(decode_tokens, g.decode_ms),
             gpu_bytes: match s.engine { Engine::Gpu { .. } => s.engine.bytes(), Engine::Cpu(_) => 0 },
             weight_bytes: s.engine.weight_bytes(),
+            activations: match &s.engine {
+                Engine::Gpu { llama, .. } if llama.decode_kernels().iter().any(|k| k.contains("DP4=1")) => "int8",
+                _ => "f32",
+            },
             kv_format: s.engine.kv_cache().0,
             kv_cache_bytes: s.engine.kv_cache().1,
             context_length: s.engine.max_seq(),
@@ -569,12 +589,18 @@ struct Stats {
     tokens_per_second: f64,
     gpu_bytes: u64,
     weight_bytes: u64,
+    /// "int8" where the decode step's GEMVs take 8-bit activations (`activations: 'int8'` on a
+    /// GPU whose kernels have them), else "f32".
+    activations: &'static str,
     kv_format: crate::ops::kv::KvFormat,
     /// Bytes of the KV cache in its format, on the GPU or in wasm memory.
     kv_cache_bytes: u64,
     context_length: usize,
     wasm_memory_bytes: f64,
 }
+
+/// The WGSL language feature of `dot4I8Packed`.
+const DP4_FEATURE: &str = "packed_4x8_integer_dot_product";
 
 fn rate(tokens: usize, ms: f64) -> f64 {
     if ms > 0.0 {

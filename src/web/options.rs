@@ -26,6 +26,7 @@ pub const LOAD_KEYS: &[&str] = &[
     "memoryBudgetMB",
     "quantizeOn",
     "quantizeDigests",
+    "activations",
     "task",
 ];
 
@@ -100,6 +101,10 @@ pub struct LoadOptions {
     pub quantize_on: crate::model::QuantizeOn,
     /// `quantizeDigests`: read GPU-quantized matrices back for their digests in `stats()`.
     pub quantize_digests: bool,
+    /// `activations: 'int8'`: the decode step's GEMVs quantize their inputs to 8 bits per 32
+    /// values and take integer dot products (`EngineOptions::int8_activations`); 'f32' (default)
+    /// keeps them in f32.
+    pub int8_activations: bool,
 }
 
 /// `quantize` of `loadModel`: 'q4', 'q8', 'q3', 'none', 'auto' or a weft format name.
@@ -171,7 +176,26 @@ impl LoadOptions {
             None => false,
             Some(v) => v.as_bool().ok_or_else(|| invalid("option 'quantizeDigests' must be a boolean"))?,
         };
-        Ok(Self { on_progress, web, max_context, kv, memory_budget_mb, backend, quantize, quantize_on, quantize_digests })
+        let int8_activations = match field(options, "activations") {
+            None => false,
+            Some(v) => match v.as_string().as_deref() {
+                Some("f32") => false,
+                Some("int8") => true,
+                _ => return Err(invalid(&format!("option 'activations' is {}; use 'f32' or 'int8'", describe(&v)))),
+            },
+        };
+        Ok(Self {
+            on_progress,
+            web,
+            max_context,
+            kv,
+            memory_budget_mb,
+            backend,
+            quantize,
+            quantize_on,
+            quantize_digests,
+            int8_activations,
+        })
     }
 }
 

@@ -18,6 +18,7 @@ pub struct Args {
     pub max_seq: usize,
     pub kv: KvFormat,
     pub sinks: usize,
+    pub int8_activations: bool,
     pub backend: crate::backend::Backend,
     pub cpu: crate::backend::CpuFlags,
     pub load: crate::backend::LoadFlags,
@@ -25,7 +26,8 @@ pub struct Args {
 
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let engine = EngineOptions { max_seq: a.max_seq, kv: a.kv, sinks: a.sinks, ..Default::default() };
+    let engine =
+        EngineOptions { max_seq: a.max_seq, kv: a.kv, sinks: a.sinks, int8_activations: a.int8_activations, ..Default::default() };
     let (mut llama, tok) = crate::backend::Engine::open(a.backend, &a.cpu, a.load.weights(), &a.model, engine)?;
     if let (true, crate::backend::Engine::Gpu(_, l)) = (a.verbose, &llama) {
         let t = l.load_times;

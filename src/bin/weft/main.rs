@@ -112,6 +112,10 @@ mod cli {
             /// Past max_seq, how many first tokens stay in the attention window (0: the last max_seq only).
             #[arg(long, default_value_t = 4)]
             sinks: usize,
+            /// The decode step's GEMVs with 8-bit activations and integer dot products (GPU
+            /// kernels; the JS API's `activations: 'int8'`).
+            #[arg(long)]
+            int8_activations: bool,
             /// gpu (wgpu: Vulkan or GL) or cpu (no GPU needed).
             #[arg(long, value_enum, default_value = "gpu")]
             backend: crate::backend::Backend,
@@ -394,6 +398,7 @@ mod cli {
                 max_seq,
                 kv,
                 sinks,
+                int8_activations,
                 backend,
                 cpu,
                 load,
@@ -408,6 +413,7 @@ mod cli {
                 max_seq,
                 kv,
                 sinks,
+                int8_activations,
                 backend,
                 cpu,
                 load,
