@@ -539,7 +539,7 @@ def main() -> None:
             # Since: one call, llama.cpp built beside weft, the copy rate measured in it
             # (session 35, call e; again in session 39, call a, with the code of 5a5c9b9, and
             # in session 41, call g, with de0946f's; in session 44, call e, with d852b25's).
-            "h200_session": session("session44/e", machine="h200"),
+            "h200_session": session("session49/a", machine="h200"),
             "gemv_session": session("session26", "session27"),
             # Q4_K_M and Q4_1 files, and every GGUF block type on the repacked GEMV (one
             # session: calls b and c, each model's engines from one call).
