@@ -178,6 +178,8 @@ async function load(event) {
       backend,
       ...(quantize !== 'none' ? { quantize } : {}),
       kv: $('kv').value,
+      // The decode GEMVs' inputs at 8 bits (a hardware GPU's WebGPU backend; the CPU keeps f32).
+      ...($('precision').value === 'int8' ? { activations: 'int8' } : {}),
       maxContext: Number($('max-context').value),
       cache: cacheOn,
       onProgress,
@@ -196,7 +198,7 @@ async function load(event) {
     $('arch-state').textContent = s.architecture;
     $('quant-state').textContent = quantText(s.load.quantized);
     $('model-name').textContent = modelName(url);
-    const on = s.backend === 'cpu' ? 'the CPU' : 'WebGPU';
+    const on = s.backend === 'cpu' ? 'the CPU' : s.activations === 'int8' ? 'WebGPU with 8-bit activations' : 'WebGPU';
     setLoadState(`Ready on ${on}: ${mib(s.load.fileBytes)} file, ${s.contextLength} positions of context.`, 'ready');
     $('empty-hint').textContent = 'Ask something. Replies stream token by token.';
     setChatEnabled(true);

@@ -241,3 +241,19 @@ test('a model over the memory budget: the demo says what it needs and what is av
   await expect(page.locator('#load-state')).toHaveAttribute('data-state', 'ready', { timeout: 120_000 });
   expect(errors).toEqual([]);
 });
+
+test("the demo's 8-bit activations setting loads the model", async ({ page }) => {
+  const errors = collectErrors(page);
+  await page.goto('/');
+  await expect(page.locator('#load')).toBeEnabled();
+  await page.locator('#backend').selectOption('webgpu');
+  await page.locator('#model-url').fill('fixtures/tiny/qwen2-tiny-q8.safetensors');
+  // loadModel's `activations: 'int8'`; SwiftShader's decode GEMVs have no 8-bit path (only a
+  // hardware GPU's do: tests/browser/int8-activations.spec.ts), so the model is ready with f32
+  // activations, which the load state names.
+  await page.locator('#precision').selectOption('int8');
+  await page.locator('#load').click();
+  await expect(page.locator('#load-state')).toHaveAttribute('data-state', 'ready', { timeout: 120_000 });
+  await expect(page.locator('#load-state')).toContainText('Ready on WebGPU:');
+  expect(errors).toEqual([]);
+});
