@@ -116,6 +116,10 @@ export interface Capabilities {
   architecture: string;
   features: string[];
   limits: Record<string, number>;
+  /** Whether `loadModel`'s `activations: 'int8'` runs 8-bit GEMVs on this adapter: the
+   * browser's WGSL has dot4I8Packed and the adapter is a hardware GPU (or init's
+   * `kernels: 'gpu'`). Absent without WebGPU. */
+  int8Activations?: boolean;
   /** The backend a load would run on now (init's `backend` resolved on this adapter); null
    * when it would reject (`backend: 'webgpu'` without WebGPU). Set with or without WebGPU. */
   selectedBackend: 'webgpu' | 'cpu' | null;

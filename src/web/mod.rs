@@ -102,6 +102,10 @@ pub async fn capabilities() -> JsValue {
         Ok(ctx) => {
             let value = serde_wasm_bindgen::to_value(ctx.capabilities()).unwrap_or_else(|_| js_sys::Object::new().into());
             let _ = js_sys::Reflect::set(&value, &"webgpu".into(), &true.into());
+            // Whether loadModel's `activations: 'int8'` would run its 8-bit GEMVs here: WGSL's
+            // dot4I8Packed, and a hardware GPU's kernels (or init's `kernels: 'gpu'`).
+            let int8 = !ctx.capabilities().is_software && device::wgsl_has(model::DP4_FEATURE);
+            let _ = js_sys::Reflect::set(&value, &"int8Activations".into(), &int8.into());
             (value, ctx.capabilities().is_software)
         }
         Err(e) => (unavailable(error::code(&e), &e.to_string()), true),

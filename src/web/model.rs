@@ -600,7 +600,7 @@ struct Stats {
 }
 
 /// The WGSL language feature of `dot4I8Packed`.
-const DP4_FEATURE: &str = "packed_4x8_integer_dot_product";
+pub(crate) const DP4_FEATURE: &str = "packed_4x8_integer_dot_product";
 
 fn rate(tokens: usize, ms: f64) -> f64 {
     if ms > 0.0 {

@@ -32,6 +32,7 @@ test('8-bit activations run the DP4 GEMVs in the page and keep the greedy ids', 
       return { ids, activations: stats.activations };
     };
     await weft.init({ kernels: 'gpu' });
+    const capsGpu = (await weft.capabilities()) as { int8Activations?: boolean };
     const dp4 = (navigator as unknown as { gpu: { wgslLanguageFeatures?: Set<string> } }).gpu.wgslLanguageFeatures
       ?.has('packed_4x8_integer_dot_product');
     const gpuF32 = await run('f32');
@@ -40,11 +41,14 @@ test('8-bit activations run the DP4 GEMVs in the page and keep the greedy ids', 
     const badKernels = await code(weft.init({ kernels: 'fast' } as never));
     // The adapter's own choices again: SwiftShader's decode GEMVs have no 8-bit path.
     await weft.init({ kernels: 'auto' });
+    const capsSoftware = (await weft.capabilities()) as { int8Activations?: boolean };
     const software = await run('int8');
-    return { dp4, gpuF32, gpuInt8, badValue, badKernels, software };
+    return { dp4, capsGpu: capsGpu.int8Activations, capsSoftware: capsSoftware.int8Activations, gpuF32, gpuInt8, badValue, badKernels, software };
   }, MODEL);
   console.log(JSON.stringify(r));
   expect(r.dp4).toBe(true);
+  expect(r.capsGpu).toBe(true);
+  expect(r.capsSoftware).toBe(false);
   expect(r.gpuF32.activations).toBe('f32');
   expect(r.gpuInt8.activations).toBe('int8');
   expect(r.gpuF32.ids.length).toBe(12);
