@@ -386,7 +386,7 @@ def dawn_markdown(rows: list) -> str:
     return "\n".join(out + [""] + [f"- {a}" for a in adapters]) + "\n"
 
 
-# The variants of one GEMV call (bench/results/h200/session45/a/call.sh): qmatmul_bench's JSON file
+# The variants of one GEMV call (bench/results/h200/session49/d/call.sh, as session45/a): qmatmul_bench's JSON file
 # for each, and its column's name.
 GEMV_VARIANTS = [("gemv-rot256.json", "f32"), ("gemv-rot256--constant-shape.json", "f32, shape as constants"),
                  ("gemv-rot256--int8.json", "8-bit activations"),
@@ -549,7 +549,7 @@ def main() -> None:
     data["h200_long_prompts"] = long_prompts("h200/session37/f")
     # The GEMV at the shapes, f32 and 8-bit activations, the shape as constants or not
     # (session 45, call a, with the code of note 68).
-    data["h200_gemv"] = gemv_variants("h200/session45/a")
+    data["h200_gemv"] = gemv_variants("h200/session49/d")
     (ROOT / "results.json").write_text(json.dumps(data, indent=2) + "\n")
     chart(data, ROOT / "chart.svg")
     table = markdown(data) + gemv_variants_markdown(data["h200_gemv"]) + dawn_markdown(data["dawn"]) + chromium_markdown(data["chromium"]) + long_prompts_markdown("h200/session37/f", data["h200_long_prompts"])
