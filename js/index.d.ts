@@ -83,7 +83,8 @@ export interface InitOptions {
   features?: 'all' | 'none' | 'no-subgroups';
   /** 'gpu' gives a software adapter (SwiftShader) the kernel choices of a hardware GPU - launch
    * shapes, repacking, the fused decode GEMVs, 8-bit activations - and makes `backend: 'auto'`
-   * take it, to test those kernels where there is no GPU; default 'auto'. */
+   * take it, to test those kernels where there is no GPU (loads then time no launch shapes);
+   * default 'auto'. */
   kernels?: 'auto' | 'gpu';
   /** Where models run: 'auto' (default) takes WebGPU on a hardware adapter and the CPU backend
    * (wasm SIMD128) where there is no adapter or a software one (SwiftShader, llvmpipe);
