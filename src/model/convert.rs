@@ -10,7 +10,7 @@ use crate::loader::RangeReader;
 use crate::quant::calibration::Calibration;
 use crate::quant::decode_to_f32;
 use crate::quant::gptq::Factor;
-use crate::quant::weft::{quantize_weighted, Scheme, WeftQuant, Weights};
+use crate::quant::weft::{quantize_weighted, QuantMatrix, Scheme, WeftQuant, Weights};
 use crate::tokenizer::Tokenizer;
 
 use super::budget::{relative_sq_error, role_weight, Candidate, TensorChoices};
@@ -101,11 +101,14 @@ pub struct QuantizePlan {
     pub compensate: bool,
     /// With a calibration that has Hessians: round by GPTQ (`quant::gptq`).
     pub gptq: bool,
+    /// Store `k` matrices entropy-coded (`quant::kcode::encode_coded`): smaller files, decoded
+    /// at load.
+    pub entropy: bool,
 }
 
 impl QuantizePlan {
     pub fn new(default: WeftQuant, keep: Vec<KeepRule>) -> Self {
-        Self { default, keep, calibration: None, compensate: false, gptq: false }
+        Self { default, keep, calibration: None, compensate: false, gptq: false, entropy: false }
     }
 
     fn rule(&self, name: &str) -> Option<&KeepRule> {
@@ -215,24 +218,8 @@ pub async fn quantize_model<R: RangeReader>(
                 let factor = plan.factor(&t.name, cols)?;
                 let m = quantize_weighted(q, &values, rows, cols, plan.importance(&t.name, cols, factor.as_ref())?)?;
                 let decoded = m.dequantize();
-                let meta = serde_json::json!({ "format": q.name(), "shape": [rows, cols] });
-                out.metadata.insert(format!("weft.q.{}", t.name), meta.to_string());
-                let words = m.words.len() as u64;
-                let groups = m.scales.len() as u64;
-                let rows64 = rows as u64;
-                out.add(&format!("{}.weft_q", t.name), SafeDtype::U32, &[rows64, words / rows64], bytemuck::cast_slice(&m.words).to_vec())?;
-                if q.scheme == Scheme::K {
-                    // One byte per scale and zero point; the row's exponent leads its scales.
-                    let codes = crate::quant::kcode::encode(&m)?;
-                    out.add(&format!("{}.weft_scale", t.name), SafeDtype::U8, &[rows64, groups / rows64 + 1], codes.scales)?;
-                    out.add(&format!("{}.weft_zero", t.name), SafeDtype::U8, &[rows64, groups / rows64], codes.zeros)?;
-                } else {
-                    out.add(&format!("{}.weft_scale", t.name), SafeDtype::F16, &[rows64, groups / rows64], bytemuck::cast_slice(&m.scales).to_vec())?;
-                    if !m.zeros.is_empty() {
-                        out.add(&format!("{}.weft_zero", t.name), SafeDtype::F16, &[rows64, groups / rows64], bytemuck::cast_slice(&m.zeros).to_vec())?;
-                    }
-                }
-                (q.name(), q.file_bytes(rows, cols) as u64, decoded)
+                let bytes = write_matrix(&mut out, &t.name, q, &m, plan.entropy)?;
+                (q.name(), bytes, decoded)
             }
             (_, true, None) if bits == 16 => {
                 let halves: Vec<u16> = values.iter().map(|&v| half::f16::from_f32(v).to_bits()).collect();
@@ -305,6 +292,83 @@ pub async fn budget_choices<R: RangeReader>(
         progress(i + 1, tensors.len());
     }
     Ok((choices, fixed))
+}
+
+/// Writes matrix `name` in format `q` as packed levels with its scales and zero points (`k`: one
+/// byte each, the row's exponent leading its scales); returns the bytes written.
+fn write_packed(out: &mut SafetensorsWriter, name: &str, q: WeftQuant, m: &QuantMatrix) -> Result<u64> {
+    let meta = serde_json::json!({ "format": q.name(), "shape": [m.rows, m.cols] });
+    out.metadata.insert(format!("weft.q.{name}"), meta.to_string());
+    let (rows, words, groups) = (m.rows as u64, m.words.len() as u64, m.scales.len() as u64);
+    out.add(&format!("{name}.weft_q"), SafeDtype::U32, &[rows, words / rows], bytemuck::cast_slice(&m.words).to_vec())?;
+    if q.scheme == Scheme::K {
+        let codes = crate::quant::kcode::encode(m)?;
+        out.add(&format!("{name}.weft_scale"), SafeDtype::U8, &[rows, groups / rows + 1], codes.scales)?;
+        out.add(&format!("{name}.weft_zero"), SafeDtype::U8, &[rows, groups / rows], codes.zeros)?;
+    } else {
+        out.add(&format!("{name}.weft_scale"), SafeDtype::F16, &[rows, groups / rows], bytemuck::cast_slice(&m.scales).to_vec())?;
+        if !m.zeros.is_empty() {
+            out.add(&format!("{name}.weft_zero"), SafeDtype::F16, &[rows, groups / rows], bytemuck::cast_slice(&m.zeros).to_vec())?;
+        }
+    }
+    Ok(q.file_bytes(m.rows, m.cols) as u64)
+}
+
+/// Writes matrix `name` in format `q`: a `k` matrix with `entropy` as its three entropy-coded
+/// streams (each a 1-D U8 tensor under the packed format's names, `"coding": "rans"` in its
+/// entry) where that is smaller, else packed. Returns the bytes written.
+fn write_matrix(out: &mut SafetensorsWriter, name: &str, q: WeftQuant, m: &QuantMatrix, entropy: bool) -> Result<u64> {
+    if q.scheme != Scheme::K || !entropy {
+        return write_packed(out, name, q, m);
+    }
+    let c = crate::quant::kcode::encode_coded(m)?;
+    let bytes = (c.levels.len() + c.scales.len() + c.zeros.len()) as u64;
+    // The coding tables cost up to a few hundred bytes: a small matrix may be smaller packed.
+    if bytes >= q.file_bytes(m.rows, m.cols) as u64 {
+        return write_packed(out, name, q, m);
+    }
+    let meta = serde_json::json!({ "format": q.name(), "shape": [m.rows, m.cols], "coding": "rans" });
+    out.metadata.insert(format!("weft.q.{name}"), meta.to_string());
+    for (part, blob) in [("weft_q", c.levels), ("weft_scale", c.scales), ("weft_zero", c.zeros)] {
+        out.add(&format!("{name}.{part}"), SafeDtype::U8, &[blob.len() as u64], blob)?;
+    }
+    Ok(bytes)
+}
+
+/// Rewrites a weft file with every packed `k` matrix entropy-coded (`weft quantize --entropy`'s
+/// storage), the rest as it is: lossless, for files made without it (or tuned after).
+pub async fn entropy_code_model<R: RangeReader>(reader: &R, header: &ModelHeader) -> Result<SafetensorsWriter> {
+    let entries = super::load::weft_entries(header)?;
+    let ModelHeader::Safetensors(st) = header else {
+        return Err(Error::Model("entropy coding rewrites weft safetensors files only".into()));
+    };
+    let mut out = SafetensorsWriter::default();
+    out.metadata.extend(st.metadata.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let recoded: std::collections::HashMap<&str, &super::load::WeftEntry> =
+        entries.iter().filter(|(_, e)| e.quant.scheme == Scheme::K && !e.coded).map(|(k, e)| (k.as_str(), e)).collect();
+    let companions: std::collections::HashSet<&str> =
+        recoded.values().flat_map(|e| std::iter::once(&e.scale).chain(&e.zero)).map(|t| t.name.as_str()).collect();
+    for t in header.tensors().iter().filter(|t| !companions.contains(t.name.as_str())) {
+        let bytes = reader.read_range(t.range.clone()).await?;
+        match recoded.get(t.name.as_str()) {
+            Some(e) => {
+                let scales = reader.read_range(e.scale.range.clone()).await?;
+                let zeros = match &e.zero {
+                    Some(z) => Some(reader.read_range(z.range.clone()).await?),
+                    None => None,
+                };
+                let m = e.matrix(&t.name, &bytes, &scales, zeros.as_deref())?;
+                write_matrix(&mut out, t.name.trim_end_matches(".weft_q"), e.quant, &m, true)?;
+            }
+            None => {
+                let crate::format::StorageType::Safe(dtype) = t.storage else {
+                    return Err(Error::Model(format!("{}: not a safetensors dtype", t.name)));
+                };
+                out.add(&t.name, dtype, &t.shape, bytes)?;
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Decodes every tensor of a model file to f32 under its original name (a weft matrix `W`

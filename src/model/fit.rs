@@ -84,6 +84,30 @@ fn gpu_bytes(t: &TensorInfo, weights: &WeightOptions) -> u64 {
     }
 }
 
+/// The header's tensors as the GPU will hold them, for the memory-fit check: a `k` matrix is
+/// uploaded as its asymmetric twin (u32 words, f16 scales and zero points), whatever its file
+/// holds (8-bit codes, or entropy-coded streams far smaller than what they decode to).
+pub fn tensors_as_uploaded(header: &crate::format::ModelHeader) -> Result<Vec<TensorInfo>> {
+    let weft = super::load::weft_entries(header)?;
+    let mut out = header.tensors().to_vec();
+    for (name, e) in weft.iter().filter(|(_, e)| e.quant.scheme == crate::quant::weft::Scheme::K) {
+        let [rows, cols] = e.shape.map(|d| d as u64);
+        let groups = rows.saturating_mul(e.quant.groups_per_row(cols as usize) as u64);
+        let words = rows.saturating_mul(e.quant.words_per_row(cols as usize) as u64);
+        for t in out.iter_mut() {
+            let (dtype, shape, bytes) = if &t.name == name {
+                (SafeDtype::U32, vec![words], words.saturating_mul(4))
+            } else if t.name == e.scale.name || e.zero.as_ref().is_some_and(|z| z.name == t.name) {
+                (SafeDtype::F16, vec![groups], groups.saturating_mul(2))
+            } else {
+                continue;
+            };
+            *t = TensorInfo { name: t.name.clone(), storage: StorageType::Safe(dtype), shape, range: t.range.start..t.range.start.saturating_add(bytes) };
+        }
+    }
+    Ok(out)
+}
+
 /// What `config`'s model, stored as `tensors`, needs on the GPU with `engine`'s options. All
 /// arithmetic is in u64 and saturates, so any configuration gives an answer.
 pub fn memory_needs(config: &LlamaConfig, tensors: &[TensorInfo], engine: &EngineOptions, weights: &WeightOptions) -> MemoryNeeds {

@@ -111,6 +111,8 @@ pub(crate) struct WeftEntry {
     pub(crate) shape: [usize; 2],
     pub(crate) scale: TensorInfo,
     pub(crate) zero: Option<TensorInfo>,
+    /// A `k` matrix stored as entropy-coded streams (`quant::kcode::decode_coded`).
+    pub(crate) coded: bool,
 }
 
 impl WeftEntry {
@@ -118,6 +120,10 @@ impl WeftEntry {
     /// every length checked against the format.
     pub(crate) fn matrix(&self, name: &str, words: &[u8], scales: &[u8], zeros: Option<&[u8]>) -> Result<QuantMatrix> {
         let [rows, cols] = self.shape;
+        if self.coded {
+            return crate::quant::kcode::decode_coded(self.quant, rows, cols, words, scales, zeros.unwrap_or_default())
+                .map_err(|e| Error::Model(format!("{name}: {e}")));
+        }
         if self.quant.scheme == crate::quant::weft::Scheme::K {
             let words = bytemuck::pod_collect_to_vec(words);
             return crate::quant::kcode::decode(self.quant, rows, cols, words, scales, zeros.unwrap_or_default())
@@ -146,6 +152,9 @@ impl WeftEntry {
 struct WeftMeta {
     format: String,
     shape: [usize; 2],
+    /// "rans" for an entropy-coded `k` matrix; absent for packed levels.
+    #[serde(default)]
+    coding: Option<String>,
 }
 
 /// The `weft.q.*` entries of a weft safetensors file, by the name of their packed tensor.
@@ -164,7 +173,14 @@ pub(crate) fn weft_entries(header: &ModelHeader) -> Result<HashMap<String, WeftE
         if quant.has_zero() != zero.is_some() {
             return Err(Error::Model(format!("{base}: zero points do not match the {} scheme", meta.format)));
         }
-        out.insert(format!("{base}.weft_q"), WeftEntry { quant, shape: meta.shape, scale, zero });
+        let coded = match meta.coding.as_deref() {
+            None => false,
+            Some("rans") if quant.scheme == crate::quant::weft::Scheme::K => true,
+            Some(other) => {
+                return Err(Error::Model(format!("{key}: coding '{other}' is not one this build reads (rans, for k formats)")))
+            }
+        };
+        out.insert(format!("{base}.weft_q"), WeftEntry { quant, shape: meta.shape, scale, zero, coded });
     }
     Ok(out)
 }

@@ -89,12 +89,13 @@ async fn build(
     let device = DeviceMemory::of(ctx, weights.memory_budget_mb);
     // `quantize: 'auto'` plans the formats within the budget; the buffer limits are checked
     // as for any load.
+    let uploaded = fit::tensors_as_uploaded(header)?;
     let plan = match weights.auto {
-        true => Some(fit::plan_auto(&config, header.tensors(), &engine, &device)?),
+        true => Some(fit::plan_auto(&config, &uploaded, &engine, &device)?),
         false => None,
     };
     let limits_only = DeviceMemory { budget_bytes: None, ..device };
-    check_memory_fit(&config, header.tensors(), &engine, &weights, if weights.auto { &limits_only } else { &device })?;
+    check_memory_fit(&config, &uploaded, &engine, &weights, if weights.auto { &limits_only } else { &device })?;
     let w = load::load_weights_from(ctx, read, header, &config, &weights, plan, progress).await?;
     progress(Progress { phase: Phase::Compile, step: 0, steps: 0, bytes_loaded: total, bytes_total: total });
     let (max_seq, sinks) = config.kv_window(engine.max_seq, engine.sinks);

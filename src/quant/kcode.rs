@@ -167,6 +167,80 @@ pub fn decode(quant: WeftQuant, rows: usize, cols: usize, words: Vec<u32>, scale
     Ok(m)
 }
 
+/// A `k` matrix's three entropy-coded blobs (docs/FORMAT.md, "Entropy-coded `k` matrices"): its
+/// levels, group after group as they are packed, with one table per rounded zero point; its
+/// rows' exponent bytes followed by its scale codes; its zero-point codes. Each stream is
+/// [`super::rans`]'s.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KCoded {
+    pub levels: Vec<u8>,
+    pub scales: Vec<u8>,
+    pub zeros: Vec<u8>,
+}
+
+/// Entropy-codes a `k` matrix (as [`super::weft::quantize_weighted`] makes it): lossless, so
+/// [`decode_coded`] gives back `m` bit for bit.
+pub fn encode_coded(m: &QuantMatrix) -> Result<KCoded> {
+    let codes = encode(m)?;
+    let gpr = m.quant.groups_per_row(m.cols);
+    let g = m.quant.group as usize;
+    let wpg = m.quant.words_per_group();
+    let mut levels = Vec::with_capacity(m.rows * gpr * g);
+    for gi in 0..m.rows * gpr {
+        let words = &m.words[gi * wpg..(gi + 1) * wpg];
+        levels.extend((0..g).map(|j| super::weft::get_q(words, m.quant.bits, j) as u8));
+    }
+    let exponents: Vec<u8> = codes.scales.chunks_exact(gpr + 1).map(|r| r[0]).collect();
+    let scale_codes: Vec<u8> = codes.scales.chunks_exact(gpr + 1).flat_map(|r| r[1..].to_vec()).collect();
+    let mut scales = exponents;
+    scales.extend(super::rans::encode_plain(&scale_codes, 256));
+    let contexts = level_contexts(m.quant, &codes.zeros);
+    Ok(KCoded {
+        levels: super::rans::encode(&levels, m.quant.levels() as usize, &contexts, m.quant.levels() as usize, g)?,
+        scales,
+        zeros: super::rans::encode_plain(&codes.zeros, 256),
+    })
+}
+
+/// Each group's context for its levels: its zero point rounded to a level (half up, in integer
+/// arithmetic from the code) and clamped to the grid. A group's levels cluster around the level
+/// its zero maps to, so one table per zero point codes them in about 0.1 bit a weight less
+/// (SmolLM2 at 4 bits: 3.76 bits against 3.86 with one table).
+fn level_contexts(quant: WeftQuant, zero_codes: &[u8]) -> Vec<u8> {
+    let top = quant.levels() as i32 - 1;
+    // zero = z / 8 − 8, so round(zero) = floor((z − 64 + 4) / 8).
+    zero_codes.iter().map(|&z| (z as i32 - 60).div_euclid(8).clamp(0, top) as u8).collect()
+}
+
+/// A `k` matrix from its entropy-coded blobs, as its asymmetric twin ([`decode`]'s result).
+/// Damaged or mis-sized streams are [`Error::Decode`].
+pub fn decode_coded(quant: WeftQuant, rows: usize, cols: usize, levels: &[u8], scales: &[u8], zeros: &[u8]) -> Result<QuantMatrix> {
+    let gpr = quant.groups_per_row(cols);
+    let g = quant.group as usize;
+    let groups = rows.checked_mul(gpr).filter(|&n| n.checked_mul(g).is_some());
+    let Some(groups) = groups.filter(|_| scales.len() >= rows) else {
+        return Err(Error::Decode { ty: "weft", message: format!("{} [{rows}, {cols}]: the scale blob has no row exponents", quant.name()) });
+    };
+    let scale_codes = super::rans::decode_plain(&scales[rows..], 256, groups)?;
+    let zero_codes = super::rans::decode_plain(zeros, 256, groups)?;
+    let contexts = level_contexts(quant, &zero_codes);
+    let levels = super::rans::decode(levels, quant.levels() as usize, groups * g, &contexts, quant.levels() as usize, g)?;
+    let mut packed = Vec::with_capacity(rows * (gpr + 1));
+    for r in 0..rows {
+        packed.push(scales[r]);
+        packed.extend_from_slice(&scale_codes[r * gpr..(r + 1) * gpr]);
+    }
+    let mut words = vec![0u32; rows * quant.words_per_row(cols)];
+    let wpg = quant.words_per_group();
+    for (gi, lv) in levels.chunks_exact(g.max(1)).enumerate() {
+        let out = &mut words[gi * wpg..(gi + 1) * wpg];
+        for (j, &q) in lv.iter().enumerate() {
+            super::weft::put_q(out, quant.bits, j, q as u32);
+        }
+    }
+    decode(quant, rows, cols, words, &packed, &zero_codes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,6 +321,45 @@ mod tests {
         };
         assert!(err(&weighted) < err(&plain), "weighted {} plain {}", err(&weighted), err(&plain));
         encode(&weighted).unwrap();
+    }
+
+    #[test]
+    fn entropy_coded_matrices_decode_bit_for_bit_and_are_smaller() {
+        // Rows of 96 columns (three groups) and of 80 (a padded last group), every width.
+        for (rows, cols) in [(24, 96), (9, 80)] {
+            let x = random_f32(31, rows * cols);
+            for bits in [2, 3, 4] {
+                let k = WeftQuant::new(bits, 32, Scheme::K).unwrap();
+                let m = quantize(k, &x, rows, cols).unwrap();
+                let coded = encode_coded(&m).unwrap();
+                let back = decode_coded(k, rows, cols, &coded.levels, &coded.scales, &coded.zeros).unwrap();
+                assert_eq!(back, m, "{bits} bits, [{rows}, {cols}]");
+            }
+        }
+        // Bell-shaped weights (a sum of four uniform draws) use the middle levels most: the coded
+        // levels take fewer bits than the packed ones.
+        let (rows, cols) = (64, 576);
+        let u: Vec<Vec<f32>> = (0..4).map(|s| random_f32(40 + s, rows * cols)).collect();
+        let x: Vec<f32> = (0..rows * cols).map(|i| u.iter().map(|v| v[i]).sum()).collect();
+        let m = quantize(WeftQuant::new(4, 32, Scheme::K).unwrap(), &x, rows, cols).unwrap();
+        let coded = encode_coded(&m).unwrap();
+        assert!(coded.levels.len() < m.words.len() * 4 * 99 / 100, "{} against {}", coded.levels.len(), m.words.len() * 4);
+    }
+
+    #[test]
+    fn damaged_entropy_coded_matrices_are_errors() {
+        let (rows, cols) = (8, 64);
+        let k = WeftQuant::new(3, 32, Scheme::K).unwrap();
+        let m = quantize(k, &random_f32(6, rows * cols), rows, cols).unwrap();
+        let c = encode_coded(&m).unwrap();
+        assert!(decode_coded(k, rows + 1, cols, &c.levels, &c.scales, &c.zeros).is_err(), "more rows than coded");
+        assert!(decode_coded(k, rows, cols, &c.levels, &c.scales[..3], &c.zeros).is_err(), "no exponents");
+        assert!(decode_coded(k, rows, cols, &c.levels[..c.levels.len() - 1], &c.scales, &c.zeros).is_err());
+        assert!(decode_coded(k, rows, cols, &c.levels, &c.scales, &c.zeros[..c.zeros.len() - 2]).is_err());
+        let mut exps = c.scales.clone();
+        exps[0] = 200;
+        assert!(decode_coded(k, rows, cols, &c.levels, &exps, &c.zeros).is_err(), "row exponent out of range");
+        assert!(decode_coded(k, usize::MAX / 2, cols, &c.levels, &c.scales, &c.zeros).is_err());
     }
 
     #[test]

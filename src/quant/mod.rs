@@ -7,6 +7,7 @@ mod ggml;
 pub(crate) use ggml::k4_scale_min;
 pub mod gptq;
 pub mod kcode;
+pub mod rans;
 pub mod sample;
 pub mod scaled;
 mod search;

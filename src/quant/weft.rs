@@ -150,7 +150,7 @@ pub struct QuantMatrix {
 }
 
 /// Reads quantized value `j` (0..group) of the group starting at `words`.
-fn get_q(words: &[u32], bits: u32, j: usize) -> u32 {
+pub(super) fn get_q(words: &[u32], bits: u32, j: usize) -> u32 {
     if bits == 3 {
         let chunk = &words[(j / 32) * 3..];
         let i = j % 32;
@@ -163,7 +163,7 @@ fn get_q(words: &[u32], bits: u32, j: usize) -> u32 {
     }
 }
 
-fn put_q(words: &mut [u32], bits: u32, j: usize, q: u32) {
+pub(super) fn put_q(words: &mut [u32], bits: u32, j: usize, q: u32) {
     if bits == 3 {
         let chunk = &mut words[(j / 32) * 3..];
         let i = j % 32;

@@ -21,6 +21,7 @@ mod generate;
 mod inspect;
 #[cfg(not(target_arch = "wasm32"))]
 #[cfg(not(target_arch = "wasm32"))]
+mod pack;
 mod perplexity;
 #[cfg(not(target_arch = "wasm32"))]
 mod quantize;
@@ -159,7 +160,14 @@ mod cli {
             /// column's rounding error over the columns not yet rounded.
             #[arg(long)]
             gptq: bool,
+            /// Store the `k` matrices entropy-coded: the same weights in a smaller file, decoded
+            /// at load (docs/FORMAT.md).
+            #[arg(long)]
+            entropy: bool,
         },
+        /// Rewrite a weft file with its `k` matrices entropy-coded (what `quantize --entropy`
+        /// writes); lossless.
+        Pack { input: String, output: String },
         /// Run a model over a calibration text (CPU backend) and store each matrix's input
         /// column statistics for `weft quantize --calibration`.
         Calibrate(crate::calibrate::Args),
@@ -367,7 +375,7 @@ mod cli {
             Command::Tokenize { model, text, json } => crate::tokenize::run(&model, &text, json),
             Command::DumpActivations { model, ids, out, backend, cpu, load } => crate::dump::run(&model, &ids, &out, backend, &cpu, &load),
             Command::Calibrate(args) => crate::calibrate::run(&args),
-            Command::Quantize { input, output, bits, group, scheme, keep, no_default_keep, budget_mb, calibration, compensate, gptq } => {
+            Command::Quantize { input, output, bits, group, scheme, keep, no_default_keep, budget_mb, calibration, compensate, gptq, entropy } => {
                 crate::quantize::run(crate::quantize::Args {
                     input,
                     output,
@@ -380,8 +388,10 @@ mod cli {
                     calibration,
                     compensate,
                     gptq,
+                    entropy,
                 })
             }
+            Command::Pack { input, output } => crate::pack::run(&input, &output),
             Command::Bench { model, prompt_len, gen, reps, kv, json, profile, no_fuse, no_tune, no_fuse_glu, glu_in_down, no_fuse_attention, attention_chunk, max_seq, no_flash_attention, no_pipeline, int8_activations, no_activation_records, no_constant_shapes, no_matrix_units, sampling, backend, cpu, load } => {
                 let (fuse, tune) = (!no_fuse, !no_tune);
                 let (fuse_glu, pipeline) = (!no_fuse_glu, !no_pipeline);

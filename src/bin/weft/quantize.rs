@@ -31,6 +31,7 @@ pub struct Args {
     pub calibration: Option<String>,
     pub compensate: bool,
     pub gptq: bool,
+    pub entropy: bool,
 }
 
 pub fn progress_bar(what: &str) -> ProgressBar {
@@ -81,6 +82,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     } else if a.compensate || a.gptq {
         anyhow::bail!("--compensate and --gptq need --calibration");
     }
+    plan.entropy = a.entropy;
     if !plan.keep.is_empty() {
         let list: Vec<String> = plan.keep.iter().map(|r| format!("{}={}", r.pattern, r.bits)).collect();
         eprintln!("keep rules: {}", list.join(" "));
