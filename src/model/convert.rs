@@ -278,12 +278,13 @@ pub async fn budget_choices<R: RangeReader>(
                     // weighted error the tied embedding (weighted for its head use only) looked
                     // 10x cheaper to round than it is, and a 69 MB plan put it at 2 bits.
                     let error = role_weight(&t.name) * relative_sq_error(&values, &m.dequantize());
-                    candidates.push(Candidate { format: q, bytes: q.file_bytes(rows, cols) as u64, error });
+                    candidates.push(Candidate { format: q, bytes: stored_bytes(q, &m, plan.entropy)?, error });
                 }
                 choices.push(TensorChoices { name: t.name.clone(), candidates });
             }
             (&[rows, cols], true, Some(Some(q))) => {
                 let (rows, cols) = (rows as usize, cols as usize);
+                // Packed size: with --entropy a kept `k` matrix may take less, never more.
                 fixed += q.file_bytes(rows, cols) as u64;
             }
             (_, true, Some(None)) if rule.is_some_and(|r| r.bits == 16) => fixed += t.elements() * 2,
@@ -292,6 +293,17 @@ pub async fn budget_choices<R: RangeReader>(
         progress(i + 1, tensors.len());
     }
     Ok((choices, fixed))
+}
+
+/// Bytes matrix `m` takes in a file in format `q`: entropy-coded where `entropy` and that is
+/// smaller (`write_matrix`), else packed.
+fn stored_bytes(q: WeftQuant, m: &QuantMatrix, entropy: bool) -> Result<u64> {
+    let packed = q.file_bytes(m.rows, m.cols) as u64;
+    if q.scheme != Scheme::K || !entropy {
+        return Ok(packed);
+    }
+    let c = crate::quant::kcode::encode_coded(m)?;
+    Ok(packed.min((c.levels.len() + c.scales.len() + c.zeros.len()) as u64))
 }
 
 /// Writes matrix `name` in format `q` as packed levels with its scales and zero points (`k`: one
