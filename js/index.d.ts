@@ -8,7 +8,8 @@
  * - LOAD_ABORTED: the load's AbortSignal fired; ABORTED: a generation's did, or a later
  *   generate() or dispose() on the model ended it
  * - CONTEXT_FULL: the prompt alone is longer than the context (`tokens`, `context` set)
- * - FORMAT: the file is not a model weft reads; MODEL: it is, but its contents are inconsistent
+ * - FORMAT: the file is not a model weft reads, or its data cannot be decoded (a damaged
+ *   entropy-coded matrix); MODEL: it is, but its contents are inconsistent
  * - TOKENIZER: the tokenizer or chat template failed
  * - GPU_OOM: the GPU ran out of memory (`needed` bytes), or the model does not fit
  *   `memoryBudgetMB` (`needed`, `available`; checked before any weight is fetched); GPU_LIMIT:

@@ -55,3 +55,20 @@ echo "tuned:mixed_k_52mb_cal_gl:mixed_k_52mb_cal:--epochs 3 --levels --threads 1
 echo "tuned:mixed_k_52mb_cal_gl2:mixed_k_52mb_cal_gl:--epochs 1 --levels --level-lr 0.01 --threads 1 --ids ${WORK:?}/gen2-ids.json"
 echo "tuned:mixed_k_52mb_cal_gl3:mixed_k_52mb_cal_gl2:--epochs 1 --levels --level-lr 0.01 --threads 1 --ids ${WORK:?}/gen2-ids.json --ids ${WORK:?}/gen3-ids.json"
 echo "tuned:mixed_k_52mb_cal_gl4:mixed_k_52mb_cal_gl3:--epochs 1 --levels --level-lr 0.01 --threads 2 --ids ${WORK:?}/gen2-ids.json --ids ${WORK:?}/gen3-ids.json --ids ${WORK:?}/gen4-ids.json"
+# Entropy-coded k files (--entropy: rANS over the levels and codes, docs/FORMAT.md): the k rows'
+# weights in smaller files, and mixes at the issue's two sizes (<= 4.2 and <= 3.2 bits/weight):
+# 4-bit with some roles at 3 bits; 3-bit with q and k at 2 bits, that mix also tuned (its packed
+# twin, as tune.py reads and writes packed levels) and then entropy-coded.
+e4="--bits 4 --group 32 --scheme k --no-default-keep --calibration $CAL --entropy"
+e3="--bits 3 --group 32 --scheme k --no-default-keep --calibration $CAL --entropy"
+echo "weft:q4_k_e_cal:$e4"
+echo "weft:mix_q3k3_e:$e4 --keep attn_q=q3_g32_k --keep attn_k=q3_g32_k"
+echo "weft:mix_g3_e:$e4 --keep ffn_gate=q3_g32_k"
+echo "weft:mix_k3_e:$e4 --keep attn_k=q3_g32_k"
+echo "weft:q3_k_e_cal:$e3"
+echo "weft:mix2_qk2_e:$e3 --keep attn_q=q2_g32_k --keep attn_k=q2_g32_k"
+echo "weft:mix2_k2_e:$e3 --keep attn_k=q2_g32_k"
+echo "weft:q2_k_e_cal:--bits 2 --group 32 --scheme k --no-default-keep --calibration $CAL --entropy"
+echo "weft:mix2_qk2:${e3% --entropy} --keep attn_q=q2_g32_k --keep attn_k=q2_g32_k"
+echo "tuned:mix2_qk2_gl:mix2_qk2:--epochs 3 --levels --threads 1"
+echo "packed:mix2_qk2_gl_e:mix2_qk2_gl"

@@ -12,6 +12,8 @@ Rows:
   tuned:NAME:FROM:ARGS          the weft row FROM's file (which must exist) with its group scales,
                                 zero points and norms (with --levels its levels too) tuned by
                                 distillation on the --cal-ids texts (`tune.py ARGS`), written as NAME.st
+  packed:NAME:FROM              the weft row FROM's file (which must exist) with its k matrices
+                                entropy-coded (`weft pack`), written as NAME.st: the same weights
 
 usage: run_table.py --source GGUF --ids IDS.json --work DIR --results FILE [--weft BIN] ROW...
 """
@@ -144,6 +146,17 @@ def main():
             st = tuned_file(args, name, source_row, flags)
             tensors = weft_tensors(args, st)
             record.update(kind="weft", tuned_from=source_row, name=name, flags=flags, file_bytes=os.path.getsize(st))
+        elif kind == "packed":
+            name, _, source_row = rest.partition(":")
+            st = os.path.join(args.work, f"{name}.st")
+            if not os.path.exists(st):
+                start = os.path.join(args.work, f"{source_row}.st")
+                if not os.path.exists(start):
+                    raise SystemExit(f"packed:{name}: measure the row {source_row} first")
+                subprocess.run([args.weft, "pack", start, st + ".tmp"], check=True, stdout=subprocess.DEVNULL)
+                os.replace(st + ".tmp", st)
+            tensors = weft_tensors(args, st)
+            record.update(kind="weft", packed_from=source_row, name=name, file_bytes=os.path.getsize(st))
         elif kind == "llama":
             try:
                 path = llama_file(args, rest)

@@ -121,8 +121,15 @@ impl WeftEntry {
     pub(crate) fn matrix(&self, name: &str, words: &[u8], scales: &[u8], zeros: Option<&[u8]>) -> Result<QuantMatrix> {
         let [rows, cols] = self.shape;
         if self.coded {
+            // A damaged stream is the file's fault: a decode error (FORMAT in JS) naming the matrix.
             return crate::quant::kcode::decode_coded(self.quant, rows, cols, words, scales, zeros.unwrap_or_default())
-                .map_err(|e| Error::Model(format!("{name}: {e}")));
+                .map_err(|e| match e {
+                    Error::Decode { ty, message } => Error::Decode {
+                        ty,
+                        message: format!("{name}: {message}; the file is damaged: fetch it again, or write it again with `weft quantize --entropy`"),
+                    },
+                    other => other,
+                });
         }
         if self.quant.scheme == crate::quant::weft::Scheme::K {
             let words = bytemuck::pod_collect_to_vec(words);

@@ -22,7 +22,7 @@ pub fn code(e: &Error) -> &'static str {
         Error::DeviceOption(_) => "INVALID_ARGUMENT",
         Error::Quota { .. } => "QUOTA",
         Error::Format(_) | Error::Calibration { .. } | Error::BadConfig { .. } | Error::MissingTensor { .. } | Error::TensorShape { .. }
-        | Error::NonFiniteWeights { .. } => "FORMAT",
+        | Error::NonFiniteWeights { .. } | Error::Decode { .. } => "FORMAT",
         Error::UnsupportedModel { .. } => "UNSUPPORTED",
         Error::ModelTooLarge { .. } => "GPU_OOM",
         Error::AddressSpace { .. } => "MEMORY_LIMIT",
