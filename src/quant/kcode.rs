@@ -231,11 +231,19 @@ pub fn decode_coded(quant: WeftQuant, rows: usize, cols: usize, levels: &[u8], s
         packed.extend_from_slice(&scale_codes[r * gpr..(r + 1) * gpr]);
     }
     let mut words = vec![0u32; rows * quant.words_per_row(cols)];
-    let wpg = quant.words_per_group();
-    for (gi, lv) in levels.chunks_exact(g.max(1)).enumerate() {
-        let out = &mut words[gi * wpg..(gi + 1) * wpg];
-        for (j, &q) in lv.iter().enumerate() {
-            super::weft::put_q(out, quant.bits, j, q as u32);
+    if quant.bits == 3 {
+        // Chunks of 32 levels in three words: the low bit pairs of 16 levels, twice, then the
+        // 32 high bits.
+        for (lv, w) in levels.chunks_exact(32).zip(words.chunks_exact_mut(3)) {
+            for (j, &q) in lv.iter().enumerate() {
+                w[j / 16] |= (q as u32 & 3) << (2 * (j % 16));
+                w[2] |= ((q as u32 >> 2) & 1) << j;
+            }
+        }
+    } else {
+        let per_word = (32 / quant.bits) as usize;
+        for (lv, w) in levels.chunks_exact(per_word).zip(words.iter_mut()) {
+            *w = lv.iter().rev().fold(0u32, |acc, &q| (acc << quant.bits) | q as u32);
         }
     }
     decode(quant, rows, cols, words, &packed, &zero_codes)

@@ -195,20 +195,23 @@ pub fn decode(stream: &[u8], alphabet: usize, count: usize, contexts: &[u8], n_c
     let head = stream.get(pos..pos + 4).ok_or_else(|| bad("no state".into()))?;
     let mut x = u32::from_le_bytes(head.try_into().expect("four bytes"));
     pos += 4;
-    let mut out = Vec::with_capacity(count);
-    for i in 0..count {
-        let c = contexts[i / run] as usize;
+    let mut out = vec![0u8; count];
+    // A run of symbols at a time, each with its context's table (no division per symbol).
+    for (chunk, &c) in out.chunks_mut(run).zip(contexts) {
+        let c = c as usize;
         let t = tables[c].as_ref().ok_or_else(|| bad(format!("a symbol in context {c}, which has no table")))?;
-        let slot = x & (TOTAL - 1);
-        let s = t.slot_symbol[slot as usize] as usize;
-        // At most 2^14 · (2^18 − 1) + 2^14 − 1 < 2^32: no overflow whatever the state.
-        x = t.freq[s] * (x >> PROB_BITS) + slot - t.cum[s];
-        while x < L {
-            let b = *stream.get(pos).ok_or_else(|| bad("cut short".into()))?;
-            x = (x << 8) | b as u32;
-            pos += 1;
+        for o in chunk.iter_mut() {
+            let slot = x & (TOTAL - 1);
+            let s = t.slot_symbol[slot as usize] as usize;
+            // At most 2^14 · (2^18 − 1) + 2^14 − 1 < 2^32: no overflow whatever the state.
+            x = t.freq[s] * (x >> PROB_BITS) + slot - t.cum[s];
+            while x < L {
+                let b = *stream.get(pos).ok_or_else(|| bad("cut short".into()))?;
+                x = (x << 8) | b as u32;
+                pos += 1;
+            }
+            *o = s as u8;
         }
-        out.push(s as u8);
     }
     if x != L || pos != stream.len() {
         return Err(bad(format!("damaged: end state {x:#x} with {} of {} bytes read", pos, stream.len())));

@@ -163,7 +163,7 @@ pub(super) fn get_q(words: &[u32], bits: u32, j: usize) -> u32 {
     }
 }
 
-pub(super) fn put_q(words: &mut [u32], bits: u32, j: usize, q: u32) {
+fn put_q(words: &mut [u32], bits: u32, j: usize, q: u32) {
     if bits == 3 {
         let chunk = &mut words[(j / 32) * 3..];
         let i = j % 32;
